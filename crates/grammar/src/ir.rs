@@ -1,0 +1,427 @@
+//! The grammar IR.
+//!
+//! A [`Grammar`] is a list of named rules; each rule's body is an [`Expr`] tree. Text is
+//! Unicode: literals are strings and classes are code-point ranges; the matcher lowers them
+//! to UTF-8 bytes. Every front end (GBNF, the JSON grammar, JSON Schema, regex) produces
+//! this IR, and [`Grammar`] values exist only through [`GrammarBuilder::build`], which
+//! checks the invariants below.
+//!
+//! ## Invariants of a built [`Grammar`]
+//! - every [`Expr::Rule`] refers to a rule of this grammar (ids index `rules`);
+//! - rule names are unique; `root` is a valid rule;
+//! - classes are normalized: ranges sorted, non-overlapping, non-adjacent, non-empty
+//!   (a negated GBNF class is resolved to its complement at construction);
+//! - `Alt` has at least one branch; `Repeat` has `min <= max`.
+//!
+//! `Seq(vec![])` is the empty string; `Class(vec![])` matches nothing.
+
+use formwork_vocab::TokenId;
+use std::fmt;
+
+/// Index of a rule in [`Grammar::rules`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RuleId(pub u32);
+
+impl RuleId {
+    /// The id as an index.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A special token named by a grammar (GBNF `<[123]>` or `<|im_end|>`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TokenRef {
+    /// By id.
+    Id(TokenId),
+    /// By name, resolved against the vocabulary when the grammar is compiled.
+    Name(String),
+}
+
+/// A grammar expression.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Expr {
+    /// Exactly this text.
+    Literal(String),
+    /// One code point in one of these inclusive ranges (normalized; see module docs).
+    Class(Vec<(char, char)>),
+    /// Each in turn. Empty means the empty string.
+    Seq(Vec<Expr>),
+    /// Any one of these (at least one).
+    Alt(Vec<Expr>),
+    /// `expr` repeated `min..=max` times (`max: None` = unbounded).
+    Repeat {
+        /// The repeated expression.
+        expr: Box<Expr>,
+        /// Least count.
+        min: u32,
+        /// Greatest count, or unbounded.
+        max: Option<u32>,
+    },
+    /// A reference to another rule.
+    Rule(RuleId),
+    /// One special token, produced only where the grammar names it.
+    Token(TokenRef),
+}
+
+impl Expr {
+    /// The empty string.
+    pub fn empty() -> Expr {
+        Expr::Seq(Vec::new())
+    }
+
+    /// A literal.
+    pub fn lit(s: impl Into<String>) -> Expr {
+        Expr::Literal(s.into())
+    }
+
+    /// A class from arbitrary ranges (normalized here; `negated` takes the complement over
+    /// all Unicode scalar values).
+    pub fn class(ranges: impl IntoIterator<Item = (char, char)>, negated: bool) -> Expr {
+        let mut r = normalize_ranges(ranges.into_iter().collect());
+        if negated {
+            r = complement(&r);
+        }
+        Expr::Class(r)
+    }
+
+    /// Any single code point (GBNF `.`).
+    pub fn any_char() -> Expr {
+        Expr::Class(vec![('\0', char::MAX)])
+    }
+
+    /// `e?`
+    pub fn opt(e: Expr) -> Expr {
+        Expr::Repeat { expr: Box::new(e), min: 0, max: Some(1) }
+    }
+
+    /// `e*`
+    pub fn star(e: Expr) -> Expr {
+        Expr::Repeat { expr: Box::new(e), min: 0, max: None }
+    }
+
+    /// `e+`
+    pub fn plus(e: Expr) -> Expr {
+        Expr::Repeat { expr: Box::new(e), min: 1, max: None }
+    }
+
+    /// `e{min,max}`
+    pub fn repeat(e: Expr, min: u32, max: Option<u32>) -> Expr {
+        Expr::Repeat { expr: Box::new(e), min, max }
+    }
+
+    /// A sequence, flattening nested sequences and dropping empty ones.
+    pub fn seq(items: impl IntoIterator<Item = Expr>) -> Expr {
+        let mut out = Vec::new();
+        for e in items {
+            match e {
+                Expr::Seq(inner) => out.extend(inner),
+                e => out.push(e),
+            }
+        }
+        if out.len() == 1 {
+            out.pop().unwrap()
+        } else {
+            Expr::Seq(out)
+        }
+    }
+
+    /// An alternation (a single branch is returned as is). Panics on zero branches: use
+    /// `Expr::Class(vec![])` for "matches nothing".
+    pub fn alt(items: impl IntoIterator<Item = Expr>) -> Expr {
+        let mut out: Vec<Expr> = items.into_iter().collect();
+        assert!(!out.is_empty(), "Expr::alt needs at least one branch");
+        if out.len() == 1 {
+            out.pop().unwrap()
+        } else {
+            Expr::Alt(out)
+        }
+    }
+}
+
+/// Sorts and merges ranges (dropping inverted ones).
+pub fn normalize_ranges(mut r: Vec<(char, char)>) -> Vec<(char, char)> {
+    r.retain(|(a, b)| a <= b);
+    r.sort();
+    let mut out: Vec<(char, char)> = Vec::with_capacity(r.len());
+    for (a, b) in r {
+        if let Some(last) = out.last_mut() {
+            if (a as u32) <= (last.1 as u32).saturating_add(1) || (last.1 == '\u{D7FF}' && a == '\u{E000}') {
+                if b > last.1 {
+                    last.1 = b;
+                }
+                continue;
+            }
+        }
+        out.push((a, b));
+    }
+    out
+}
+
+/// The complement of normalized ranges over all Unicode scalar values.
+pub fn complement(r: &[(char, char)]) -> Vec<(char, char)> {
+    fn next(c: char) -> Option<char> {
+        match c {
+            '\u{D7FF}' => Some('\u{E000}'),
+            char::MAX => None,
+            c => char::from_u32(c as u32 + 1),
+        }
+    }
+    fn prev(c: char) -> Option<char> {
+        match c {
+            '\u{E000}' => Some('\u{D7FF}'),
+            '\0' => None,
+            c => char::from_u32(c as u32 - 1),
+        }
+    }
+    let mut out = Vec::new();
+    let mut lo = Some('\0');
+    for &(a, b) in r {
+        if let (Some(l), Some(p)) = (lo, prev(a)) {
+            if l <= p {
+                out.push((l, p));
+            }
+        }
+        lo = next(b);
+    }
+    if let Some(l) = lo {
+        out.push((l, char::MAX));
+    }
+    out
+}
+
+/// A named rule.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Rule {
+    /// The rule's name (unique in its grammar).
+    pub name: String,
+    /// Its body.
+    pub expr: Expr,
+}
+
+/// A checked grammar; see the module docs for its invariants.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Grammar {
+    rules: Vec<Rule>,
+    root: RuleId,
+}
+
+impl Grammar {
+    /// The rules, indexed by [`RuleId`].
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// One rule.
+    pub fn rule(&self, id: RuleId) -> &Rule {
+        &self.rules[id.index()]
+    }
+
+    /// The start rule.
+    pub fn root(&self) -> RuleId {
+        self.root
+    }
+
+    /// A stable 64-bit hash of the grammar, for cache keys.
+    pub fn fingerprint(&self) -> u64 {
+        // The Debug form is canonical for a built grammar; FNV-1a keeps it stable across runs.
+        let s = format!("{:?}", self);
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in s.bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h
+    }
+}
+
+/// An error building a grammar.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IrError {
+    /// A rule was declared but never defined.
+    #[error("rule `{0}` is used but never defined")]
+    Undefined(String),
+    /// A rule was defined twice.
+    #[error("rule `{0}` is defined twice")]
+    Duplicate(String),
+    /// The root rule is missing.
+    #[error("no `{0}` rule: a grammar needs a start rule")]
+    NoRoot(String),
+    /// An empty alternation, or a repetition with min > max.
+    #[error("malformed expression in rule `{rule}`: {what}")]
+    Malformed {
+        /// The rule.
+        rule: String,
+        /// What was wrong.
+        what: String,
+    },
+}
+
+/// Builds a [`Grammar`]: declare rules by name (forward references allowed), define them,
+/// then [`build`](GrammarBuilder::build) with the root's name.
+#[derive(Default, Debug)]
+pub struct GrammarBuilder {
+    names: Vec<String>,
+    bodies: Vec<Option<Expr>>,
+    by_name: std::collections::HashMap<String, RuleId>,
+    duplicate: Option<String>,
+}
+
+impl GrammarBuilder {
+    /// A new, empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The id for `name`, declaring it if new.
+    pub fn rule_id(&mut self, name: &str) -> RuleId {
+        if let Some(&id) = self.by_name.get(name) {
+            return id;
+        }
+        let id = RuleId(self.names.len() as u32);
+        self.names.push(name.to_string());
+        self.bodies.push(None);
+        self.by_name.insert(name.to_string(), id);
+        id
+    }
+
+    /// A fresh rule name starting with `base` that is not yet used (for generated helper rules).
+    pub fn fresh_name(&self, base: &str) -> String {
+        if !self.by_name.contains_key(base) {
+            return base.to_string();
+        }
+        (1..).map(|i| format!("{base}-{i}")).find(|n| !self.by_name.contains_key(n)).unwrap()
+    }
+
+    /// Defines `name` (declaring it if new). Defining a rule twice is reported by `build`.
+    pub fn define(&mut self, name: &str, expr: Expr) -> RuleId {
+        let id = self.rule_id(name);
+        if self.bodies[id.index()].is_some() && self.duplicate.is_none() {
+            self.duplicate = Some(name.to_string());
+        }
+        self.bodies[id.index()] = Some(expr);
+        id
+    }
+
+    /// True when `name` has a body.
+    pub fn is_defined(&self, name: &str) -> bool {
+        self.by_name.get(name).is_some_and(|id| self.bodies[id.index()].is_some())
+    }
+
+    /// Number of rules declared so far.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// True when no rule is declared.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Checks the invariants and returns the grammar rooted at `root`.
+    pub fn build(self, root: &str) -> Result<Grammar, IrError> {
+        if let Some(d) = self.duplicate {
+            return Err(IrError::Duplicate(d));
+        }
+        let root = *self.by_name.get(root).ok_or_else(|| IrError::NoRoot(root.to_string()))?;
+        let mut rules = Vec::with_capacity(self.names.len());
+        for (name, body) in self.names.into_iter().zip(self.bodies) {
+            let expr = body.ok_or_else(|| IrError::Undefined(name.clone()))?;
+            check(&expr, &name, rules.len().max(0))?;
+            rules.push(Rule { name, expr });
+        }
+        let n = rules.len();
+        for r in &rules {
+            check_refs(&r.expr, n, &r.name)?;
+        }
+        Ok(Grammar { rules, root })
+    }
+}
+
+fn check(e: &Expr, rule: &str, _n: usize) -> Result<(), IrError> {
+    // Iterative walk: user grammars may be deeply nested.
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match e {
+            Expr::Alt(v) if v.is_empty() => {
+                return Err(IrError::Malformed { rule: rule.into(), what: "empty alternation".into() })
+            }
+            Expr::Alt(v) | Expr::Seq(v) => stack.extend(v),
+            Expr::Repeat { expr, min, max } => {
+                if max.is_some_and(|m| m < *min) {
+                    return Err(IrError::Malformed {
+                        rule: rule.into(),
+                        what: format!("repetition {{{min},{}}} has min > max", max.unwrap()),
+                    });
+                }
+                stack.push(expr)
+            }
+            Expr::Class(r) => {
+                if normalize_ranges(r.clone()) != *r {
+                    return Err(IrError::Malformed { rule: rule.into(), what: "class not normalized".into() });
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn check_refs(e: &Expr, n: usize, rule: &str) -> Result<(), IrError> {
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match e {
+            Expr::Alt(v) | Expr::Seq(v) => stack.extend(v),
+            Expr::Repeat { expr, .. } => stack.push(expr),
+            Expr::Rule(id) if id.index() >= n => {
+                return Err(IrError::Malformed { rule: rule.into(), what: format!("reference to unknown rule #{}", id.0) })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for RuleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builder_resolves_forward_references() {
+        let mut b = GrammarBuilder::new();
+        let item = b.rule_id("item");
+        b.define("root", Expr::seq([Expr::lit("["), Expr::star(Expr::Rule(item)), Expr::lit("]")]));
+        b.define("item", Expr::class([('a', 'z')], false));
+        let g = b.build("root").unwrap();
+        assert_eq!(g.rules().len(), 2);
+        assert_eq!(g.rule(g.root()).name, "root");
+    }
+
+    #[test]
+    fn builder_reports_undefined_and_duplicates() {
+        let mut b = GrammarBuilder::new();
+        let x = b.rule_id("x");
+        b.define("root", Expr::Rule(x));
+        assert_eq!(b.build("root"), Err(IrError::Undefined("x".into())));
+        let mut b = GrammarBuilder::new();
+        b.define("root", Expr::lit("a"));
+        b.define("root", Expr::lit("b"));
+        assert_eq!(b.build("root"), Err(IrError::Duplicate("root".into())));
+        assert!(matches!(GrammarBuilder::new().build("root"), Err(IrError::NoRoot(_))));
+    }
+
+    #[test]
+    fn classes_normalize_and_complement() {
+        assert_eq!(Expr::class([('b', 'c'), ('a', 'a'), ('x', 'z')], false), Expr::Class(vec![('a', 'c'), ('x', 'z')]));
+        let Expr::Class(r) = Expr::class([('\0', 'a')], true) else { panic!() };
+        assert_eq!(r, vec![('b', char::MAX)]);
+        assert_eq!(complement(&complement(&[('a', 'z')])), vec![('a', 'z')]);
+    }
+}

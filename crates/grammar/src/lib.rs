@@ -1,0 +1,34 @@
+//! # formwork-grammar: grammars, and which tokens keep the output on a valid path
+//!
+//! The constraint engine: formwork's product. Pure Rust, no I/O, no async.
+//!
+//! ## Layers (dependencies point down)
+//! 1. [`ir`]: the grammar IR — [`Grammar`] of named rules, each an [`Expr`] tree over
+//!    literals, Unicode character classes, sequences, alternations, bounded/unbounded
+//!    repetitions, rule references and explicitly named special tokens. Built only through
+//!    [`GrammarBuilder`], which enforces the invariants (every reference resolved, a root).
+//! 2. Front ends that produce IR: `gbnf` (llama.cpp-compatible GBNF text → AST with spans →
+//!    IR, and IR → normalized GBNF text), `json` (the built-in JSON grammar),
+//!    `schema` (JSON Schema → IR; `regex` lowers `pattern` through regex-syntax).
+//! 3. The matcher: a [`CompiledGrammar`](compiled) (immutable, `Arc`-shared, cached by hash of
+//!    grammar + vocabulary) and a per-request `Matcher` with `compute_mask`, `commit`,
+//!    `rollback`, `is_accepting` and forced-token lookahead.
+//!
+//! ## The loop a user writes
+//! ```ignore
+//! let grammar = formwork_grammar::gbnf::parse(text, &Limits::default())?;
+//! let compiled = CompiledGrammar::new(&grammar, vocab.clone(), &Limits::default())?;
+//! let mut m = compiled.matcher();
+//! loop {
+//!     m.compute_mask(&mut mask);      // which tokens keep us on a valid path
+//!     let t = sample(&logits, &mask);
+//!     if vocab.eos_tokens().contains(&t) { break; }   // only allowed when accepting
+//!     m.commit(t)?;
+//! }
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod ir;
+
+pub use ir::{Expr, Grammar, GrammarBuilder, IrError, RuleId, TokenRef};

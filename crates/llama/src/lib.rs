@@ -1,0 +1,2 @@
+//! formwork-llama (see the crate docs once written).
+#![deny(missing_docs)]

@@ -1,0 +1,2 @@
+//! formwork-sampler (see the crate docs once written).
+#![deny(missing_docs)]

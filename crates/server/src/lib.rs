@@ -1,0 +1,2 @@
+//! formwork-server (see the crate docs once written).
+#![deny(missing_docs)]

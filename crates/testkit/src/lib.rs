@@ -1,0 +1,2 @@
+//! formwork-testkit (see the crate docs once written).
+#![deny(missing_docs)]

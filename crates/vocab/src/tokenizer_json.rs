@@ -1,0 +1,1 @@
+//! Reading a HuggingFace `tokenizer.json` into a [`crate::Vocabulary`].
