@@ -1,1 +1,65 @@
-fn main() {}
+//! `formwork`: constrained generation from the command line.
+//!
+//! Each subcommand lives in its own module with an `Args` struct (raw flags, clap) and a
+//! `main(args)` that resolves them into settings and runs.
+//!
+//! | command | module | what it does |
+//! |---|---|---|
+//! | `run` | `run` | generate with a model, optionally constrained by `--format` / `--grammar` |
+//! | `pull` | `pull` | fetch a named model into the cache |
+//! | `grammar` | `grammar_cmd` | `check`, `print`, `compile` grammars and schemas |
+//! | `bench` | `bench` | `masks`, `mask-engine`, `e2e` |
+//! | `serve` | `serve` | the Ollama- and OpenAI-compatible HTTP server |
+
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod grammar_cmd;
+mod pull;
+mod run;
+mod serve;
+
+/// formwork: language-model output guaranteed to match a JSON Schema or a grammar.
+#[derive(Parser, Debug)]
+#[command(name = "formwork", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate an answer with a model (optionally constrained).
+    Run(run::Args),
+    /// Fetch a named model into the model cache.
+    Pull(pull::Args),
+    /// Grammar and schema tools: check, print, compile.
+    #[command(subcommand)]
+    Grammar(grammar_cmd::Command),
+    /// Benchmarks of the constraint engine.
+    #[command(subcommand)]
+    Bench(bench::Command),
+    /// Serve the Ollama- and OpenAI-compatible HTTP APIs.
+    Serve(serve::Args),
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FORMWORK_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(a) => run::main(a),
+        Command::Pull(a) => pull::main(a),
+        Command::Grammar(c) => grammar_cmd::main(c),
+        Command::Bench(c) => bench::main(c),
+        Command::Serve(a) => serve::main(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -30,5 +30,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ir;
+mod limits;
 
+pub use limits::Limits;
 pub use ir::{Expr, Grammar, GrammarBuilder, IrError, RuleId, TokenRef};

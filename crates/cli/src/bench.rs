@@ -1,0 +1,10 @@
+//! `formwork bench` subcommands.
+
+/// Subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {}
+
+/// Runs a subcommand.
+pub fn main(c: Command) -> anyhow::Result<()> {
+    match c {}
+}

@@ -1,0 +1,2 @@
+//! formwork-models: the model cache, named models and `pull`.
+#![deny(missing_docs)]
