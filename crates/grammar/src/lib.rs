@@ -29,8 +29,11 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod gbnf;
 pub mod ir;
+pub mod json;
 mod limits;
+pub mod matcher;
 
 pub use limits::Limits;
 pub use ir::{Expr, Grammar, GrammarBuilder, IrError, RuleId, TokenRef};

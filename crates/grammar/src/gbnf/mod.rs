@@ -1,0 +1,1 @@
+//! GBNF: llama.cpp-compatible grammar text to IR and back.

@@ -1,0 +1,1 @@
+//! The matcher: compiled grammars and per-request token-mask state.
