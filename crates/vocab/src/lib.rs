@@ -31,6 +31,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod decode;
 pub mod gguf;
 mod mask;
 pub mod tokenizer_json;

@@ -28,6 +28,9 @@ pub enum VocabError {
     /// The tokenizer uses a model or decoder this crate does not understand.
     #[error("unsupported tokenizer: {0}")]
     Unsupported(String),
+    /// The GGUF file could not be read.
+    #[error(transparent)]
+    Gguf(#[from] crate::gguf::GgufError),
     /// An I/O error reading a file.
     #[error("{path}: {source}")]
     Io {
@@ -50,6 +53,10 @@ pub struct Vocabulary {
     kinds: Vec<TokenKind>,
     /// Tokens that end generation (EOS, end-of-turn), in order of preference.
     eos: Vec<TokenId>,
+    /// The beginning-of-sequence token, when the tokenizer has one.
+    bos: Option<TokenId>,
+    /// Whether the model expects BOS prepended to the prompt.
+    add_bos: bool,
 }
 
 impl Vocabulary {
@@ -68,7 +75,7 @@ impl Vocabulary {
         if let Some(e) = eos.iter().find(|e| e.index() >= bytes.len()) {
             return Err(VocabError::Invalid(format!("EOS token {e} outside a vocabulary of {}", bytes.len())));
         }
-        Ok(Vocabulary { bytes, kinds, eos })
+        Ok(Vocabulary { bytes, kinds, eos, bos: None, add_bos: false })
     }
 
     /// A vocabulary of plain text tokens (all [`TokenKind::Normal`]) plus the given EOS
@@ -82,7 +89,7 @@ impl Vocabulary {
             bytes.push(name.as_bytes().to_vec());
             kinds.push(TokenKind::Special);
         }
-        Vocabulary { bytes, kinds, eos }
+        Vocabulary { bytes, kinds, eos, bos: None, add_bos: false }
     }
 
     /// Number of tokens.
@@ -128,6 +135,46 @@ impl Vocabulary {
         }
         self.eos = eos;
         Ok(())
+    }
+
+    /// The preferred end-of-sequence token (the first of [`Vocabulary::eos_tokens`]).
+    pub fn eos_token(&self) -> Option<TokenId> {
+        self.eos.first().copied()
+    }
+
+    /// The beginning-of-sequence token, when known.
+    pub fn bos_token(&self) -> Option<TokenId> {
+        self.bos
+    }
+
+    /// Sets the beginning-of-sequence token.
+    pub fn set_bos_token(&mut self, bos: Option<TokenId>) -> Result<(), VocabError> {
+        if let Some(b) = bos.filter(|b| b.index() >= self.len()) {
+            return Err(VocabError::Invalid(format!("BOS token {b} outside a vocabulary of {}", self.len())));
+        }
+        self.bos = bos;
+        Ok(())
+    }
+
+    /// Whether the prompt should start with the BOS token (`tokenizer.ggml.add_bos_token`).
+    pub fn add_bos(&self) -> bool {
+        self.add_bos
+    }
+
+    /// Sets whether the prompt should start with the BOS token.
+    pub fn set_add_bos(&mut self, add_bos: bool) {
+        self.add_bos = add_bos;
+    }
+
+    /// The token's bytes as text (lossy for tokens that are not whole UTF-8 sequences), for
+    /// display and for prompts: `<|im_end|>` for a special token, `" the"` for a text token.
+    pub fn token_text(&self, t: TokenId) -> String {
+        String::from_utf8_lossy(self.token_bytes(t)).into_owned()
+    }
+
+    /// Finds a text (non-special) token whose bytes are exactly `bytes`.
+    pub fn text_token_by_bytes(&self, bytes: &[u8]) -> Option<TokenId> {
+        self.ids().find(|&t| self.is_text(t) && self.token_bytes(t) == bytes)
     }
 
     /// Finds a special token by its name (`<|im_end|>`).
