@@ -1,0 +1,551 @@
+//! The transforms of the pipeline, each a small function over reusable buffers.
+//!
+//! In pipeline order (see the crate docs for why this order):
+//!
+//! 1. [`penalty_overlay`]: the repeat / presence / frequency penalties, computed only for the
+//!    distinct tokens of the recent window (at most `repeat_last_n` of them), kept in a small
+//!    sorted side table instead of a modified copy of the logits. O(w log w) for a window of w.
+//! 2. [`collect_top_k`]: one pass over the logits that applies the mask, substitutes the
+//!    penalized values from the overlay and keeps the best `k` in a binary min-heap,
+//!    O(n + m log k) where m is the number of heap insertions (small for random-looking logits).
+//!    The pass works in 64-token blocks aligned with the [`TokenMask`] words: a block whose
+//!    mask word is 0 is skipped without reading its logits, and a block whose (vectorised)
+//!    maximum cannot beat the heap's worst entry is skipped after one cheap reduction.
+//! 3. [`apply_temperature`], 4. [`softmax`], 5. [`top_p`], 6. [`min_p`]: over the few
+//!    surviving [`Candidate`]s.
+//! 7. [`draw`]: inverse-CDF draw with a uniform number from the seeded RNG.
+//!
+//! Ordering of candidates: "better" means a higher logit, and among equal logits the lower
+//! token id. So greedy ties go to the lowest id, and every sort here is total and deterministic.
+
+use formwork_vocab::{TokenId, TokenMask};
+
+use crate::SampleError;
+
+/// Tokens per block of the top-k pass: one [`TokenMask`] word.
+const BLOCK: usize = 64;
+
+/// A token still in the running, with its (penalized, possibly temperature-scaled) logit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    /// The token.
+    pub id: TokenId,
+    /// Its logit at the current stage of the pipeline.
+    pub logit: f32,
+}
+
+impl Candidate {
+    /// `self` ranks strictly before `other`: a higher logit, or an equal one with a lower id.
+    #[inline]
+    pub fn better_than(&self, other: &Candidate) -> bool {
+        self.logit > other.logit || (self.logit == other.logit && self.id < other.id)
+    }
+}
+
+/// A token of the penalty window with its occurrence count and penalized logit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Penalized {
+    /// The token (allowed by the mask and inside the vocabulary).
+    pub id: TokenId,
+    /// How often it occurs in the window.
+    pub count: u32,
+    /// Its logit after [`penalize`].
+    pub logit: f32,
+}
+
+/// One token's logit after the penalties, llama.cpp/Ollama style: the repeat penalty divides a
+/// positive logit and multiplies a non-positive one (so it always pushes the token down when
+/// `repeat > 1`); then `count * frequency + presence` is subtracted.
+#[inline]
+pub fn penalize(logit: f32, count: u32, repeat: f32, presence: f32, frequency: f32) -> f32 {
+    let l = if logit > 0.0 { logit / repeat } else { logit * repeat };
+    if count == 0 {
+        return l;
+    }
+    l - (count as f32 * frequency + presence)
+}
+
+/// Builds the penalty side table for the tokens in `window` (the most recent history tokens).
+///
+/// `out` is cleared and refilled, sorted by id, one entry per distinct token that is inside the
+/// vocabulary (`< logits.len()`) and allowed by `mask`; other tokens are ignored (a disallowed
+/// token stays at -inf whatever its penalty). `ids` is scratch space. Errors with
+/// [`SampleError::NaN`] if one of those tokens' logit is NaN.
+pub fn penalty_overlay(
+    logits: &[f32],
+    mask: Option<&TokenMask>,
+    window: &[TokenId],
+    (repeat, presence, frequency): (f32, f32, f32),
+    ids: &mut Vec<u32>,
+    out: &mut Vec<Penalized>,
+) -> Result<(), SampleError> {
+    out.clear();
+    ids.clear();
+    ids.extend(window.iter().map(|t| t.0));
+    ids.sort_unstable();
+    let mut i = 0;
+    while i < ids.len() {
+        let id = ids[i];
+        let mut j = i + 1;
+        while j < ids.len() && ids[j] == id {
+            j += 1;
+        }
+        let count = (j - i) as u32;
+        i = j;
+        let t = TokenId(id);
+        if t.index() >= logits.len() || mask.is_some_and(|m| !m.contains(t)) {
+            continue;
+        }
+        let raw = logits[t.index()];
+        if raw.is_nan() {
+            return Err(SampleError::NaN { index: t.index() });
+        }
+        out.push(Penalized { id: t, count, logit: penalize(raw, count, repeat, presence, frequency) });
+    }
+    Ok(())
+}
+
+/// Collects the candidates: every allowed token with a logit above -inf, with the overlay's
+/// penalized logits in place of the raw ones, keeping only the best `k` (`k == 0`: all).
+///
+/// Allowed means: `mask` is `None`, or the token's bit is set (tokens at or past `mask.len()`
+/// are not allowed, as [`TokenMask::contains`] says). `overlay` must be sorted by id (as
+/// [`penalty_overlay`] makes it). `out` is cleared and refilled; with `k > 0` it is sorted
+/// best-first, with `k == 0` it is in id order. Errors with [`SampleError::NaN`] at the first
+/// allowed token whose logit is NaN (disallowed tokens are never looked at).
+pub fn collect_top_k(
+    logits: &[f32],
+    mask: Option<&TokenMask>,
+    overlay: &[Penalized],
+    k: usize,
+    out: &mut Vec<Candidate>,
+) -> Result<(), SampleError> {
+    out.clear();
+    let limited = k > 0 && k < logits.len();
+    let mut heap = MinHeap { v: out, k: if limited { k } else { usize::MAX } };
+    let mask_words = mask.map(|m| m.words());
+    let mut ov = 0usize;
+
+    for (b, chunk) in logits.chunks(BLOCK).enumerate() {
+        let base = b * BLOCK;
+        let mut word = match mask_words {
+            Some(w) => w.get(b).copied().unwrap_or(0),
+            None => !0,
+        };
+        if chunk.len() < BLOCK {
+            word &= (1u64 << chunk.len()) - 1;
+        }
+        // Overlay tokens in this block are excluded here and pushed with their penalized value below.
+        let mut excl = 0u64;
+        while ov < overlay.len() && overlay[ov].id.index() < base + BLOCK {
+            let i = overlay[ov].id.index();
+            if i >= base {
+                excl |= 1u64 << (i - base);
+            }
+            ov += 1;
+        }
+        if word == 0 {
+            continue;
+        }
+        let (max, any_nan) = block_max(chunk);
+        if any_nan {
+            let mut bits = word;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if chunk[i].is_nan() {
+                    return Err(SampleError::NaN { index: base + i });
+                }
+            }
+        }
+        if max == f32::NEG_INFINITY || max < heap.threshold() {
+            continue;
+        }
+        let mut bits = word & !excl;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let x = chunk[i];
+            if x > f32::NEG_INFINITY {
+                heap.offer(Candidate { id: TokenId((base + i) as u32), logit: x });
+            }
+        }
+    }
+    for p in overlay {
+        if p.logit.is_nan() {
+            return Err(SampleError::NaN { index: p.id.index() });
+        }
+        if p.logit > f32::NEG_INFINITY {
+            heap.offer(Candidate { id: p.id, logit: p.logit });
+        }
+    }
+    if limited {
+        sort_best_first(out);
+    } else {
+        // Overlay entries were appended after the scan; restore id order.
+        if !overlay.is_empty() {
+            out.sort_unstable_by_key(|c| c.id);
+        }
+    }
+    Ok(())
+}
+
+/// Sorts candidates best-first (higher logit, then lower id).
+pub fn sort_best_first(c: &mut [Candidate]) {
+    c.sort_unstable_by(|a, b| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id)));
+}
+
+/// Maximum of a block (NaNs ignored) and whether it holds a NaN; written so it vectorises.
+#[inline]
+fn block_max(chunk: &[f32]) -> (f32, bool) {
+    let mut m = [f32::NEG_INFINITY; 8];
+    let mut nan = [false; 8];
+    let mut lanes = chunk.chunks_exact(8);
+    for c in &mut lanes {
+        for j in 0..8 {
+            let x = c[j];
+            m[j] = if x > m[j] { x } else { m[j] };
+            nan[j] |= x.is_nan();
+        }
+    }
+    let mut max = f32::NEG_INFINITY;
+    let mut any = false;
+    for &x in lanes.remainder() {
+        max = if x > max { x } else { max };
+        any |= x.is_nan();
+    }
+    for j in 0..8 {
+        max = if m[j] > max { m[j] } else { max };
+        any |= nan[j];
+    }
+    (max, any)
+}
+
+/// A bounded min-heap over a caller's buffer: the root is the worst kept candidate.
+/// With `k == usize::MAX` it is an unbounded plain list (no heap order kept).
+struct MinHeap<'a> {
+    v: &'a mut Vec<Candidate>,
+    k: usize,
+}
+
+impl MinHeap<'_> {
+    /// The logit a new candidate must reach to have a chance of entering.
+    #[inline]
+    fn threshold(&self) -> f32 {
+        if self.v.len() < self.k {
+            f32::NEG_INFINITY
+        } else {
+            self.v[0].logit
+        }
+    }
+
+    #[inline]
+    fn offer(&mut self, c: Candidate) {
+        if self.k == usize::MAX {
+            self.v.push(c);
+        } else if self.v.len() < self.k {
+            self.v.push(c);
+            self.sift_up(self.v.len() - 1);
+        } else if c.better_than(&self.v[0]) {
+            self.v[0] = c;
+            self.sift_down(0);
+        }
+    }
+
+    fn sift_up(&mut self, mut i: usize) {
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if self.v[p].better_than(&self.v[i]) {
+                self.v.swap(p, i);
+                i = p;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.v.len();
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let r = l + 1;
+            let worst_child = if r < n && self.v[l].better_than(&self.v[r]) { r } else { l };
+            if self.v[i].better_than(&self.v[worst_child]) {
+                self.v.swap(i, worst_child);
+                i = worst_child;
+            } else {
+                break;
+            }
+        }
+    }
+}
+
+/// Divides every candidate's logit by `temperature` (which must be `> 0`).
+pub fn apply_temperature(c: &mut [Candidate], temperature: f32) {
+    debug_assert!(temperature > 0.0);
+    if temperature == 1.0 {
+        return;
+    }
+    let inv = 1.0 / temperature;
+    for x in c {
+        x.logit *= inv;
+    }
+}
+
+/// Numerically stable softmax of the candidates' logits into `probs` (same order, sums to 1).
+///
+/// Subtracts the maximum before exponentiating. If the maximum is `+inf`, the `+inf` tokens
+/// share the mass equally. `c` must not be empty.
+pub fn softmax(c: &[Candidate], probs: &mut Vec<f32>) {
+    probs.clear();
+    let max = c.iter().fold(f32::NEG_INFINITY, |m, x| if x.logit > m { x.logit } else { m });
+    if max == f32::INFINITY {
+        probs.extend(c.iter().map(|x| if x.logit == f32::INFINITY { 1.0 } else { 0.0 }));
+    } else {
+        probs.extend(c.iter().map(|x| (x.logit - max).exp()));
+    }
+    let sum: f64 = probs.iter().map(|&p| p as f64).sum();
+    let inv = (1.0 / sum) as f32;
+    for p in probs.iter_mut() {
+        *p *= inv;
+    }
+}
+
+/// Nucleus cut over probabilities sorted best-first: the length of the shortest prefix whose
+/// cumulative probability exceeds `p` (all of them if none does, or if `p >= 1`). Never 0 for a
+/// non-empty input.
+pub fn top_p(probs: &[f32], p: f32) -> usize {
+    if p >= 1.0 {
+        return probs.len();
+    }
+    let mut sum = 0.0f64;
+    for (i, &q) in probs.iter().enumerate() {
+        sum += q as f64;
+        if sum > p as f64 {
+            return i + 1;
+        }
+    }
+    probs.len()
+}
+
+/// Min-p filter: keeps, in place and in order, the candidates whose probability is at least
+/// `min_p` times the largest probability. `c` and `probs` are parallel and stay so; the most
+/// likely token always survives for `min_p <= 1`. `min_p <= 0` keeps everything.
+pub fn min_p(c: &mut Vec<Candidate>, probs: &mut Vec<f32>, min_p: f32) {
+    if min_p <= 0.0 {
+        return;
+    }
+    let max = probs.iter().fold(0.0f32, |m, &p| if p > m { p } else { m });
+    let cut = max * min_p;
+    let mut w = 0;
+    for r in 0..probs.len() {
+        if probs[r] >= cut {
+            c[w] = c[r];
+            probs[w] = probs[r];
+            w += 1;
+        }
+    }
+    c.truncate(w);
+    probs.truncate(w);
+}
+
+/// Inverse-CDF draw: the index `i` such that the cumulative weight up to `i` first exceeds
+/// `u * total`, for `u` uniform in `[0, 1)`. Weights need not be normalised; zero-weight entries
+/// are never chosen. `weights` must hold at least one positive entry.
+pub fn draw(weights: &[f32], u: f64) -> usize {
+    let total: f64 = weights.iter().map(|&w| w as f64).sum();
+    let target = u * total;
+    let mut cum = 0.0f64;
+    let mut last_positive = 0;
+    for (i, &w) in weights.iter().enumerate() {
+        if w > 0.0 {
+            cum += w as f64;
+            last_positive = i;
+            if cum > target {
+                return i;
+            }
+        }
+    }
+    last_positive
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(c: &[Candidate]) -> Vec<u32> {
+        c.iter().map(|c| c.id.0).collect()
+    }
+
+    fn close(a: f32, b: f32) -> bool {
+        (a - b).abs() <= 1e-5 * (1.0 + b.abs())
+    }
+
+    #[test]
+    fn penalize_by_hand() {
+        // repeat 2: positive halves, negative doubles, zero stays.
+        assert_eq!(penalize(4.0, 1, 2.0, 0.0, 0.0), 2.0);
+        assert_eq!(penalize(-4.0, 1, 2.0, 0.0, 0.0), -8.0);
+        assert_eq!(penalize(0.0, 1, 2.0, 0.0, 0.0), 0.0);
+        // presence once, frequency per count: 3.0/1.5 - (3*0.25 + 0.5) = 2 - 1.25
+        assert_eq!(penalize(3.0, 3, 1.5, 0.5, 0.25), 0.75);
+        assert_eq!(penalize(f32::NEG_INFINITY, 2, 1.1, 1.0, 1.0), f32::NEG_INFINITY);
+    }
+
+    #[test]
+    fn overlay_counts_distinct_allowed_in_vocab_tokens() {
+        let logits = [1.0, 2.0, -1.0, 4.0, 0.5];
+        let window: Vec<TokenId> = [3, 1, 3, 9, 2, 3].iter().map(|&i| TokenId(i)).collect();
+        let mut mask = TokenMask::full(5);
+        mask.remove(TokenId(2));
+        let (mut scratch, mut out) = (Vec::new(), Vec::new());
+        penalty_overlay(&logits, Some(&mask), &window, (2.0, 0.5, 0.25), &mut scratch, &mut out).unwrap();
+        // token 9 is outside the vocabulary, token 2 is masked.
+        assert_eq!(
+            out,
+            vec![
+                Penalized { id: TokenId(1), count: 1, logit: 2.0 / 2.0 - 0.75 },
+                Penalized { id: TokenId(3), count: 3, logit: 4.0 / 2.0 - 1.25 },
+            ]
+        );
+        let bad = [1.0, f32::NAN];
+        let e = penalty_overlay(&bad, None, &[TokenId(1)], (1.1, 0.0, 0.0), &mut scratch, &mut out);
+        assert_eq!(e, Err(SampleError::NaN { index: 1 }));
+    }
+
+    #[test]
+    fn top_k_by_hand_with_ties_mask_and_overlay() {
+        let logits = [1.0, 5.0, 3.0, 5.0, f32::NEG_INFINITY, 4.0, 2.0];
+        let mut out = Vec::new();
+        collect_top_k(&logits, None, &[], 3, &mut out).unwrap();
+        assert_eq!(ids(&out), vec![1, 3, 5]); // tie 5.0: lower id first
+        collect_top_k(&logits, None, &[], 1, &mut out).unwrap();
+        assert_eq!(ids(&out), vec![1]);
+        // k = 0 and k >= n: every finite token, id order.
+        collect_top_k(&logits, None, &[], 0, &mut out).unwrap();
+        assert_eq!(ids(&out), vec![0, 1, 2, 3, 5, 6]);
+        collect_top_k(&logits, None, &[], 100, &mut out).unwrap();
+        assert_eq!(ids(&out), vec![0, 1, 2, 3, 5, 6]);
+        // mask out 1 and 5; overlay pushes 3 down to 0.5.
+        let mut mask = TokenMask::full(7);
+        mask.remove(TokenId(1));
+        mask.remove(TokenId(5));
+        let ov = [Penalized { id: TokenId(3), count: 1, logit: 0.5 }];
+        collect_top_k(&logits, Some(&mask), &ov, 3, &mut out).unwrap();
+        assert_eq!(ids(&out), vec![2, 6, 0]);
+        assert_eq!(out[0].logit, 3.0);
+        collect_top_k(&logits, Some(&mask), &ov, 0, &mut out).unwrap();
+        assert_eq!(out.iter().map(|c| (c.id.0, c.logit)).collect::<Vec<_>>(), vec![
+            (0, 1.0),
+            (2, 3.0),
+            (3, 0.5),
+            (6, 2.0)
+        ]);
+    }
+
+    #[test]
+    fn top_k_nan_only_counts_when_allowed() {
+        let mut logits = vec![0.0f32; 200];
+        logits[130] = f32::NAN;
+        let mut out = Vec::new();
+        assert_eq!(collect_top_k(&logits, None, &[], 5, &mut out), Err(SampleError::NaN { index: 130 }));
+        let mut mask = TokenMask::full(200);
+        mask.remove(TokenId(130));
+        assert!(collect_top_k(&logits, Some(&mask), &[], 5, &mut out).is_ok());
+    }
+
+    #[test]
+    fn top_k_short_and_long_masks() {
+        let logits: Vec<f32> = (0..150).map(|i| i as f32).collect();
+        let mut out = Vec::new();
+        // Mask over 100 tokens: 100..150 are disallowed.
+        collect_top_k(&logits, Some(&TokenMask::full(100)), &[], 2, &mut out).unwrap();
+        assert_eq!(ids(&out), vec![99, 98]);
+        // Mask over 300 tokens: extra bits ignored.
+        collect_top_k(&logits, Some(&TokenMask::full(300)), &[], 2, &mut out).unwrap();
+        assert_eq!(ids(&out), vec![149, 148]);
+    }
+
+    #[test]
+    fn temperature_and_softmax_by_hand() {
+        let mut c = vec![
+            Candidate { id: TokenId(0), logit: 2.0 },
+            Candidate { id: TokenId(1), logit: 1.0 },
+            Candidate { id: TokenId(2), logit: 0.0 },
+        ];
+        apply_temperature(&mut c, 0.5);
+        assert_eq!(c.iter().map(|c| c.logit).collect::<Vec<_>>(), vec![4.0, 2.0, 0.0]);
+        let mut p = Vec::new();
+        softmax(&c, &mut p);
+        let z = 1.0 + (-2.0f32).exp() + (-4.0f32).exp();
+        for (got, want) in p.iter().zip([1.0 / z, (-2.0f32).exp() / z, (-4.0f32).exp() / z]) {
+            assert!(close(*got, want), "{got} vs {want}");
+        }
+        // Stable with huge logits; +inf shares the mass.
+        let big = [Candidate { id: TokenId(0), logit: 1e30 }, Candidate { id: TokenId(1), logit: 1e30 }];
+        softmax(&big, &mut p);
+        assert_eq!(p, vec![0.5, 0.5]);
+        let inf = [
+            Candidate { id: TokenId(0), logit: f32::INFINITY },
+            Candidate { id: TokenId(1), logit: 3.0 },
+            Candidate { id: TokenId(2), logit: f32::INFINITY },
+        ];
+        softmax(&inf, &mut p);
+        assert_eq!(p, vec![0.5, 0.0, 0.5]);
+    }
+
+    #[test]
+    fn top_p_by_hand() {
+        let p = [0.5, 0.3, 0.15, 0.05];
+        assert_eq!(top_p(&p, 0.4), 1); // 0.5 > 0.4
+        assert_eq!(top_p(&p, 0.7), 2); // 0.8 > 0.7
+        assert_eq!(top_p(&p, 0.9), 3); // 0.95 > 0.9
+        assert_eq!(top_p(&p, 0.0), 1);
+        assert_eq!(top_p(&p, 1.0), 4);
+        assert_eq!(top_p(&p, 0.999), 4);
+    }
+
+    #[test]
+    fn min_p_by_hand() {
+        let mut c: Vec<Candidate> = (0..4).map(|i| Candidate { id: TokenId(i), logit: 0.0 }).collect();
+        let mut p = vec![0.1, 0.5, 0.3, 0.1];
+        min_p(&mut c, &mut p, 0.5); // cut = 0.25
+        assert_eq!(ids(&c), vec![1, 2]);
+        assert_eq!(p, vec![0.5, 0.3]);
+        min_p(&mut c, &mut p, 0.0);
+        assert_eq!(ids(&c), vec![1, 2]);
+        min_p(&mut c, &mut p, 1.0);
+        assert_eq!(ids(&c), vec![1]);
+    }
+
+    #[test]
+    fn draw_by_hand() {
+        let w = [0.2, 0.0, 0.5, 0.3];
+        assert_eq!(draw(&w, 0.0), 0);
+        assert_eq!(draw(&w, 0.19), 0);
+        assert_eq!(draw(&w, 0.21), 2);
+        assert_eq!(draw(&w, 0.69), 2);
+        assert_eq!(draw(&w, 0.71), 3);
+        assert_eq!(draw(&w, 0.999_999_9), 3);
+        // Unnormalised weights, zero weight never picked even at u = 0.
+        assert_eq!(draw(&[0.0, 2.0, 2.0], 0.0), 1);
+        assert_eq!(draw(&[2.0, 2.0, 0.0], 0.75), 1);
+    }
+
+    #[test]
+    fn block_max_sees_every_lane_and_nan() {
+        for len in [1, 7, 8, 9, 63, 64] {
+            for hot in 0..len {
+                let mut v = vec![-1.0f32; len];
+                v[hot] = 3.0;
+                assert_eq!(block_max(&v), (3.0, false));
+                v[hot] = f32::NAN;
+                let rest = if len > 1 { -1.0 } else { f32::NEG_INFINITY };
+                assert_eq!(block_max(&v), (rest, true));
+            }
+        }
+    }
+}
