@@ -1,12 +1,90 @@
 //! # formwork-engine: the generation loop
 //!
 //! Turns a chat request into tokens: renders the model's chat template, runs the decode
-//! loop with the sampler, applies the grammar constraint, stops on end-of-turn / stop
-//! strings / token budget, and reports timings. It defines the [`Model`] trait that
-//! backends (`formwork-llama`) implement; tests use a scripted fake model.
+//! loop with the sampler, applies an optional constraint (a grammar), stops on end-of-turn /
+//! stop strings / token budget, streams text and reports timings. It defines the [`Model`]
+//! trait that backends (`formwork-llama`) implement; tests use [`testing::ScriptedModel`]
+//! (feature `testing`).
+//!
+//! ## Key types
+//! - [`Model`] / [`ModelInfo`]: what the loop needs from a backend (tokenize, decode → logits,
+//!   truncate the KV cache, and optionally [`Model::cached_tokens`] for prefix reuse).
+//! - [`Prompt`]: a chat ([`ChatMessage`]s + optional tools JSON) or raw text.
+//! - [`GenerateOptions`]: sampler options, `num_predict`, stop strings, `num_ctx`.
+//! - [`Constraint`]: what a grammar must provide (`compute_mask`, `is_allowed`, `commit`,
+//!   `is_accepting`); [`GrammarConstraint`] adapts the grammar matcher.
+//! - [`Generation`]: text, tokens, [`StopReason`], token counts, durations, constraint stats.
+//! - [`ChatTemplate`]: Jinja chat templates via minijinja (see [`template`]).
+//!
+//! ## The loop a caller writes
+//! ```
+//! use formwork_engine::{generate, ChatMessage, GenerateOptions, Prompt};
+//! use std::ops::ControlFlow;
+//! # use formwork_engine::testing::ScriptedModel;
+//! # let mut model = ScriptedModel::new(&["user", "assistant", "\n", "Name three colours.", "Red", ", green", ", blue."], &["<|im_end|>", "<|im_start|>"]);
+//! # model.script_text("Red, green, blue.");
+//! let prompt = Prompt::Chat { messages: vec![ChatMessage::new("user", "Name three colours.")], tools: None };
+//! let opts = GenerateOptions { num_predict: Some(128), stop: vec!["\n\n".into()], ..Default::default() };
+//! let mut out = String::new();
+//! let g = generate(&mut model, &prompt, &opts, None, &mut |text| {
+//!     out.push_str(text);                     // streamed as soon as it is certain
+//!     ControlFlow::Continue(())               // Break(()) = the client went away: stop now
+//! })?;
+//! assert_eq!(out, g.text);
+//! eprintln!("{} tokens, {:.1} tokens/s, {}", g.eval_tokens, g.eval_rate(), g.done_reason);
+//! # Ok::<(), formwork_engine::EngineError>(())
+//! ```
+//!
+//! ## What [`generate`] guarantees
+//! - **Prompt**: chats are rendered with the model's template (ChatML with a warning when it
+//!   has none) and tokenized with special-token names recognised; BOS is added when the model
+//!   wants it and the text does not already start with it. A prompt that does not leave room
+//!   for one generated token in the context is [`ModelError::ContextOverflow`] — an error,
+//!   never a crash. `num_ctx` larger than the loaded context is capped (with a warning).
+//! - **Prefix reuse**: when the backend reports [`Model::cached_tokens`], the cache is
+//!   truncated to the longest common prefix with the new prompt and only the rest is
+//!   evaluated (at least one token, to get logits). `Generation::cached_prompt_tokens` says
+//!   how many were reused.
+//! - **Stops**: at any of the vocabulary's EOS/end-of-turn tokens ([`StopReason::Stop`]), at a
+//!   stop string (`Stop`; the stop string and anything after it are not emitted), when a
+//!   constraint is complete (accepting and only EOS could follow: `Stop`), after
+//!   `num_predict` tokens or when the context is full ([`StopReason::Length`]), or when the
+//!   callback returns `Break` ([`StopReason::Cancelled`]).
+//! - **Streaming**: token bytes are decoded incrementally; a character split across tokens
+//!   is emitted once complete, never broken (invalid bytes become U+FFFD). The longest tail
+//!   that could still become a stop string is held back until it is decided. Special
+//!   (control) tokens produce no text. The concatenated callback text equals
+//!   `Generation::text`.
+//! - **Constraint** (when given): EOS is allowed exactly when the constraint accepts. Which
+//!   path is used depends on the sampler ([`formwork_sampler::Sampler::fast_path_is_exact`]):
+//!   - *fast path* — greedy (`temperature <= 0`), or plain temperature sampling with top-k,
+//!     top-p and min-p disabled: sample from the unmasked logits, check just that token with
+//!     [`Constraint::is_allowed`], and compute the full mask only when it is rejected. The
+//!     result has exactly the masked distribution (and, greedy, the same token).
+//!   - *mask first* — any truncating filter in force (top-k < vocabulary, top-p < 1,
+//!     min-p > 0; Ollama's defaults have top-k 40 and top-p 0.9): compute the mask, then
+//!     sample with it.
+//!
+//!   `Generation::constraint` reports which path ran, fast accepts, masks computed and time.
+//!
+//! ## Features
+//! - `testing`: [`testing::ScriptedModel`], a deterministic fake model for loop tests.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod constraint;
+mod generate;
 mod model;
+mod stream;
+pub mod template;
+#[cfg(feature = "testing")]
+pub mod testing;
 
+pub use constraint::Constraint;
+pub use generate::{
+    generate, render_prompt, tokenize_prompt, ChatMessage, ConstraintStats, EngineError, GenerateOptions, Generation,
+    Prompt, StopReason, ToolCall, ToolCallFunction,
+};
 pub use model::{Model, ModelError, ModelInfo};
+pub use template::{ChatTemplate, TemplateError};
+pub use formwork_sampler::SamplerOptions;

@@ -65,4 +65,11 @@ pub trait Model: Send {
     fn truncate(&mut self, n: usize) -> Result<(), ModelError>;
     /// Appends `tokens` to the sequence and returns the logits after the last one.
     fn decode(&mut self, tokens: &[TokenId]) -> Result<&[f32], ModelError>;
+    /// The tokens currently in the sequence (`n_past()` of them), if the backend tracks
+    /// them. The generation loop uses this for prefix reuse: a new prompt that starts with
+    /// cached tokens keeps them and evaluates only the rest. The default (`None`) means
+    /// "unknown": every prompt is evaluated from scratch.
+    fn cached_tokens(&self) -> Option<&[TokenId]> {
+        None
+    }
 }

@@ -1,0 +1,433 @@
+//! The generation loop: prompt → tokens → (sample, constrain, stream) until a stop rule.
+
+use crate::constraint::Constraint;
+use crate::model::{Model, ModelError};
+use crate::stream::{Pushed, TextStream};
+use crate::template::{ChatTemplate, TemplateError};
+use formwork_sampler::{Sampler, SamplerOptions};
+use formwork_vocab::{TokenId, TokenKind, TokenMask, Vocabulary};
+use serde::{Deserialize, Serialize};
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
+
+/// One message of a chat, as the chat template sees it (`message.role`, `message.content`,
+/// `message.tool_calls`, `message.thinking`, `message.tool_name`; empty optional fields are
+/// left out, so templates' `if message.tool_calls` tests work).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+    /// An assistant's reasoning, for templates that render it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
+    /// Tool calls an assistant made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For `tool` messages: which tool produced this result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+}
+
+impl ChatMessage {
+    /// A message with just a role and content.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage { role: role.into(), content: content.into(), ..Default::default() }
+    }
+}
+
+/// A tool call in the shape chat templates expect: `{"function": {"name", "arguments"}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The called function.
+    pub function: ToolCallFunction,
+}
+
+/// The function part of a [`ToolCall`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallFunction {
+    /// Function name.
+    pub name: String,
+    /// Arguments, as a JSON object.
+    pub arguments: serde_json::Value,
+}
+
+impl ToolCall {
+    /// A call of `name` with `arguments`.
+    pub fn new(name: impl Into<String>, arguments: serde_json::Value) -> Self {
+        ToolCall { function: ToolCallFunction { name: name.into(), arguments } }
+    }
+}
+
+/// What to generate from.
+#[derive(Clone, Debug)]
+pub enum Prompt {
+    /// A chat, rendered with the model's chat template (ChatML when it has none) with the
+    /// assistant's turn opened (`add_generation_prompt`). `tools` is a JSON array of tool
+    /// definitions, passed to the template as `tools`.
+    Chat {
+        /// The conversation so far.
+        messages: Vec<ChatMessage>,
+        /// Tool definitions, if any.
+        tools: Option<serde_json::Value>,
+    },
+    /// Text sent to the model as is (special-token names in it are recognised).
+    Raw(String),
+}
+
+/// Options of one generation.
+#[derive(Clone, Debug, Default)]
+pub struct GenerateOptions {
+    /// Sampling parameters (temperature, top-k, ..., seed).
+    pub sampler: SamplerOptions,
+    /// At most this many tokens are generated (`None`: until a stop rule or the context is full).
+    pub num_predict: Option<usize>,
+    /// Stop strings: generation ends when one appears; it is not part of the output.
+    pub stop: Vec<String>,
+    /// Context length to use; capped at the length the model was loaded with (a backend
+    /// that must grow its context reloads before calling [`generate`]).
+    pub num_ctx: Option<usize>,
+}
+
+/// Why a generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopReason {
+    /// An end-of-turn/EOS token, a stop string, or a constraint that is complete.
+    Stop,
+    /// `num_predict` tokens were generated, or the context is full.
+    Length,
+    /// The text callback returned `Break` (the client went away).
+    Cancelled,
+}
+
+impl StopReason {
+    /// `"stop"`, `"length"` or `"cancelled"` (Ollama's `done_reason` / OpenAI's `finish_reason`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Stop => "stop",
+            StopReason::Length => "length",
+            StopReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How the constraint was applied during a generation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ConstraintStats {
+    /// Whether the sampler allowed the fast path (sample unmasked, check the token).
+    pub fast_path: bool,
+    /// Tokens chosen by the fast path without computing a mask.
+    pub fast_accepts: usize,
+    /// Full masks computed (mask-first steps, fast-path rejections, completion checks).
+    pub masks: usize,
+    /// Time spent in the constraint (masks, checks, commits).
+    pub time: Duration,
+}
+
+/// The result of [`generate`].
+#[derive(Clone, Debug)]
+pub struct Generation {
+    /// The generated text (stop strings and special tokens excluded), equal to the
+    /// concatenation of everything passed to the text callback.
+    pub text: String,
+    /// The generated tokens, including a final end-of-turn token if one was chosen.
+    pub tokens: Vec<TokenId>,
+    /// Why it ended.
+    pub done_reason: StopReason,
+    /// Prompt length in tokens.
+    pub prompt_tokens: usize,
+    /// Of those, how many were reused from the model's cache (not evaluated again).
+    pub cached_prompt_tokens: usize,
+    /// Tokens generated (sampled), including a final end-of-turn token.
+    pub eval_tokens: usize,
+    /// Model load time: [`generate`] leaves it zero, callers that loaded the model fill it in.
+    pub load_duration: Duration,
+    /// Time to evaluate the (uncached part of the) prompt.
+    pub prompt_eval_duration: Duration,
+    /// Time from the end of the prompt evaluation to the end: sampling, constraint and decoding.
+    pub eval_duration: Duration,
+    /// Wall time of the whole call (template, tokenizer, prompt, generation).
+    pub total_duration: Duration,
+    /// Constraint statistics, when a constraint was given.
+    pub constraint: Option<ConstraintStats>,
+    /// The sampler's seed (the given one, or the random one drawn), to reproduce the run.
+    pub seed: u64,
+}
+
+impl Generation {
+    /// Prompt tokens per second (over the evaluated part of the prompt).
+    pub fn prompt_rate(&self) -> f64 {
+        rate(self.prompt_tokens - self.cached_prompt_tokens, self.prompt_eval_duration)
+    }
+
+    /// Generated tokens per second.
+    pub fn eval_rate(&self) -> f64 {
+        rate(self.eval_tokens, self.eval_duration)
+    }
+}
+
+fn rate(n: usize, d: Duration) -> f64 {
+    let s = d.as_secs_f64();
+    if s > 0.0 {
+        n as f64 / s
+    } else {
+        0.0
+    }
+}
+
+/// Errors of the generation loop.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The backend failed (including a prompt longer than the context).
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The chat template failed.
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    /// The sampler failed (for example NaN logits).
+    #[error("sampling failed: {0}")]
+    Sampler(String),
+    /// The constraint failed: no token can continue, or a commit was refused.
+    #[error("the output constraint failed: {0}")]
+    Constraint(String),
+    /// The prompt rendered to no tokens.
+    #[error("the prompt is empty; give some text or messages")]
+    EmptyPrompt,
+    /// The backend returned fewer logits than the vocabulary has tokens.
+    #[error("the model returned {got} logits for a vocabulary of {expected} tokens; the model and its vocabulary do not match")]
+    LogitsSize {
+        /// Logits returned.
+        got: usize,
+        /// Vocabulary size.
+        expected: usize,
+    },
+}
+
+/// Renders a [`Prompt`] to the text the model sees (chat template applied for chats).
+pub fn render_prompt(model: &dyn Model, prompt: &Prompt) -> Result<String, TemplateError> {
+    match prompt {
+        Prompt::Raw(s) => Ok(s.clone()),
+        Prompt::Chat { messages, tools } => {
+            let info = model.info();
+            let t = ChatTemplate::new(info.chat_template.as_deref(), info.bos_token.as_deref(), info.eos_token.as_deref())?;
+            t.render(messages, tools.as_ref(), true)
+        }
+    }
+}
+
+/// Renders and tokenizes a prompt. BOS is added when the model asks for it and the
+/// rendered text does not already start with the BOS text (templates that write
+/// `{{ bos_token }}` themselves would otherwise get two).
+pub fn tokenize_prompt(model: &dyn Model, prompt: &Prompt) -> Result<Vec<TokenId>, EngineError> {
+    let text = render_prompt(model, prompt)?;
+    let info = model.info();
+    let has_bos = info.bos_token.as_deref().is_some_and(|b| !b.is_empty() && text.starts_with(b));
+    Ok(model.tokenize(&text, info.add_bos && !has_bos, true)?)
+}
+
+/// Generates a continuation of `prompt`, streaming text to `on_text` as soon as it is certain.
+///
+/// See the crate docs for the stop rules, prefix reuse, streaming guarantees and how the
+/// constraint is applied (fast path vs mask first).
+pub fn generate(
+    model: &mut dyn Model,
+    prompt: &Prompt,
+    opts: &GenerateOptions,
+    mut constraint: Option<&mut dyn Constraint>,
+    on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
+) -> Result<Generation, EngineError> {
+    let start = Instant::now();
+    let vocab = model.vocab().clone();
+    let prompt_tokens = tokenize_prompt(&*model, prompt)?;
+    if prompt_tokens.is_empty() {
+        return Err(EngineError::EmptyPrompt);
+    }
+    let loaded_ctx = model.info().context_length;
+    let ctx = match opts.num_ctx {
+        Some(n) if n > loaded_ctx => {
+            tracing::warn!(requested = n, loaded = loaded_ctx, "num_ctx is larger than the loaded context; using the loaded one");
+            loaded_ctx
+        }
+        Some(n) => n,
+        None => loaded_ctx,
+    };
+    if prompt_tokens.len() >= ctx {
+        return Err(ModelError::ContextOverflow { needed: prompt_tokens.len(), context: ctx }.into());
+    }
+
+    // Prefix reuse: keep the cached tokens the new prompt starts with; evaluate at least the
+    // last prompt token so that we get its logits.
+    let common = model.cached_tokens().map_or(0, |c| common_prefix(c, &prompt_tokens));
+    let reuse = common.min(prompt_tokens.len() - 1);
+    model.truncate(reuse)?;
+    tracing::debug!(prompt_tokens = prompt_tokens.len(), reused = reuse, "evaluating prompt");
+
+    let t_prompt = Instant::now();
+    let mut logits = check_logits(model.decode(&prompt_tokens[reuse..])?, vocab.len())?;
+    let prompt_eval_duration = t_prompt.elapsed();
+    let t_eval = Instant::now();
+
+    let mut sampler = Sampler::new(opts.sampler.clone()).map_err(|e| EngineError::Sampler(e.to_string()))?;
+    let fast_path = sampler.fast_path_is_exact(vocab.len());
+    let mut stats = ConstraintStats { fast_path, ..Default::default() };
+    let mut mask = TokenMask::new(vocab.len());
+    let mut stream = TextStream::new(&opts.stop);
+    let mut history = prompt_tokens.clone();
+    let mut generated: Vec<TokenId> = Vec::new();
+    let eos = vocab.eos_tokens().to_vec();
+
+    let done_reason = loop {
+        if opts.num_predict.is_some_and(|n| generated.len() >= n) {
+            break StopReason::Length;
+        }
+        let t = pick(&mut sampler, logits, &history, constraint.as_deref_mut(), &vocab, &mut mask, &mut stats)?;
+        generated.push(t);
+        if eos.contains(&t) {
+            break StopReason::Stop;
+        }
+        if let Some(c) = constraint.as_deref_mut() {
+            let t0 = Instant::now();
+            let r = c.commit(t);
+            stats.time += t0.elapsed();
+            r.map_err(|e| EngineError::Constraint(format!("token {t} was chosen but the constraint refused it: {e}")))?;
+        }
+        history.push(t);
+        if vocab.kind(t) != TokenKind::Special {
+            match stream.push(vocab.token_bytes(t), on_text) {
+                Pushed::Continue => {}
+                Pushed::StopString => break StopReason::Stop,
+                Pushed::Cancelled => break StopReason::Cancelled,
+            }
+        }
+        if let Some(c) = constraint.as_deref_mut() {
+            if is_complete(c, &vocab, &mut mask, &mut stats) {
+                break StopReason::Stop;
+            }
+        }
+        if opts.num_predict.is_some_and(|n| generated.len() >= n) {
+            break StopReason::Length;
+        }
+        if history.len() >= ctx {
+            tracing::debug!(ctx, "context full");
+            break StopReason::Length;
+        }
+        logits = check_logits(model.decode(&[t])?, vocab.len())?;
+    };
+    let done_reason = match done_reason {
+        StopReason::Stop | StopReason::Length => match stream.finish(on_text) {
+            Pushed::Cancelled => StopReason::Cancelled,
+            _ => done_reason,
+        },
+        StopReason::Cancelled => done_reason,
+    };
+
+    Ok(Generation {
+        text: stream.text().to_string(),
+        eval_tokens: generated.len(),
+        tokens: generated,
+        done_reason,
+        prompt_tokens: prompt_tokens.len(),
+        cached_prompt_tokens: reuse,
+        load_duration: Duration::ZERO,
+        prompt_eval_duration,
+        eval_duration: t_eval.elapsed(),
+        total_duration: start.elapsed(),
+        constraint: constraint.is_some().then_some(stats),
+        seed: sampler.seed(),
+    })
+}
+
+fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+fn check_logits(logits: &[f32], n_vocab: usize) -> Result<&[f32], EngineError> {
+    if logits.len() < n_vocab {
+        return Err(EngineError::LogitsSize { got: logits.len(), expected: n_vocab });
+    }
+    // Backends may pad the output layer past the vocabulary; those slots are never sampled.
+    Ok(&logits[..n_vocab])
+}
+
+/// Chooses the next token.
+///
+/// Without a constraint: a plain sample. With one:
+/// - **fast path** (when [`Sampler::fast_path_is_exact`]: greedy, or plain temperature
+///   sampling where masking commutes with the filters): sample from the unmasked
+///   distribution and check that one token with [`Constraint::is_allowed`] (EOS: allowed iff
+///   accepting); only on rejection compute the full mask and sample again with it. For
+///   greedy this picks the masked argmax; for plain sampling the result is distributed
+///   exactly as masked sampling (p(t) + P(reject)·p(t)/P(allowed) = p(t)/P(allowed)).
+/// - **mask first** otherwise (top-k / top-p / min-p / penalties, whose filtering depends on
+///   which tokens are masked): compute the mask, then sample with it.
+fn pick(
+    sampler: &mut Sampler,
+    logits: &[f32],
+    history: &[TokenId],
+    constraint: Option<&mut (dyn Constraint + '_)>,
+    vocab: &Vocabulary,
+    mask: &mut TokenMask,
+    stats: &mut ConstraintStats,
+) -> Result<TokenId, EngineError> {
+    let sampler_err = |e: formwork_sampler::SampleError| EngineError::Sampler(e.to_string());
+    let Some(c) = constraint else {
+        return sampler.sample(logits, None, history).map_err(sampler_err);
+    };
+    let eos = vocab.eos_tokens();
+    if stats.fast_path {
+        let t = sampler.sample(logits, None, history).map_err(sampler_err)?;
+        let t0 = Instant::now();
+        let ok = if eos.contains(&t) { c.is_accepting() } else { c.is_allowed(t) };
+        stats.time += t0.elapsed();
+        if ok {
+            stats.fast_accepts += 1;
+            return Ok(t);
+        }
+    }
+    let t0 = Instant::now();
+    fill_mask(c, vocab, mask);
+    stats.masks += 1;
+    stats.time += t0.elapsed();
+    if mask.is_none() {
+        return Err(EngineError::Constraint(
+            "no token can continue the output and the constraint is not complete (the grammar cannot be finished with this vocabulary)".into(),
+        ));
+    }
+    sampler.sample(logits, Some(mask), history).map_err(sampler_err)
+}
+
+/// The constraint's mask with EOS bits set exactly when it accepts.
+fn fill_mask(c: &mut (dyn Constraint + '_), vocab: &Vocabulary, mask: &mut TokenMask) {
+    mask.clear();
+    c.compute_mask(mask);
+    let accepting = c.is_accepting();
+    for &e in vocab.eos_tokens() {
+        if accepting {
+            mask.insert(e);
+        } else {
+            mask.remove(e);
+        }
+    }
+}
+
+/// True when the constraint accepts and nothing but EOS may follow: the output is done.
+fn is_complete(c: &mut (dyn Constraint + '_), vocab: &Vocabulary, mask: &mut TokenMask, stats: &mut ConstraintStats) -> bool {
+    if !c.is_accepting() {
+        return false;
+    }
+    let t0 = Instant::now();
+    fill_mask(c, vocab, mask);
+    stats.masks += 1;
+    stats.time += t0.elapsed();
+    let eos = vocab.eos_tokens();
+    mask.iter_ones().all(|t| eos.contains(&t))
+}

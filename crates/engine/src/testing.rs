@@ -1,0 +1,209 @@
+//! [`ScriptedModel`]: a deterministic fake [`Model`] for testing the loop without weights.
+//!
+//! Enabled by the `testing` cargo feature. The model has a tiny vocabulary given as byte
+//! strings, a greedy longest-match tokenizer, and a *script*: for generated step `i`
+//! (counted from the last prompt evaluation), a ranked list of preferred tokens. The first
+//! gets logit 10, the second 9, and so on; every other token gets 0. Past the end of the
+//! script the first EOS token is preferred. So a greedy sampler follows the script, and a
+//! constraint that rejects the first choice makes the loop fall through to the next one.
+//!
+//! ```
+//! use formwork_engine::{generate, testing::ScriptedModel, GenerateOptions, Prompt, SamplerOptions};
+//! use std::ops::ControlFlow;
+//! let mut m = ScriptedModel::new(&["Hi", "Hel", "lo", " world", "!"], &["<|im_end|>"]);
+//! m.script_text("Hello world!");          // then EOS
+//! let opts = GenerateOptions { sampler: SamplerOptions::greedy(), ..Default::default() };
+//! let g = generate(&mut m, &Prompt::Raw("Hi".into()), &opts, None, &mut |_| ControlFlow::Continue(())).unwrap();
+//! assert_eq!(g.text, "Hello world!");
+//! ```
+
+use crate::model::{Model, ModelError, ModelInfo};
+use formwork_vocab::{TokenId, TokenKind, Vocabulary};
+use std::sync::Arc;
+
+/// A scripted fake model (see the module docs).
+#[derive(Debug, Clone)]
+pub struct ScriptedModel {
+    info: ModelInfo,
+    vocab: Arc<Vocabulary>,
+    script: Vec<Vec<TokenId>>,
+    sequence: Vec<TokenId>,
+    /// Decode calls since the last `truncate` (the first one evaluates the prompt).
+    calls: usize,
+    logits: Vec<f32>,
+    decoded_total: usize,
+}
+
+impl ScriptedModel {
+    /// A model over `tokens` (normal text tokens, ids `0..tokens.len()`) followed by the
+    /// special tokens `specials` (ids after those); the first special is the EOS token.
+    /// Context length 4096, no chat template (ChatML is used), no BOS.
+    pub fn new<S: AsRef<[u8]>>(tokens: &[S], specials: &[&str]) -> Self {
+        let mut vocab = Vocabulary::from_strings(tokens, specials);
+        let eos = vocab.eos_tokens().first().copied().into_iter().collect();
+        vocab.set_eos_tokens(eos).expect("EOS inside the vocabulary");
+        Self::from_vocabulary(vocab)
+    }
+
+    /// A model over an existing vocabulary (its EOS tokens end the script).
+    pub fn from_vocabulary(vocab: Vocabulary) -> Self {
+        let n = vocab.len();
+        ScriptedModel {
+            info: ModelInfo {
+                name: "scripted".into(),
+                chat_template: None,
+                bos_token: None,
+                eos_token: vocab.eos_tokens().first().map(|&e| String::from_utf8_lossy(vocab.token_bytes(e)).into_owned()),
+                add_bos: false,
+                context_length: 4096,
+                trained_context_length: 4096,
+            },
+            vocab: Arc::new(vocab),
+            script: Vec::new(),
+            sequence: Vec::new(),
+            calls: 0,
+            logits: vec![0.0; n],
+            decoded_total: 0,
+        }
+    }
+
+    /// Sets the context length.
+    pub fn with_context_length(mut self, n: usize) -> Self {
+        self.info.context_length = n;
+        self.info.trained_context_length = n;
+        self
+    }
+
+    /// Sets the chat template (and the BOS/EOS strings it sees).
+    pub fn with_chat_template(mut self, template: &str, bos: Option<&str>) -> Self {
+        self.info.chat_template = Some(template.to_string());
+        self.info.bos_token = bos.map(str::to_string);
+        self
+    }
+
+    /// Sets the script: for each generated step, the ranked preferred tokens.
+    pub fn set_script(&mut self, steps: Vec<Vec<TokenId>>) {
+        self.script = steps;
+    }
+
+    /// Scripts the tokenization of `text` (one preferred token per step), then EOS.
+    pub fn script_text(&mut self, text: &str) {
+        let toks = self.tokenize(text, false, true).expect("script text must be tokenizable with the vocabulary");
+        self.script = toks.into_iter().map(|t| vec![t]).collect();
+    }
+
+    /// The id of the token whose bytes are `s` (panics when there is none: a test bug).
+    pub fn token(&self, s: &str) -> TokenId {
+        self.vocab
+            .ids()
+            .find(|&t| self.vocab.token_bytes(t) == s.as_bytes())
+            .unwrap_or_else(|| panic!("no token {s:?} in the scripted vocabulary"))
+    }
+
+    /// Total tokens evaluated over the model's life (to observe prefix reuse).
+    pub fn decoded_total(&self) -> usize {
+        self.decoded_total
+    }
+
+    fn fill_logits(&mut self) {
+        self.logits.iter_mut().for_each(|l| *l = 0.0);
+        let step = self.calls.saturating_sub(1);
+        let prefs: Vec<TokenId> = match self.script.get(step) {
+            Some(p) => p.clone(),
+            None => self.vocab.eos_tokens().first().copied().into_iter().collect(),
+        };
+        for (rank, t) in prefs.iter().enumerate() {
+            self.logits[t.index()] = 10.0 - rank as f32;
+        }
+    }
+}
+
+impl Model for ScriptedModel {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    /// Greedy longest match; with `parse_special`, special-token names are matched first.
+    fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError> {
+        let bytes = text.as_bytes();
+        let mut out = Vec::new();
+        if add_bos {
+            if let Some(b) = self.info.bos_token.as_deref().and_then(|b| self.vocab.special_by_name(b)) {
+                out.push(b);
+            }
+        }
+        let mut i = 0;
+        while i < bytes.len() {
+            let mut best: Option<(usize, TokenId)> = None;
+            for t in self.vocab.ids() {
+                let kind = self.vocab.kind(t);
+                let usable = match kind {
+                    TokenKind::Special => parse_special,
+                    TokenKind::Unused => false,
+                    _ => true,
+                };
+                let tb = self.vocab.token_bytes(t);
+                if usable && !tb.is_empty() && bytes[i..].starts_with(tb) {
+                    let better = match best {
+                        None => true,
+                        Some((len, bt)) => {
+                            let special = kind == TokenKind::Special;
+                            let best_special = self.vocab.kind(bt) == TokenKind::Special;
+                            (special && !best_special) || (special == best_special && tb.len() > len)
+                        }
+                    };
+                    if better {
+                        best = Some((tb.len(), t));
+                    }
+                }
+            }
+            let Some((len, t)) = best else {
+                return Err(ModelError::Tokenize(format!(
+                    "the scripted vocabulary cannot tokenize {:?}",
+                    String::from_utf8_lossy(&bytes[i..])
+                )));
+            };
+            out.push(t);
+            i += len;
+        }
+        Ok(out)
+    }
+
+    fn n_past(&self) -> usize {
+        self.sequence.len()
+    }
+
+    fn truncate(&mut self, n: usize) -> Result<(), ModelError> {
+        self.sequence.truncate(n);
+        self.calls = 0;
+        Ok(())
+    }
+
+    fn decode(&mut self, tokens: &[TokenId]) -> Result<&[f32], ModelError> {
+        if tokens.is_empty() {
+            return Err(ModelError::Decode("decode called with no tokens".into()));
+        }
+        if self.sequence.len() + tokens.len() > self.info.context_length {
+            return Err(ModelError::ContextOverflow {
+                needed: self.sequence.len() + tokens.len(),
+                context: self.info.context_length,
+            });
+        }
+        if let Some(t) = tokens.iter().find(|t| t.index() >= self.vocab.len()) {
+            return Err(ModelError::Decode(format!("token {t} outside the vocabulary")));
+        }
+        self.sequence.extend_from_slice(tokens);
+        self.decoded_total += tokens.len();
+        self.calls += 1;
+        self.fill_logits();
+        Ok(&self.logits)
+    }
+
+    fn cached_tokens(&self) -> Option<&[TokenId]> {
+        Some(&self.sequence)
+    }
+}
