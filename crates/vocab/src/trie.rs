@@ -1,5 +1,224 @@
-//! [`TokenTrie`]: the vocabulary's byte strings in a trie for the mask walk.
+//! [`TokenTrie`]: the vocabulary's byte strings in a trie laid out for the mask walk.
+//!
+//! ## Layout
+//! Nodes are stored in depth-first (pre-)order in one flat `Vec`. Node 0 is the root (the
+//! empty string); every other node carries the byte on the edge from its parent. Each node
+//! records `end`, the index one past its subtree, so a walker that rejects a node's prefix
+//! jumps to `end` in O(1) instead of visiting the subtree. The children of node `i` are
+//! `i + 1`, then `end(i + 1)`, ... up to `end(i)`.
+//!
+//! Tokens ending at a node are listed in a side table (`tokens_at`); several tokens can
+//! share one byte string (a byte-fallback `<0x41>` and `A`, duplicated added tokens).
+//!
+//! Only text tokens ([`Vocabulary::is_text`]) are inserted: special, control and unused
+//! tokens are never produced by grammar text.
+//!
+//! ## The walk a matcher writes
+//! ```ignore
+//! let mut i = 1;                       // first child of the root
+//! let mut stack = vec![(trie.end(0), start_state)];
+//! while i < trie.len() {
+//!     while i >= stack.last().0 { stack.pop(); }      // leave finished subtrees
+//!     let s = step(stack.last().1, trie.byte(i));
+//!     if dead(s) { i = trie.end(i); continue; }       // skip the subtree
+//!     for &t in trie.tokens_at(i) { allow(t) }
+//!     stack.push((trie.end(i), s));
+//!     i += 1;
+//! }
+//! ```
+//! Building is O(total token bytes · log n) (one sort); memory is 12 bytes a node plus
+//! 4 bytes a token.
 
-/// The vocabulary's text tokens in a byte trie (filled in by the matcher work).
+use crate::{TokenId, Vocabulary};
+
+/// The vocabulary's text tokens in a byte trie, nodes in depth-first order (see module docs).
 #[derive(Clone, Debug, Default)]
-pub struct TokenTrie {}
+pub struct TokenTrie {
+    /// Indexed by node: the byte on the edge into the node (0 for the root).
+    bytes: Vec<u8>,
+    /// Indexed by node: one past the last node of its subtree.
+    ends: Vec<u32>,
+    /// Indexed by node (plus one sentinel): `tokens[tok_start[i]..tok_start[i + 1]]` end at node `i`.
+    tok_start: Vec<u32>,
+    /// Token ids, grouped by node.
+    tokens: Vec<TokenId>,
+    /// Indexed by `TokenId`: the node where the token ends (`u32::MAX` for tokens not in the trie).
+    node_of: Vec<u32>,
+    /// Longest token, in bytes.
+    max_depth: usize,
+}
+
+impl TokenTrie {
+    /// Builds the trie of `vocab`'s text tokens.
+    pub fn new(vocab: &Vocabulary) -> Self {
+        let mut items: Vec<(&[u8], TokenId)> =
+            vocab.ids().filter(|&t| vocab.is_text(t)).map(|t| (vocab.token_bytes(t), t)).collect();
+        Self::from_items(&mut items, vocab.len())
+    }
+
+    /// Builds a trie from `(bytes, token)` pairs over a vocabulary of `n_tokens` ids (empty
+    /// byte strings are skipped). Useful for sub-tries (a suffix trie of some tokens).
+    pub fn from_items(items: &mut [(&[u8], TokenId)], n_tokens: usize) -> Self {
+        items.sort_unstable();
+        let mut bytes = vec![0u8];
+        let mut ends = vec![u32::MAX];
+        let mut node_tokens: Vec<Vec<TokenId>> = vec![Vec::new()];
+        let mut node_of = vec![u32::MAX; n_tokens];
+        // `path[d]` is the node at depth `d` along the current string (path[0] = root).
+        let mut path: Vec<u32> = vec![0];
+        let mut prev: &[u8] = &[];
+        let mut max_depth = 0;
+        for &(s, t) in items.iter() {
+            if s.is_empty() {
+                continue;
+            }
+            let common = prev.iter().zip(s).take_while(|(a, b)| a == b).count();
+            // Close the nodes deeper than the common prefix.
+            while path.len() > common + 1 {
+                let n = path.pop().unwrap();
+                ends[n as usize] = bytes.len() as u32;
+            }
+            for &b in &s[common..] {
+                path.push(bytes.len() as u32);
+                bytes.push(b);
+                ends.push(u32::MAX);
+                node_tokens.push(Vec::new());
+            }
+            let leaf = *path.last().unwrap();
+            node_tokens[leaf as usize].push(t);
+            if t.index() < node_of.len() {
+                node_of[t.index()] = leaf;
+            }
+            max_depth = max_depth.max(s.len());
+            prev = s;
+        }
+        while let Some(n) = path.pop() {
+            ends[n as usize] = bytes.len() as u32;
+        }
+        let mut tok_start = Vec::with_capacity(bytes.len() + 1);
+        let mut tokens = Vec::new();
+        for v in &node_tokens {
+            tok_start.push(tokens.len() as u32);
+            tokens.extend_from_slice(v);
+        }
+        tok_start.push(tokens.len() as u32);
+        TokenTrie { bytes, ends, tok_start, tokens, node_of, max_depth }
+    }
+
+    /// Number of nodes (the root included).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// True when the trie holds no token.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// The byte on the edge into node `i`.
+    #[inline]
+    pub fn byte(&self, i: usize) -> u8 {
+        self.bytes[i]
+    }
+
+    /// One past the last node of `i`'s subtree.
+    #[inline]
+    pub fn end(&self, i: usize) -> usize {
+        self.ends[i] as usize
+    }
+
+    /// Tokens whose bytes end exactly at node `i`.
+    #[inline]
+    pub fn tokens_at(&self, i: usize) -> &[TokenId] {
+        &self.tokens[self.tok_start[i] as usize..self.tok_start[i + 1] as usize]
+    }
+
+    /// The node where `t` ends, if `t` is in the trie.
+    pub fn node_of(&self, t: TokenId) -> Option<usize> {
+        self.node_of.get(t.index()).filter(|&&n| n != u32::MAX).map(|&n| n as usize)
+    }
+
+    /// The child of node `i` on byte `b` (a linear scan of the children).
+    pub fn child(&self, i: usize, b: u8) -> Option<usize> {
+        let end = self.end(i);
+        let mut c = i + 1;
+        while c < end {
+            if self.bytes[c] == b {
+                return Some(c);
+            }
+            c = self.end(c);
+        }
+        None
+    }
+
+    /// The node reached by `s` from the root, if every prefix of `s` is a node.
+    pub fn find(&self, s: &[u8]) -> Option<usize> {
+        s.iter().try_fold(0, |i, &b| self.child(i, b))
+    }
+
+    /// Length of the longest token in bytes.
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
+    /// All token ids in the trie, in node (byte-string) order.
+    pub fn all_tokens(&self) -> &[TokenId] {
+        &self.tokens
+    }
+
+    /// Heap bytes used.
+    pub fn memory_usage(&self) -> usize {
+        self.bytes.capacity() + 4 * (self.ends.capacity() + self.tok_start.capacity() + self.tokens.capacity())
+            + 4 * self.node_of.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn walk_all(trie: &TokenTrie) -> Vec<(Vec<u8>, TokenId)> {
+        // Reconstruct each token's bytes from the DFS layout.
+        let mut out = Vec::new();
+        let mut stack: Vec<(usize, Vec<u8>)> = vec![(trie.end(0), Vec::new())];
+        let mut i = 1;
+        while i < trie.len() {
+            while i >= stack.last().unwrap().0 {
+                stack.pop();
+            }
+            let mut s = stack.last().unwrap().1.clone();
+            s.push(trie.byte(i));
+            for &t in trie.tokens_at(i) {
+                out.push((s.clone(), t));
+            }
+            stack.push((trie.end(i), s));
+            i += 1;
+        }
+        out
+    }
+
+    #[test]
+    fn dfs_layout_round_trips_and_skips() {
+        let v = Vocabulary::from_strings(&["ab", "a", "abc", "b", "ba", "", "ab"], &["</s>"]);
+        let trie = TokenTrie::new(&v);
+        let mut got = walk_all(&trie);
+        got.sort();
+        let mut want: Vec<(Vec<u8>, TokenId)> = v
+            .ids()
+            .filter(|&t| v.is_text(t))
+            .map(|t| (v.token_bytes(t).to_vec(), t))
+            .collect();
+        want.sort();
+        assert_eq!(got, want);
+        // Nodes: root, a, ab, abc, b, ba.
+        assert_eq!(trie.len(), 6);
+        let a = trie.find(b"a").unwrap();
+        assert_eq!(trie.end(a), trie.find(b"b").unwrap());
+        assert_eq!(trie.tokens_at(trie.find(b"ab").unwrap()), &[TokenId(0), TokenId(6)]);
+        assert_eq!(trie.node_of(TokenId(2)), trie.find(b"abc"));
+        assert_eq!(trie.node_of(TokenId(7)), None, "EOS is special, not in the trie");
+        assert_eq!(trie.max_depth(), 3);
+        assert!(trie.find(b"ac").is_none());
+    }
+}

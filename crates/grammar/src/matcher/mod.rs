@@ -1,1 +1,66 @@
 //! The matcher: compiled grammars and per-request token-mask state.
+//!
+//! ## Design
+//! 1. **Lowering** ([`lower`](self) module `lower`): the IR becomes a flat byte-level grammar —
+//!    rules of alternatives of elements (a byte set, a rule reference, a special token).
+//!    Unicode classes go through `regex_syntax::utf8::Utf8Sequences`; repetitions become
+//!    helper rules (`{m,n}` bounded by `Limits::max_repeat`, sizes by `max_elements` /
+//!    `max_rules`). The root must match something; left recursion (also through nullable
+//!    prefixes) is refused with the cycle named. All bounded and iterative.
+//! 2. **Automaton** (`automaton`): a pushdown parser in the llama.cpp style (a set of
+//!    stacks whose tops are terminals), but with persistent, hash-consed stacks: an arena of
+//!    interned `(position, parent)` nodes, so a stack is one `u32` and a parser state is a
+//!    small sorted set of them. States are interned too (`StateId`), and byte transitions
+//!    `(StateId, byte) → StateId` are memoized in a dense per-state table: once warm, a byte
+//!    step is a single load. `Limits::max_stacks` bounds ambiguity.
+//! 3. **Masks** (`mask`, `index`): the vocabulary's [`TokenTrie`](formwork_vocab::TokenTrie)
+//!    (DFS order, subtree ends) is walked from a state, skipping every subtree whose prefix
+//!    dies. States whose self-loop class `C = {b : δ(S,b) = S}` is large (string bodies) use
+//!    an accelerator shared per vocabulary and class: the tokens made only of bytes in `C`
+//!    (a precomputed bitset) plus a walk of the other tokens' suffixes from their first byte
+//!    outside `C` — a few thousand trie steps instead of the whole vocabulary. Whole masks
+//!    are cached per state.
+//! 4. **Sharing**: a [`CompiledGrammar`] holds the automaton and the mask cache behind one
+//!    mutex, so all requests using the grammar share the warm-up (the built-in JSON grammar
+//!    compiled once per vocabulary is warm after the first few requests). A [`Matcher`] is
+//!    just a history of state ids: `commit` pushes, `rollback(n)` truncates.
+//!
+//! ## Semantics
+//! - Special tokens are never produced by grammar text; EOS tokens are allowed exactly when
+//!   the input so far is a complete match; a token named by the grammar (`Expr::Token`) is
+//!   allowed exactly where it is named.
+//! - A token that spans several grammar elements or rules (`",` then the next key's `"`) is
+//!   allowed exactly when its bytes are a viable continuation: the walk is byte-level.
+//! - `forced_tokens` is greedy longest-match, conservative at the end (see its docs).
+//!
+//! ## The loop
+//! ```
+//! use std::sync::Arc;
+//! use formwork_grammar::{Expr, GrammarBuilder, Limits, matcher::CompiledGrammar};
+//! use formwork_vocab::{TokenMask, Vocabulary};
+//! let mut b = GrammarBuilder::new();
+//! b.define("root", Expr::seq([Expr::lit("a"), Expr::plus(Expr::lit("b"))]));
+//! let g = b.build("root").unwrap();
+//! let vocab = Arc::new(Vocabulary::from_strings(&["a", "b", "ab", "c"], &["</s>"]));
+//! let cg = CompiledGrammar::new(&g, vocab.clone(), &Limits::default()).unwrap();
+//! let mut m = cg.matcher();
+//! let mut mask = TokenMask::new(vocab.len());
+//! m.compute_mask(&mut mask);
+//! assert_eq!(mask.iter_ones().map(|t| t.0).collect::<Vec<_>>(), vec![0, 2]); // "a", "ab"
+//! m.commit(formwork_vocab::TokenId(2)).unwrap();
+//! assert!(m.is_accepting());
+//! ```
+
+mod automaton;
+mod compiled;
+mod error;
+mod index;
+mod lower;
+mod mask;
+
+pub use compiled::{accepts, CompiledGrammar, MatchStats, Matcher};
+pub use error::{CompileError, MatchError};
+pub use index::TokenIndex;
+
+#[cfg(test)]
+mod tests;

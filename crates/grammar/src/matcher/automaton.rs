@@ -1,0 +1,266 @@
+//! The pushdown automaton over a [`Flat`] grammar, built lazily: persistent hash-consed
+//! stacks, interned states and a memoized byte-transition table.
+//!
+//! ## Stacks
+//! A stack is a [`NodeId`](u32) into an arena of nodes `(pos, parent)`: `pos` is the grammar
+//! position still to be matched in this frame, `parent` the rest of the stack. Nodes are
+//! interned, so equal stacks have equal ids and pushing is O(1) amortised. Node 0 is the
+//! empty stack ([`BOTTOM`]). A rule reference that ends an alternative pushes no return
+//! frame (tail calls), so right recursion (`S ::= x S | ε`) runs in constant stack.
+//!
+//! ## States
+//! A state is the sorted set of stacks whose top is a terminal (a byte set or a special
+//! token), plus [`BOTTOM`] when the input so far is a complete match. States are interned
+//! into [`StateId`](u32)s; state 0 is [`DEAD`] (no stack). `trans[s][b]` memoizes the
+//! state after byte `b` (`UNKNOWN` until first asked), so once warm a byte step is one
+//! load. A step that would need more than `max_stacks` stacks yields [`OVERFLOW`]
+//! (dead for masks, an error on commit).
+//!
+//! ## Cost
+//! A step's closure is linear in the stacks and rules it touches; left recursion is refused
+//! when lowering, so closures are finite; the work per closure is also capped by
+//! `max_stacks`. Memory grows with the distinct stacks and states visited (1 KiB of
+//! transition table per state that has been stepped from).
+
+use super::lower::{ByteSet, Elem, Flat};
+use formwork_vocab::TokenId;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// The empty stack.
+pub(crate) const BOTTOM: u32 = 0;
+/// The state with no stack: nothing can follow.
+pub(crate) const DEAD: u32 = 0;
+/// A step that would exceed `max_stacks` (dead for masks; an error on commit).
+pub(crate) const OVERFLOW: u32 = u32::MAX - 1;
+const UNKNOWN: u32 = u32::MAX;
+
+/// What is known about one state.
+#[derive(Clone, Debug)]
+pub(crate) struct StateInfo {
+    /// Sorted stacks (BOTTOM included when accepting).
+    pub stacks: Box<[u32]>,
+    /// The input so far is a complete match.
+    pub accepting: bool,
+    /// Bytes some stack can take next.
+    pub first: ByteSet,
+    /// Special tokens some stack can take next.
+    pub tokens: Box<[TokenId]>,
+}
+
+/// The lazily built automaton (see module docs).
+#[derive(Debug)]
+pub(crate) struct Automaton {
+    pub flat: Flat,
+    max_stacks: usize,
+    /// Indexed by node id: `(pos, parent)`.
+    nodes: Vec<(u32, u32)>,
+    node_ids: FxHashMap<(u32, u32), u32>,
+    /// Indexed by state id.
+    states: Vec<StateInfo>,
+    state_ids: FxHashMap<Box<[u32]>, u32>,
+    /// Indexed by state id: the memoized byte transitions.
+    trans: Vec<Option<Box<[u32; 256]>>>,
+    // Scratch for closures.
+    visited: FxHashSet<(u32, u32)>,
+    work: Vec<(u32, u32)>,
+    out: Vec<u32>,
+    seeds: Vec<(u32, u32)>,
+}
+
+impl Automaton {
+    /// An automaton for `flat` and its initial state.
+    pub fn new(flat: Flat, max_stacks: usize) -> Result<(Self, u32), usize> {
+        let mut a = Automaton {
+            flat,
+            max_stacks: max_stacks.max(1),
+            nodes: vec![(u32::MAX, u32::MAX)],
+            node_ids: FxHashMap::default(),
+            states: Vec::new(),
+            state_ids: FxHashMap::default(),
+            trans: Vec::new(),
+            visited: FxHashSet::default(),
+            work: Vec::new(),
+            out: Vec::new(),
+            seeds: Vec::new(),
+        };
+        a.intern_state(Vec::new());
+        let root = a.flat.root as usize;
+        let seeds: Vec<(u32, u32)> = a.flat.alts[root].iter().map(|&p| (p, BOTTOM)).collect();
+        a.seeds = seeds;
+        let init = a.closure();
+        if init == OVERFLOW {
+            return Err(a.max_stacks);
+        }
+        Ok((a, init))
+    }
+
+    /// The state after byte `b` from `s` (memoized).
+    #[inline]
+    pub fn step(&mut self, s: u32, b: u8) -> u32 {
+        if let Some(t) = &self.trans[s as usize] {
+            let v = t[b as usize];
+            if v != UNKNOWN {
+                return v;
+            }
+        }
+        self.step_slow(s, b)
+    }
+
+    #[cold]
+    fn step_slow(&mut self, s: u32, b: u8) -> u32 {
+        let next = if !self.states[s as usize].first.contains(b) {
+            DEAD
+        } else {
+            self.seeds.clear();
+            for &n in self.states[s as usize].stacks.iter() {
+                if n == BOTTOM {
+                    continue;
+                }
+                let (pos, parent) = self.nodes[n as usize];
+                if let Elem::Bytes(k) = self.flat.elems[pos as usize] {
+                    if self.flat.sets[k as usize].contains(b) {
+                        self.seeds.push((pos + 1, parent));
+                    }
+                }
+            }
+            self.closure()
+        };
+        let t = self.trans[s as usize].get_or_insert_with(|| Box::new([UNKNOWN; 256]));
+        t[b as usize] = next;
+        next
+    }
+
+    /// The state after special token `t` from `s` (not memoized; special tokens are rare).
+    pub fn step_token(&mut self, s: u32, t: TokenId) -> u32 {
+        if !self.states[s as usize].tokens.contains(&t) {
+            return DEAD;
+        }
+        self.seeds.clear();
+        for &n in self.states[s as usize].stacks.iter() {
+            if n == BOTTOM {
+                continue;
+            }
+            let (pos, parent) = self.nodes[n as usize];
+            if self.flat.elems[pos as usize] == Elem::Token(t) {
+                self.seeds.push((pos + 1, parent));
+            }
+        }
+        self.closure()
+    }
+
+    /// Info about state `s`.
+    #[inline]
+    pub fn info(&self, s: u32) -> &StateInfo {
+        &self.states[s as usize]
+    }
+
+    /// Number of states interned so far.
+    pub fn n_states(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Heap bytes used.
+    pub fn memory_usage(&self) -> usize {
+        self.flat.memory_usage()
+            + self.nodes.capacity() * 8
+            + self.node_ids.capacity() * 12
+            + self.states.iter().map(|s| s.stacks.len() * 4 + s.tokens.len() * 4 + 72).sum::<usize>()
+            + self.state_ids.capacity() * 24
+            + self.trans.iter().map(|t| if t.is_some() { 1024 + 8 } else { 8 }).sum::<usize>()
+    }
+
+    fn intern_node(&mut self, pos: u32, parent: u32) -> u32 {
+        let next = self.nodes.len() as u32;
+        let id = *self.node_ids.entry((pos, parent)).or_insert(next);
+        if id == next {
+            self.nodes.push((pos, parent));
+        }
+        id
+    }
+
+    /// Expands `self.seeds` (positions to match, with their stacks) into a state.
+    fn closure(&mut self) -> u32 {
+        self.visited.clear();
+        self.out.clear();
+        self.work.clear();
+        self.work.extend_from_slice(&self.seeds);
+        let mut accepting = false;
+        let budget = self.max_stacks.saturating_mul(8).max(1024);
+        while let Some((pos, parent)) = self.work.pop() {
+            if !self.visited.insert((pos, parent)) {
+                continue;
+            }
+            if self.visited.len() > budget {
+                return OVERFLOW;
+            }
+            match self.flat.elems[pos as usize] {
+                Elem::End => {
+                    if parent == BOTTOM {
+                        accepting = true;
+                    } else {
+                        let p = self.nodes[parent as usize];
+                        self.work.push(p);
+                    }
+                }
+                Elem::Rule(r) => {
+                    let cont = if self.flat.elems[pos as usize + 1] == Elem::End {
+                        parent
+                    } else {
+                        self.intern_node(pos + 1, parent)
+                    };
+                    for i in 0..self.flat.alts[r as usize].len() {
+                        let a = self.flat.alts[r as usize][i];
+                        self.work.push((a, cont));
+                    }
+                }
+                Elem::Bytes(_) | Elem::Token(_) => {
+                    let n = self.intern_node(pos, parent);
+                    self.out.push(n);
+                }
+            }
+        }
+        if self.out.len() > self.max_stacks {
+            return OVERFLOW;
+        }
+        let mut stacks = std::mem::take(&mut self.out);
+        if accepting {
+            stacks.push(BOTTOM);
+        }
+        stacks.sort_unstable();
+        stacks.dedup();
+        let id = self.intern_state(stacks.clone());
+        stacks.clear();
+        self.out = stacks;
+        id
+    }
+
+    fn intern_state(&mut self, stacks: Vec<u32>) -> u32 {
+        if let Some(&id) = self.state_ids.get(stacks.as_slice()) {
+            return id;
+        }
+        let id = self.states.len() as u32;
+        let mut first = ByteSet::default();
+        let mut tokens = Vec::new();
+        let mut accepting = false;
+        for &n in &stacks {
+            if n == BOTTOM {
+                accepting = true;
+                continue;
+            }
+            match self.flat.elems[self.nodes[n as usize].0 as usize] {
+                Elem::Bytes(k) => first.union(&self.flat.sets[k as usize]),
+                Elem::Token(t) if t.0 != u32::MAX => {
+                    if !tokens.contains(&t) {
+                        tokens.push(t)
+                    }
+                }
+                _ => {}
+            }
+        }
+        let stacks: Box<[u32]> = stacks.into_boxed_slice();
+        self.state_ids.insert(stacks.clone(), id);
+        self.states.push(StateInfo { stacks, accepting, first, tokens: tokens.into_boxed_slice() });
+        self.trans.push(None);
+        id
+    }
+}

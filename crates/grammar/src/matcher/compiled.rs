@@ -1,0 +1,441 @@
+//! [`CompiledGrammar`] (shared, immutable from the outside) and [`Matcher`] (per request).
+
+use super::automaton::{Automaton, DEAD, OVERFLOW};
+use super::error::{CompileError, MatchError};
+use super::index::TokenIndex;
+use super::lower::lower;
+use super::mask::{walk_from, Accel};
+use crate::{Grammar, Limits};
+use formwork_vocab::{TokenId, TokenMask, Vocabulary};
+use rustc_hash::FxHashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The state after an end-of-sequence token was committed.
+const ENDED: u32 = u32::MAX - 2;
+/// Cached masks kept per compiled grammar, in bytes (the whole cache is dropped when full).
+const MASK_CACHE_BYTES: usize = 64 << 20;
+/// Longest run of forced bytes reported by [`Matcher::forced_bytes`].
+const MAX_FORCED: usize = 4096;
+
+/// A grammar compiled against a vocabulary: immutable from the outside, `Send + Sync`,
+/// shared by `Arc` between all requests that use the same grammar and vocabulary.
+///
+/// Inside, a lazily built automaton and a cache of masks per parser state are shared
+/// behind a mutex, so every request benefits from the work of earlier ones: after warm-up
+/// a mask is a cache hit (a 16 KiB copy on a 128k vocabulary). A miss walks the token trie
+/// under the lock (tens of µs typically; see the module docs for the worst case).
+pub struct CompiledGrammar {
+    index: Arc<TokenIndex>,
+    initial: u32,
+    shared: Mutex<Shared>,
+    limits: Limits,
+}
+
+struct Shared {
+    aut: Automaton,
+    /// Indexed by state: its full mask, once computed.
+    masks: FxHashMap<u32, Arc<TokenMask>>,
+    mask_bytes: usize,
+    /// Indexed by state: its self-loop accelerator, once looked at (`None` = not worth it).
+    accels: FxHashMap<u32, Option<Arc<Accel>>>,
+}
+
+impl std::fmt::Debug for CompiledGrammar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledGrammar").field("vocab_len", &self.index.vocab().len()).finish_non_exhaustive()
+    }
+}
+
+impl CompiledGrammar {
+    /// Compiles `g` for `vocab`: lowers it to bytes, checks it (left recursion, nothing
+    /// matched, sizes) and computes the start state. The vocabulary's token trie is built
+    /// once per vocabulary and shared (see [`TokenIndex::for_vocab`]).
+    pub fn new(g: &Grammar, vocab: Arc<Vocabulary>, limits: &Limits) -> Result<Arc<Self>, CompileError> {
+        Self::with_index(g, TokenIndex::for_vocab(&vocab), limits)
+    }
+
+    /// Compiles `g` against a prebuilt [`TokenIndex`].
+    pub fn with_index(g: &Grammar, index: Arc<TokenIndex>, limits: &Limits) -> Result<Arc<Self>, CompileError> {
+        let flat = lower(g, Some(index.vocab()), limits)?;
+        let (aut, initial) =
+            Automaton::new(flat, limits.max_stacks).map_err(|limit| CompileError::TooManyStacks { limit })?;
+        tracing::debug!(rules = aut.flat.alts.len(), elems = aut.flat.elems.len(), "compiled grammar");
+        Ok(Arc::new(CompiledGrammar {
+            index,
+            initial,
+            shared: Mutex::new(Shared {
+                aut,
+                masks: FxHashMap::default(),
+                mask_bytes: 0,
+                accels: FxHashMap::default(),
+            }),
+            limits: limits.clone(),
+        }))
+    }
+
+    /// A fresh matcher at the start of the grammar.
+    pub fn matcher(self: &Arc<Self>) -> Matcher {
+        Matcher { g: self.clone(), states: vec![self.initial], stats: MatchStats::default() }
+    }
+
+    /// The vocabulary.
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        self.index.vocab()
+    }
+
+    /// The shared token index (trie) of the vocabulary.
+    pub fn index(&self) -> &Arc<TokenIndex> {
+        &self.index
+    }
+
+    /// The limits it was compiled with.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Heap bytes used by this grammar (automaton, transition tables, cached masks), not
+    /// counting the shared vocabulary index.
+    pub fn memory_usage(&self) -> usize {
+        let sh = self.lock();
+        sh.aut.memory_usage()
+            + sh.mask_bytes
+            + sh.masks.capacity() * 16
+            + sh.accels.values().flatten().map(|a| a.memory_usage()).sum::<usize>()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        // A panic while holding the lock leaves caches that are still consistent (every
+        // write is a complete insert), so poisoning is ignored.
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The full mask of state `s` (cached). Returns the mask, whether it was a hit, and the
+    /// trie nodes walked.
+    fn mask_of(&self, sh: &mut Shared, s: u32) -> (Arc<TokenMask>, bool, usize) {
+        if let Some(m) = sh.masks.get(&s) {
+            return (m.clone(), true, 0);
+        }
+        let vocab = self.index.vocab();
+        let mut m = TokenMask::new(vocab.len());
+        let accel = match sh.accels.get(&s) {
+            Some(a) => a.clone(),
+            None => {
+                let a = Accel::for_state(&mut sh.aut, &self.index, s);
+                sh.accels.insert(s, a.clone());
+                a
+            }
+        };
+        let walked = match accel {
+            Some(a) => a.fill(&mut sh.aut, s, &mut m),
+            None => walk_from(&mut sh.aut, self.index.trie(), 0, s, &mut m),
+        };
+        let info = sh.aut.info(s);
+        for &t in info.tokens.iter() {
+            m.insert(t);
+        }
+        if info.accepting {
+            for &t in vocab.eos_tokens() {
+                m.insert(t);
+            }
+        }
+        let m = Arc::new(m);
+        if sh.mask_bytes + m.memory_usage() > MASK_CACHE_BYTES {
+            sh.masks.clear();
+            sh.mask_bytes = 0;
+        }
+        sh.mask_bytes += m.memory_usage();
+        sh.masks.insert(s, m.clone());
+        (m, false, walked)
+    }
+}
+
+/// Counters a matcher keeps (serializable, for logs and benchmarks).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MatchStats {
+    /// Tokens (and byte strings) committed.
+    pub commits: u64,
+    /// Masks computed.
+    pub masks: u64,
+    /// Masks served from the shared cache.
+    pub mask_cache_hits: u64,
+    /// Trie nodes walked on cache misses.
+    pub trie_nodes_walked: u64,
+    /// Parser states the shared automaton knows (all requests together).
+    pub states: usize,
+}
+
+/// Per-request matching state: a history of parser states (one per committed step), so
+/// rollback is a truncation. Small; cheap to create with [`CompiledGrammar::matcher`].
+#[derive(Debug)]
+pub struct Matcher {
+    g: Arc<CompiledGrammar>,
+    /// `states[0]` is the start; one more per commit.
+    states: Vec<u32>,
+    stats: MatchStats,
+}
+
+impl Matcher {
+    fn cur(&self) -> u32 {
+        *self.states.last().expect("history never empty")
+    }
+
+    /// The compiled grammar.
+    pub fn grammar(&self) -> &Arc<CompiledGrammar> {
+        &self.g
+    }
+
+    /// Fills `mask` with the tokens allowed now: text tokens whose bytes keep the input on a
+    /// valid path (including tokens that cross rule boundaries), special tokens the grammar
+    /// names here, and the EOS tokens exactly when the input so far is a complete match.
+    /// `mask` is resized to the vocabulary if needed.
+    pub fn compute_mask(&mut self, mask: &mut TokenMask) {
+        let n = self.g.index.vocab().len();
+        if mask.len() != n {
+            *mask = TokenMask::new(n);
+        }
+        self.stats.masks += 1;
+        let s = self.cur();
+        if s == ENDED {
+            mask.clear();
+            return;
+        }
+        let (m, hit, walked) = {
+            let mut sh = self.g.lock();
+            let r = self.g.mask_of(&mut sh, s);
+            self.stats.states = sh.aut.n_states();
+            r
+        };
+        if hit {
+            self.stats.mask_cache_hits += 1;
+        }
+        self.stats.trie_nodes_walked += walked as u64;
+        mask.words_mut().copy_from_slice(m.words());
+    }
+
+    /// Is `t` allowed now? Cheaper than a full mask: one step per byte of the token.
+    pub fn is_allowed(&mut self, t: TokenId) -> bool {
+        let s = self.cur();
+        let vocab = self.g.index.vocab();
+        if s == ENDED || t.index() >= vocab.len() {
+            return false;
+        }
+        let mut sh = self.g.lock();
+        if let Some(m) = sh.masks.get(&s) {
+            return m.contains(t);
+        }
+        if vocab.is_text(t) {
+            let mut x = s;
+            for &b in vocab.token_bytes(t) {
+                x = sh.aut.step(x, b);
+                if x == DEAD || x == OVERFLOW {
+                    break;
+                }
+            }
+            if x != DEAD && x != OVERFLOW {
+                return true;
+            }
+        }
+        let info = sh.aut.info(s);
+        info.tokens.contains(&t) || (info.accepting && vocab.eos_tokens().contains(&t))
+    }
+
+    /// Advances past token `t`. On error the state is unchanged. Committing an EOS token
+    /// where the grammar accepts ends the matcher ([`is_finished`](Self::is_finished)).
+    pub fn commit(&mut self, t: TokenId) -> Result<(), MatchError> {
+        let s = self.cur();
+        let vocab = self.g.index.vocab().clone();
+        if t.index() >= vocab.len() {
+            return Err(MatchError::TokenOutOfRange { token: t, len: vocab.len() });
+        }
+        if s == ENDED {
+            return Err(MatchError::Ended);
+        }
+        let mut sh = self.g.lock();
+        let mut next = DEAD;
+        if vocab.is_text(t) {
+            next = s;
+            for &b in vocab.token_bytes(t) {
+                next = sh.aut.step(next, b);
+                if next == DEAD || next == OVERFLOW {
+                    break;
+                }
+            }
+        }
+        if next == DEAD && sh.aut.info(s).tokens.contains(&t) {
+            next = sh.aut.step_token(s, t);
+        }
+        if next == DEAD && sh.aut.info(s).accepting && vocab.eos_tokens().contains(&t) {
+            next = ENDED;
+        }
+        drop(sh);
+        match next {
+            DEAD => Err(MatchError::TokenRejected {
+                token: t,
+                text: String::from_utf8_lossy(vocab.token_bytes(t)).into_owned(),
+            }),
+            OVERFLOW => Err(MatchError::TooManyStacks { limit: self.g.limits.max_stacks }),
+            n => {
+                self.states.push(n);
+                self.stats.commits += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// Advances past raw bytes (one step in the history, for [`rollback`](Self::rollback)).
+    /// On error the state is unchanged.
+    pub fn commit_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
+        let s = self.cur();
+        if s == ENDED {
+            return Err(MatchError::Ended);
+        }
+        let mut sh = self.g.lock();
+        let mut x = s;
+        for (i, &b) in bytes.iter().enumerate() {
+            x = sh.aut.step(x, b);
+            if x == DEAD {
+                return Err(MatchError::BytesRejected { offset: i, len: bytes.len() });
+            }
+            if x == OVERFLOW {
+                return Err(MatchError::TooManyStacks { limit: self.g.limits.max_stacks });
+            }
+        }
+        drop(sh);
+        self.states.push(x);
+        self.stats.commits += 1;
+        Ok(())
+    }
+
+    /// Undoes the last `n` commits.
+    pub fn rollback(&mut self, n: usize) -> Result<(), MatchError> {
+        let available = self.states.len() - 1;
+        if n > available {
+            return Err(MatchError::RollbackTooFar { requested: n, available });
+        }
+        self.states.truncate(self.states.len() - n);
+        Ok(())
+    }
+
+    /// Back to the start of the grammar.
+    pub fn reset(&mut self) {
+        self.states.truncate(1);
+    }
+
+    /// Number of commits that can be rolled back.
+    pub fn committed(&self) -> usize {
+        self.states.len() - 1
+    }
+
+    /// Is the input so far a complete match (EOS allowed)?
+    pub fn is_accepting(&self) -> bool {
+        let s = self.cur();
+        s == ENDED || self.g.lock().aut.info(s).accepting
+    }
+
+    /// Accepting, and nothing can follow (or EOS was committed).
+    pub fn is_finished(&self) -> bool {
+        let s = self.cur();
+        if s == ENDED {
+            return true;
+        }
+        let sh = self.g.lock();
+        let i = sh.aut.info(s);
+        i.accepting && i.first.is_empty() && i.tokens.is_empty()
+    }
+
+    /// The bytes every continuation must start with (empty when there is a choice, when the
+    /// input may end here, or when a special token may come next). At most 4 KiB.
+    pub fn forced_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut s = self.cur();
+        if s == ENDED {
+            return out;
+        }
+        let mut sh = self.g.lock();
+        while out.len() < MAX_FORCED {
+            let i = sh.aut.info(s);
+            if i.accepting || !i.tokens.is_empty() {
+                break;
+            }
+            let Some(b) = i.first.only() else { break };
+            let n = sh.aut.step(s, b);
+            if n == DEAD || n == OVERFLOW {
+                break;
+            }
+            out.push(b);
+            s = n;
+        }
+        out
+    }
+
+    /// Tokens that spell a prefix of [`forced_bytes`](Self::forced_bytes) and are safe to
+    /// append without sampling.
+    ///
+    /// Tokenization here is greedy longest-match, made conservative: a token is emitted only
+    /// when no vocabulary token starting at its position could run past the forced bytes
+    /// (so later text cannot change the choice). This is the canonical tokenization for
+    /// longest-match tokenizers; BPE tokenizers usually agree on such short forced strings
+    /// (`": "`, `"}`), but not always — callers that need exact canonical BPE tokens should
+    /// tokenize `forced_bytes()` with the model's tokenizer instead.
+    pub fn forced_tokens(&self) -> Vec<TokenId> {
+        let f = self.forced_bytes();
+        let trie = self.g.index.trie();
+        let vocab = self.g.index.vocab();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < f.len() {
+            let mut node = 0;
+            let mut best: Option<(usize, TokenId)> = None;
+            let mut j = i;
+            while j < f.len() {
+                match trie.child(node, f[j]) {
+                    Some(c) => {
+                        node = c;
+                        j += 1;
+                        let toks = trie.tokens_at(c);
+                        let pick = toks
+                            .iter()
+                            .find(|&&t| vocab.kind(t) == formwork_vocab::TokenKind::Normal)
+                            .or(toks.first());
+                        if let Some(&t) = pick {
+                            best = Some((j, t));
+                        }
+                    }
+                    None => break,
+                }
+            }
+            // The whole rest was a trie path: a longer token could extend past the forced bytes.
+            if j == f.len() && trie.end(node) > node + 1 {
+                break;
+            }
+            match best {
+                Some((end, t)) => {
+                    out.push(t);
+                    i = end;
+                }
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// Counters for this matcher.
+    pub fn stats(&self) -> MatchStats {
+        self.stats.clone()
+    }
+}
+
+/// Byte-level check with no vocabulary: does `g` accept exactly `input`? Special tokens
+/// named by the grammar never match here.
+pub fn accepts(g: &Grammar, input: &[u8], limits: &Limits) -> Result<bool, CompileError> {
+    let flat = lower(g, None, limits)?;
+    let (mut aut, mut s) =
+        Automaton::new(flat, limits.max_stacks).map_err(|limit| CompileError::TooManyStacks { limit })?;
+    for &b in input {
+        s = aut.step(s, b);
+        if s == DEAD || s == OVERFLOW {
+            return Ok(false);
+        }
+    }
+    Ok(aut.info(s).accepting)
+}

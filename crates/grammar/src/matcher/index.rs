@@ -1,0 +1,107 @@
+//! [`TokenIndex`]: per-vocabulary data shared by every grammar compiled against it — the
+//! [`TokenTrie`] and the self-loop class indexes ([`ClassIndex`]).
+//!
+//! Building a trie costs tens of milliseconds on a 128k vocabulary, so
+//! [`TokenIndex::for_vocab`] keeps one per live vocabulary (keyed by the `Arc`'s address,
+//! held weakly: an index lives as long as some compiled grammar uses it).
+
+use super::lower::ByteSet;
+use formwork_vocab::{TokenId, TokenMask, TokenTrie, Vocabulary};
+use rustc_hash::FxHashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+/// Most class indexes kept per vocabulary (each is a mask plus a small trie).
+const MAX_CLASSES: usize = 64;
+
+/// A vocabulary with its token trie and cached class indexes; shared by `Arc`.
+#[derive(Debug)]
+pub struct TokenIndex {
+    vocab: Arc<Vocabulary>,
+    trie: TokenTrie,
+    classes: Mutex<FxHashMap<ByteSet, Arc<ClassIndex>>>,
+}
+
+/// For a byte class `C`: the tokens made only of bytes in `C`, and a trie of the other
+/// tokens' suffixes from their first byte outside `C`.
+#[derive(Debug)]
+pub(crate) struct ClassIndex {
+    /// Text tokens whose every byte is in `C`.
+    pub all_in: TokenMask,
+    /// Suffixes (from the first byte not in `C`) of the other text tokens.
+    pub exits: TokenTrie,
+}
+
+impl ClassIndex {
+    pub(crate) fn memory_usage(&self) -> usize {
+        self.all_in.memory_usage() + self.exits.memory_usage()
+    }
+}
+
+fn registry() -> &'static Mutex<Vec<Weak<TokenIndex>>> {
+    static R: std::sync::OnceLock<Mutex<Vec<Weak<TokenIndex>>>> = std::sync::OnceLock::new();
+    R.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+impl TokenIndex {
+    /// Builds the index of `vocab` (no sharing; see [`for_vocab`](Self::for_vocab)).
+    pub fn new(vocab: Arc<Vocabulary>) -> Arc<Self> {
+        let trie = TokenTrie::new(&vocab);
+        Arc::new(TokenIndex { vocab, trie, classes: Mutex::new(FxHashMap::default()) })
+    }
+
+    /// The index of `vocab`, shared with every other live user of the same `Arc`.
+    pub fn for_vocab(vocab: &Arc<Vocabulary>) -> Arc<Self> {
+        let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
+        reg.retain(|w| w.strong_count() > 0);
+        if let Some(ix) = reg.iter().filter_map(|w| w.upgrade()).find(|ix| Arc::ptr_eq(&ix.vocab, vocab)) {
+            return ix;
+        }
+        let ix = Self::new(vocab.clone());
+        reg.push(Arc::downgrade(&ix));
+        ix
+    }
+
+    /// The vocabulary.
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    /// The token trie.
+    pub fn trie(&self) -> &TokenTrie {
+        &self.trie
+    }
+
+    /// Heap bytes used (vocabulary excluded).
+    pub fn memory_usage(&self) -> usize {
+        self.trie.memory_usage()
+            + self.classes.lock().map(|c| c.values().map(|x| x.memory_usage()).sum::<usize>()).unwrap_or(0)
+    }
+
+    /// The class index of `c` (built on first use, then shared).
+    pub(crate) fn class_index(&self, c: ByteSet) -> Arc<ClassIndex> {
+        if let Some(x) = self.classes.lock().unwrap_or_else(|e| e.into_inner()).get(&c) {
+            return x.clone();
+        }
+        let v = &self.vocab;
+        let mut all_in = TokenMask::new(v.len());
+        let mut items: Vec<(&[u8], TokenId)> = Vec::new();
+        for t in v.ids() {
+            if !v.is_text(t) {
+                continue;
+            }
+            let b = v.token_bytes(t);
+            match b.iter().position(|&x| !c.contains(x)) {
+                None => all_in.insert(t),
+                Some(k) => items.push((&b[k..], t)),
+            }
+        }
+        let exits = TokenTrie::from_items(&mut items, v.len());
+        let x = Arc::new(ClassIndex { all_in, exits });
+        let mut classes = self.classes.lock().unwrap_or_else(|e| e.into_inner());
+        if classes.len() >= MAX_CLASSES {
+            classes.clear();
+        }
+        classes.insert(c, x.clone());
+        x
+    }
+}

@@ -1,0 +1,307 @@
+//! Unit tests of the matcher on hand-built grammars and a tiny vocabulary.
+
+use super::*;
+use crate::{Expr, Grammar, GrammarBuilder, Limits, TokenRef};
+use formwork_vocab::{TokenId, TokenMask, Vocabulary};
+use std::sync::Arc;
+
+fn grammar(f: impl FnOnce(&mut GrammarBuilder)) -> Grammar {
+    let mut b = GrammarBuilder::new();
+    f(&mut b);
+    b.build("root").unwrap()
+}
+
+/// A small JSON-ish grammar: objects of string keys to strings, numbers or nested objects.
+fn mini_json() -> Grammar {
+    grammar(|b| {
+        let value = b.rule_id("value");
+        let string = b.rule_id("string");
+        let ws = b.rule_id("ws");
+        let object = b.rule_id("object");
+        b.define("ws", Expr::repeat(Expr::class([(' ', ' '), ('\n', '\n')], false), 0, Some(3)));
+        b.define(
+            "string",
+            Expr::seq([
+                Expr::lit("\""),
+                Expr::star(Expr::alt([
+                    Expr::class([('"', '"'), ('\\', '\\'), ('\0', '\x1f')], true),
+                    Expr::seq([Expr::lit("\\"), Expr::class([('"', '"'), ('\\', '\\'), ('n', 'n')], false)]),
+                ])),
+                Expr::lit("\""),
+            ]),
+        );
+        let member = Expr::seq([Expr::Rule(string), Expr::Rule(ws), Expr::lit(":"), Expr::Rule(ws), Expr::Rule(value)]);
+        b.define(
+            "object",
+            Expr::seq([
+                Expr::lit("{"),
+                Expr::Rule(ws),
+                Expr::opt(Expr::seq([
+                    member.clone(),
+                    Expr::star(Expr::seq([Expr::Rule(ws), Expr::lit(","), Expr::Rule(ws), member])),
+                    Expr::Rule(ws),
+                ])),
+                Expr::lit("}"),
+            ]),
+        );
+        b.define(
+            "value",
+            Expr::alt([Expr::Rule(object), Expr::Rule(string), Expr::plus(Expr::class([('0', '9')], false))]),
+        );
+        b.define("root", Expr::seq([Expr::Rule(ws), Expr::Rule(object), Expr::Rule(ws)]));
+    })
+}
+
+fn tiny_vocab() -> Arc<Vocabulary> {
+    let toks = [
+        "{", "}", "\"", ":", ",", " ", "\n", "a", "b", "1", "12", "{\"", "\":", "\",", "\"}", "\": ", ", \"", "ab", "é", "\\", "\\n",
+        "\"a\"", "}}", " {", "x\"", "\u{1F600}", "\u{C3}",
+    ];
+    let mut v: Vec<Vec<u8>> = toks.iter().map(|s| s.as_bytes().to_vec()).collect();
+    v[26] = vec![0xC3]; // half of "é": a byte-level token
+    Arc::new(Vocabulary::from_strings(&v, &["</s>"]))
+}
+
+fn tokenize(v: &Vocabulary, text: &[u8]) -> Vec<TokenId> {
+    // Greedy longest match.
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < text.len() {
+        let best = v
+            .ids()
+            .filter(|&t| v.is_text(t) && text[i..].starts_with(v.token_bytes(t)))
+            .max_by_key(|&t| v.token_bytes(t).len())
+            .unwrap_or_else(|| panic!("no token for {:?}", &text[i..]));
+        out.push(best);
+        i += v.token_bytes(best).len();
+    }
+    out
+}
+
+#[test]
+fn accepts_byte_level() {
+    let g = mini_json();
+    let l = Limits::default();
+    for ok in ["{}", " {\"a\": 1}\n", "{\"a\":{\"b\":\"x\\\"é😀\"}, \"c\":12}", "{\n}"] {
+        assert!(accepts(&g, ok.as_bytes(), &l).unwrap(), "{ok}");
+    }
+    for bad in ["", "{", "{\"a\"}", "{\"a\":1,}", "{}x", "{    }", "{\"\x01\":1}", "{\"a\":1}}"] {
+        assert!(!accepts(&g, bad.as_bytes(), &l).unwrap(), "{bad:?}");
+    }
+    // Invalid UTF-8 inside a string is rejected.
+    assert!(!accepts(&g, b"{\"\xC3\":1}", &l).unwrap());
+    assert!(!accepts(&g, b"{\"\xED\xA0\x80\":1}", &l).unwrap(), "surrogates are not text");
+}
+
+#[test]
+fn masks_follow_the_grammar_and_eos_only_when_accepting() {
+    let v = tiny_vocab();
+    let cg = CompiledGrammar::new(&mini_json(), v.clone(), &Limits::default()).unwrap();
+    let mut m = cg.matcher();
+    let mut mask = TokenMask::new(v.len());
+    m.compute_mask(&mut mask);
+    let names = |mask: &TokenMask| -> Vec<String> {
+        mask.iter_ones().map(|t| String::from_utf8_lossy(v.token_bytes(t)).into_owned()).collect()
+    };
+    assert_eq!(names(&mask), vec!["{", " ", "\n", "{\"", " {"]);
+    let text = "{\"a\": {\"ab\":12}, \"b\":\"é\\n\"}";
+    let toks = tokenize(&v, text.as_bytes());
+    for &t in &toks {
+        m.compute_mask(&mut mask);
+        assert!(mask.contains(t), "token {:?} not allowed", String::from_utf8_lossy(v.token_bytes(t)));
+        assert!(!mask.contains(TokenId(27)), "EOS before the end");
+        assert!(m.is_allowed(t));
+        m.commit(t).unwrap();
+    }
+    assert!(m.is_accepting());
+    m.compute_mask(&mut mask);
+    assert!(mask.contains(TokenId(27)));
+    assert_eq!(names(&mask), vec![" ", "\n", "</s>"]);
+    // Every allowed token commits; every other is rejected.
+    for t in v.ids() {
+        let allowed = mask.contains(t);
+        assert_eq!(m.is_allowed(t), allowed, "{t}");
+        let r = m.commit(t);
+        assert_eq!(r.is_ok(), allowed, "{t}: {r:?}");
+        if r.is_ok() {
+            m.rollback(1).unwrap();
+        }
+    }
+    m.commit(TokenId(27)).unwrap();
+    assert!(m.is_finished());
+    m.compute_mask(&mut mask);
+    assert!(mask.is_none());
+    assert_eq!(m.commit(TokenId(0)), Err(MatchError::Ended));
+}
+
+#[test]
+fn tokens_crossing_rule_boundaries_and_partial_utf8() {
+    let v = tiny_vocab();
+    let cg = CompiledGrammar::new(&mini_json(), v.clone(), &Limits::default()).unwrap();
+    let mut m = cg.matcher();
+    m.commit_bytes(b"{\"a").unwrap();
+    let mut mask = TokenMask::new(v.len());
+    m.compute_mask(&mut mask);
+    // `":` closes the key and starts the member's colon; `",` and `"}` do not fit here.
+    assert!(mask.contains(TokenId(12)));
+    assert!(!mask.contains(TokenId(13)) && !mask.contains(TokenId(14)));
+    // A token ending mid-character is allowed; the next must complete the character.
+    assert!(mask.contains(TokenId(26)));
+    m.commit(TokenId(26)).unwrap();
+    m.compute_mask(&mut mask);
+    assert!(mask.is_none(), "no token is a lone continuation byte: {:?}", mask.iter_ones().collect::<Vec<_>>());
+    assert!(m.commit_bytes(b"\xA9").is_ok());
+}
+
+#[test]
+fn rollback_restores_state() {
+    let v = tiny_vocab();
+    let cg = CompiledGrammar::new(&mini_json(), v.clone(), &Limits::default()).unwrap();
+    let mut m = cg.matcher();
+    let mut before = TokenMask::new(v.len());
+    let mut after = TokenMask::new(v.len());
+    m.commit(TokenId(11)).unwrap(); // {"
+    m.compute_mask(&mut before);
+    m.commit(TokenId(7)).unwrap();
+    m.commit(TokenId(12)).unwrap();
+    assert_eq!(m.committed(), 3);
+    m.rollback(2).unwrap();
+    m.compute_mask(&mut after);
+    assert_eq!(before, after);
+    assert_eq!(m.rollback(5), Err(MatchError::RollbackTooFar { requested: 5, available: 1 }));
+    assert!(m.commit(TokenId(1)).is_ok(), "a closing brace is text inside a key");
+    assert!(m.commit(TokenId(0)).is_ok());
+    assert!(m.commit(TokenId(12)).is_ok());
+    assert!(m.commit(TokenId(3)).is_err(), "a second `:`");
+    m.reset();
+    assert_eq!(m.committed(), 0);
+}
+
+#[test]
+fn forced_bytes_and_tokens() {
+    let g = grammar(|b| {
+        b.define("root", Expr::seq([Expr::lit("{\"name\": "), Expr::alt([Expr::lit("1"), Expr::lit("2")])]));
+    });
+    let v = Arc::new(Vocabulary::from_strings(&["{", "\"", "{\"", "name", "\":", "\": ", ":", " ", "1", "2", "n"], &["</s>"]));
+    let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
+    let mut m = cg.matcher();
+    assert_eq!(m.forced_bytes(), b"{\"name\": ");
+    // Greedy: `{"`, `name`; then `": ` reaches the end of the forced bytes and no token
+    // extends it, so it is safe too.
+    assert_eq!(m.forced_tokens(), vec![TokenId(2), TokenId(3), TokenId(5)]);
+    m.commit_bytes(b"{\"name\": ").unwrap();
+    assert!(m.forced_bytes().is_empty());
+    assert!(m.forced_tokens().is_empty());
+    // A token that could run past the forced bytes is not emitted.
+    let g = grammar(|b| {
+        b.define("root", Expr::seq([Expr::lit("\""), Expr::star(Expr::class([('a', 'z')], false)), Expr::lit("\"")]));
+    });
+    let v = Arc::new(Vocabulary::from_strings(&["\"", "\"a", "a"], &[]));
+    let cg = CompiledGrammar::new(&g, v, &Limits::default()).unwrap();
+    let m = cg.matcher();
+    assert_eq!(m.forced_bytes(), b"\"");
+    assert!(m.forced_tokens().is_empty());
+}
+
+#[test]
+fn named_special_tokens_only_where_named() {
+    let mut toks: Vec<Vec<u8>> = vec![b"a".to_vec(), b"<|tool|>".to_vec()];
+    toks.push(b"</s>".to_vec());
+    let v = Arc::new(
+        Vocabulary::new(
+            toks,
+            vec![formwork_vocab::TokenKind::Normal, formwork_vocab::TokenKind::Special, formwork_vocab::TokenKind::Special],
+            vec![TokenId(2)],
+        )
+        .unwrap(),
+    );
+    let g = grammar(|b| {
+        b.define("root", Expr::seq([Expr::lit("a"), Expr::Token(TokenRef::Name("<|tool|>".into())), Expr::lit("a")]));
+    });
+    let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
+    let mut m = cg.matcher();
+    let mut mask = TokenMask::new(v.len());
+    m.compute_mask(&mut mask);
+    assert_eq!(mask.iter_ones().collect::<Vec<_>>(), vec![TokenId(0)]);
+    m.commit(TokenId(0)).unwrap();
+    m.compute_mask(&mut mask);
+    assert_eq!(mask.iter_ones().collect::<Vec<_>>(), vec![TokenId(1)]);
+    assert!(m.forced_bytes().is_empty(), "a special token may come next");
+    m.commit(TokenId(1)).unwrap();
+    m.commit(TokenId(0)).unwrap();
+    m.compute_mask(&mut mask);
+    assert_eq!(mask.iter_ones().collect::<Vec<_>>(), vec![TokenId(2)]);
+    // Grammar text never produces the special token's name.
+    assert!(!accepts(&g, b"a<|tool|>a", &Limits::default()).unwrap());
+    let bad = grammar(|b| {
+        b.define("root", Expr::Token(TokenRef::Name("<|nope|>".into())));
+    });
+    assert!(matches!(CompiledGrammar::new(&bad, v, &Limits::default()), Err(CompileError::UnknownToken { .. })));
+}
+
+#[test]
+fn ambiguity_is_bounded() {
+    // (a|a)* nested: many equal derivations collapse thanks to hash-consing; a grammar whose
+    // stacks genuinely multiply hits the limit with an error, not a hang.
+    let g = grammar(|b| {
+        let x = b.rule_id("x");
+        b.define("x", Expr::alt([Expr::seq([Expr::lit("a"), Expr::Rule(x), Expr::lit("b")]), Expr::seq([Expr::lit("a"), Expr::Rule(x), Expr::lit("c")]), Expr::lit("z")]));
+        b.define("root", Expr::Rule(x));
+    });
+    let limits = Limits { max_stacks: 64, ..Limits::default() };
+    let v = Arc::new(Vocabulary::from_strings(&["a", "z", "b"], &[]));
+    let cg = CompiledGrammar::new(&g, v, &limits).unwrap();
+    let mut m = cg.matcher();
+    let mut err = None;
+    for _ in 0..20 {
+        if let Err(e) = m.commit(TokenId(0)) {
+            err = Some(e);
+            break;
+        }
+    }
+    assert_eq!(err, Some(MatchError::TooManyStacks { limit: 64 }));
+}
+
+#[test]
+fn huge_and_bad_grammars_fail_fast() {
+    let t = std::time::Instant::now();
+    let g = grammar(|b| {
+        b.define("root", Expr::repeat(Expr::lit("a"), 0, Some(u32::MAX)));
+    });
+    assert!(matches!(accepts(&g, b"a", &Limits::default()), Err(CompileError::RepeatTooLarge { .. })));
+    let g = grammar(|b| {
+        let r = b.rule_id("root");
+        b.define("root", Expr::alt([Expr::seq([Expr::Rule(r), Expr::lit("a")]), Expr::lit("b")]));
+    });
+    let e = accepts(&g, b"ba", &Limits::default()).unwrap_err();
+    assert!(e.to_string().contains("left-recursive"), "{e}");
+    let g = grammar(|b| {
+        b.define("root", Expr::Class(vec![]));
+    });
+    assert!(matches!(accepts(&g, b"", &Limits::default()), Err(CompileError::MatchesNothing { .. })));
+    // Deep nesting built by hand.
+    let mut e = Expr::lit("x");
+    for _ in 0..5000 {
+        e = Expr::Alt(vec![Expr::Seq(vec![e, Expr::lit("y")]), Expr::lit("z")]);
+    }
+    let g = grammar(|b| {
+        b.define("root", e);
+    });
+    assert!(matches!(accepts(&g, b"z", &Limits::default()), Err(CompileError::NestingTooDeep { .. })));
+    assert!(t.elapsed().as_secs() < 5);
+}
+
+
+#[test]
+fn deep_expressions_lower_without_recursion() {
+    for d in [100usize, 1500] {
+        let mut e = Expr::lit("x");
+        for _ in 0..d {
+            e = Expr::Alt(vec![Expr::Seq(vec![e, Expr::lit("y")]), Expr::lit("z")]);
+        }
+        let g = grammar(|b| {
+            b.define("root", e);
+        });
+        assert_eq!(accepts(&g, b"z", &Limits { max_nesting: 100_000, ..Limits::default() }), Ok(true), "{d}");
+    }
+}
