@@ -1,0 +1,1 @@
+//! The round-trip property `parse(print(parse(text))) == parse(text)`.
