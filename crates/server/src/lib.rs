@@ -1,2 +1,195 @@
-//! formwork-server (see the crate docs once written).
+//! # formwork-server: Ollama- and OpenAI-compatible HTTP APIs
+//!
+//! Serves formwork's constrained generation to the official clients, unchanged: the Ollama
+//! API (`/api/chat`, `/api/generate`, `/api/tags`, `/api/show`, `/api/version`, `/`) and
+//! the OpenAI API (`/v1/chat/completions`, `/v1/completions`, `/v1/models`).
+//!
+//! ## Map
+//! - [`app`] builds the axum [`Router`] from an [`AppState`]; tests drive it without a
+//!   socket (`tower::ServiceExt::oneshot`), [`serve`] runs it on a listener with graceful
+//!   shutdown.
+//! - [`wire`]: the request/response types of both APIs (serde).
+//! - [`ApiError`]: every failure, rendered as `{"error": "..."}` on `/api/*` and as
+//!   `{"error": {"message", "type", "param", "code"}}` on `/v1/*`; [`ApiJson`] is the JSON
+//!   extractor whose rejections are `ApiError`s (400 malformed, 413 too large).
+//! - [`Backend`]: the seam to a model. Each model runs on its own worker thread
+//!   ([`ModelWorker`]) fed by a FIFO queue: concurrent requests wait their turn, none is
+//!   refused; a dropped client stops its generation; a panic fails only its request.
+//! - [`ServerConfig`]: body size, schema size, token and wall-time limits.
+//! - [`engine_backend`]: the real backend over `formwork_engine`, with the compiled-grammar
+//!   LRU cache; [`testing`]: scripted fakes for tests.
+//!
+//! ## The loop a binary writes
+//! ```text
+//! let worker = ModelWorker::spawn(meta, Box::new(backend), load_time)?;
+//! let state = AppState::new(ServerConfig::default(), vec![worker]);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:11434").await?;
+//! formwork_server::serve(listener, state, formwork_server::shutdown_signal()).await?;
+//! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod backend;
+mod config;
+#[cfg(feature = "engine")]
+pub mod engine_backend;
+mod error;
+mod exec;
+pub mod ollama;
+pub mod openai;
+pub mod testing;
+pub mod tools;
+pub mod util;
+pub mod wire;
+pub mod worker;
+
+pub use backend::{Backend, BackendError, ConstraintRequest, Job, ModelMeta, Outcome};
+pub use config::ServerConfig;
+pub use error::{ApiError, ApiJson, Dialect, ErrorKind, Flavor, OllamaApi, OpenAiApi};
+pub use worker::ModelWorker;
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use std::any::Any;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+use tower_http::catch_panic::CatchPanicLayer;
+
+/// What every handler shares: the configuration and the served models.
+#[derive(Clone, Debug)]
+pub struct AppState(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    config: ServerConfig,
+    models: Vec<ModelWorker>,
+}
+
+impl AppState {
+    /// A state serving `models` (the first is the default for `/v1/models` listings).
+    pub fn new(config: ServerConfig, models: Vec<ModelWorker>) -> Self {
+        AppState(Arc::new(Inner { config, models }))
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.0.config
+    }
+
+    /// The served models.
+    pub fn models(&self) -> &[ModelWorker] {
+        &self.0.models
+    }
+
+    /// Finds a model by the name a client sends: `smollm2`, `smollm2:latest`.
+    pub fn model(&self, name: &str) -> Result<&ModelWorker, ApiError> {
+        if name.trim().is_empty() {
+            return Err(ApiError::bad_request("model is required; name one of the served models (GET /api/tags)").param("model"));
+        }
+        let base = name.strip_suffix(":latest").unwrap_or(name);
+        self.0
+            .models
+            .iter()
+            .find(|m| m.meta().name == base || m.meta().name == name)
+            .ok_or_else(|| {
+                let served: Vec<String> = self.0.models.iter().map(|m| m.meta().name.clone()).collect();
+                ApiError::model_not_found(name, &served)
+            })
+    }
+}
+
+/// The router: both APIs, the body limit, panic catching and one log line per request.
+pub fn app(state: AppState) -> Router {
+    let ollama = Router::new()
+        .route("/", get(ollama::root))
+        .route("/api/chat", post(ollama::chat))
+        .route("/api/generate", post(ollama::generate))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/show", post(ollama::show))
+        .route("/api/version", get(ollama::version))
+        .layer(CatchPanicLayer::custom(|p| panic_response(p, Flavor::Ollama)));
+    let openai = Router::new()
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/completions", post(openai::completions))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/models/{model}", get(openai::model))
+        .layer(CatchPanicLayer::custom(|p| panic_response(p, Flavor::OpenAi)));
+    let limit = state.config().max_body_bytes;
+    ollama
+        .merge(openai)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn(log_request))
+        .with_state(state)
+}
+
+async fn not_found(req: Request) -> Response {
+    let flavor = if req.uri().path().starts_with("/v1") { Flavor::OpenAi } else { Flavor::Ollama };
+    ApiError::new(ErrorKind::NotFound, format!("no route {} {}", req.method(), req.uri().path()))
+        .flavor(flavor)
+        .into_response()
+}
+
+fn panic_response(p: Box<dyn Any + Send + 'static>, flavor: Flavor) -> Response {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    tracing::error!("request handler panicked: {msg}");
+    let mut r = ApiError::internal(format!("internal error while handling the request: {msg}")).flavor(flavor).into_response();
+    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    r
+}
+
+async fn log_request(req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    tracing::info!(target: "formwork_server::access", "{method} {path} {} {:.1?}", resp.status().as_u16(), start.elapsed());
+    resp
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves, then finishes in-flight requests.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+}
+
+/// Resolves on ctrl-c or (on Unix) SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!("cannot listen for ctrl-c: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}

@@ -1,0 +1,207 @@
+//! The seam between the HTTP layer and a model: [`Backend`], the [`Job`] it runs and the
+//! [`Outcome`] it returns.
+//!
+//! Handlers translate Ollama and OpenAI requests into one [`Job`]; a model's worker thread
+//! (see [`crate::worker`]) hands jobs to its [`Backend`] one at a time. The real backend
+//! runs `formwork_engine` over a loaded model, compiling (and caching) the job's
+//! [`ConstraintRequest`]; tests use the fakes in [`crate::testing`].
+
+use serde_json::Value;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One chat message, in the form both APIs reduce to.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChatTurn {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// The text (multi-part contents are joined).
+    pub content: String,
+    /// Calls an assistant message made earlier in the conversation.
+    pub tool_calls: Vec<ToolCall>,
+    /// For a `tool` message: the function whose result this is.
+    pub tool_name: Option<String>,
+}
+
+/// A function the model may call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolDef {
+    /// The function name.
+    pub name: String,
+    /// What it does (shown to the model).
+    pub description: Option<String>,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+/// A function call produced (or, in history, earlier made) by the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    /// The function called.
+    pub name: String,
+    /// The arguments, a JSON object.
+    pub arguments: Value,
+}
+
+/// What the model is prompted with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PromptSpec {
+    /// A conversation, rendered with the model's chat template; `tools` are offered in it.
+    Chat {
+        /// The messages, in order.
+        messages: Vec<ChatTurn>,
+        /// Functions offered to the model.
+        tools: Vec<ToolDef>,
+    },
+    /// Text given to the model as is (no template).
+    Raw(String),
+}
+
+/// What the output must match.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConstraintRequest {
+    /// Free text.
+    None,
+    /// Any JSON value (`format: "json"`, `json_object`).
+    Json,
+    /// A JSON Schema (`format: {...}`, `json_schema`, tool calls). `strict` follows OpenAI:
+    /// objects admit no properties beyond those listed.
+    Schema {
+        /// The schema.
+        schema: Arc<Value>,
+        /// OpenAI strict mode.
+        strict: bool,
+    },
+    /// `tool_choice: auto`: free text, or a call matching `call_schema` (see
+    /// [`crate::tools::call_schema`]), written as `<tool_call>{...}</tool_call>` or as the
+    /// bare JSON object. Backends that cannot constrain the call part generate freely; the
+    /// server then treats only a well-formed call as a call.
+    TextOrCall {
+        /// Schema of the call envelope.
+        call_schema: Arc<Value>,
+    },
+}
+
+/// Sampling settings; `None` is the sampler's default.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[allow(missing_docs)]
+pub struct Sampling {
+    pub temperature: Option<f32>,
+    pub top_k: Option<i32>,
+    pub top_p: Option<f32>,
+    pub min_p: Option<f32>,
+    pub seed: Option<u64>,
+    pub repeat_penalty: Option<f32>,
+    pub repeat_last_n: Option<i32>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+}
+
+/// One generation request, ready for a backend.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// The prompt.
+    pub prompt: PromptSpec,
+    /// The output constraint.
+    pub constraint: ConstraintRequest,
+    /// Sampling.
+    pub sampling: Sampling,
+    /// Most tokens to generate (already clamped to the server's limit).
+    pub num_predict: u32,
+    /// Stop strings (not included in the output).
+    pub stop: Vec<String>,
+    /// Context length asked for (`num_ctx`); backends may ignore it.
+    pub num_ctx: Option<u32>,
+    /// When the request's wall-time budget runs out.
+    pub deadline: Instant,
+}
+
+/// Why generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DoneReason {
+    /// End of turn, a stop string, or the constraint's end.
+    Stop,
+    /// The token budget (`num_predict` / `max_tokens`) was reached.
+    Length,
+}
+
+/// The result of a finished job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The generated text (stop string excluded).
+    pub text: String,
+    /// Why it ended.
+    pub done_reason: DoneReason,
+    /// Tokens in the prompt.
+    pub prompt_tokens: u32,
+    /// Tokens generated.
+    pub eval_tokens: u32,
+    /// Time to evaluate the prompt.
+    pub prompt_eval_duration: Duration,
+    /// Time to generate.
+    pub eval_duration: Duration,
+}
+
+/// A backend failure, classified for the HTTP status it gets.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The request cannot be served as asked (invalid or unsupported schema, prompt too long);
+    /// 400. `param` names the request field at fault.
+    #[error("{message}")]
+    BadRequest {
+        /// What is wrong and how to fix it.
+        message: String,
+        /// The field.
+        param: Option<String>,
+    },
+    /// The request's wall-time budget ran out; 504.
+    #[error("the request ran past the server's wall-time limit ({0:?}); ask for fewer tokens or raise the limit")]
+    Timeout(Duration),
+    /// A fault in the model or engine (including constrained output that failed final
+    /// validation); 500.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Static facts about a served model, for `/api/tags`, `/api/show` and `/v1/models`.
+#[derive(Clone, Debug, Default)]
+pub struct ModelMeta {
+    /// The name clients use (`smollm2`).
+    pub name: String,
+    /// Where it was loaded from.
+    pub path: Option<std::path::PathBuf>,
+    /// File size in bytes.
+    pub size: u64,
+    /// Architecture family (`llama`).
+    pub family: String,
+    /// Parameter count in words (`135M`).
+    pub parameter_size: String,
+    /// Quantization (`Q8_0`).
+    pub quantization_level: String,
+    /// Context length the model is loaded with.
+    pub context_length: u32,
+    /// The chat template, if any.
+    pub template: Option<String>,
+    /// Whether the model is prompted with tools.
+    pub supports_tools: bool,
+    /// Whether it has a reasoning section (`think`).
+    pub supports_thinking: bool,
+}
+
+/// A model as the server drives it. Runs on the model's own worker thread: `&mut self`, one
+/// job at a time.
+pub trait Backend: Send + 'static {
+    /// Runs `job`, calling `on_text` with each piece of output text as it is decided. When
+    /// `on_text` returns `Break` (the client went away, or the deadline passed) the backend
+    /// stops soon and returns what it has.
+    ///
+    /// A backend enforces `job.constraint` (the output matches it, checked by final
+    /// validation; a mismatch is [`BackendError::Internal`], never success).
+    fn generate(
+        &mut self,
+        job: &Job,
+        on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
+    ) -> Result<Outcome, BackendError>;
+}

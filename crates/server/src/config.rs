@@ -1,0 +1,45 @@
+//! [`ServerConfig`]: every bound the server puts on untrusted requests, with its default.
+
+use std::time::Duration;
+
+/// Limits and settings of one server. Every request-controlled quantity that costs memory or
+/// time is bounded here; a request over a limit gets a 4xx naming the limit.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Largest request body in bytes (413 above it).
+    pub max_body_bytes: usize,
+    /// Largest JSON Schema (serialized) in bytes, for `format` / `response_format` / tool
+    /// parameters (400 above it).
+    pub max_schema_bytes: usize,
+    /// Largest number of tokens one request may ask to generate; larger `num_predict` /
+    /// `max_tokens` values are clamped to it.
+    pub max_num_predict: u32,
+    /// Tokens generated when a request names no limit (Ollama's "until done" is bounded by this).
+    pub default_num_predict: u32,
+    /// Most choices (`n`) in one OpenAI request.
+    pub max_choices: u32,
+    /// Wall-clock budget for one request, queueing included; generation stops when it is spent.
+    pub max_wall_time: Duration,
+    /// Bounds for grammar and schema compilation, passed to the constraint engine.
+    pub grammar_limits: formwork_grammar::Limits,
+    /// Number of compiled grammars each model keeps (LRU).
+    pub grammar_cache_entries: usize,
+    /// The version reported by `GET /api/version` (Ollama clients compare it).
+    pub ollama_version: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_body_bytes: 2 << 20,
+            max_schema_bytes: 256 << 10,
+            max_num_predict: 4096,
+            default_num_predict: 1024,
+            max_choices: 8,
+            max_wall_time: Duration::from_secs(300),
+            grammar_limits: formwork_grammar::Limits::default(),
+            grammar_cache_entries: 64,
+            ollama_version: "0.12.0".to_string(),
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! The real [`Backend`]: `formwork_engine::generate` over a loaded [`Model`], with output
+//! constraints compiled through `formwork_schema` / the built-in JSON grammar and cached in a
+//! [`GrammarCache`] keyed by (constraint, vocabulary fingerprint).
+//!
+//! Final validation: output generated under a schema that ended normally (`stop`) is checked
+//! with `formwork_schema::validate`; a mismatch is an internal error, never a success.
+//! Output cut by the token budget (`length`) is returned as is with `done_reason: length`,
+//! as the real services do.
+
+use crate::backend::{
+    Backend, BackendError, ChatTurn, ConstraintRequest, DoneReason, Job, Outcome, PromptSpec, Sampling, ToolDef,
+};
+use formwork_engine::{generate, ChatMessage, EngineError, GenerateOptions, GrammarConstraint, Model, ModelError, Prompt, StopReason};
+use formwork_grammar::matcher::CompiledGrammar;
+use formwork_grammar::Limits;
+use formwork_sampler::SamplerOptions;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Compiled grammars by (constraint, vocabulary) with least-recently-used eviction. Shared
+/// (`Arc`) by every model; a repeated schema is compiled once.
+#[derive(Debug)]
+pub struct GrammarCache {
+    capacity: usize,
+    map: Mutex<HashMap<String, (Arc<CompiledGrammar>, u64)>>,
+    clock: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl GrammarCache {
+    /// A cache holding at most `capacity` grammars (at least one).
+    pub fn new(capacity: usize) -> Self {
+        GrammarCache {
+            capacity: capacity.max(1),
+            map: Mutex::new(HashMap::new()),
+            clock: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// (hits, misses) so far.
+    pub fn stats(&self) -> (u64, u64) {
+        (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed))
+    }
+
+    /// The grammar for `key`, compiling it with `compile` on a miss. Compilation runs outside
+    /// the lock.
+    pub fn get_or_try_insert<E>(
+        &self,
+        key: String,
+        compile: impl FnOnce() -> Result<Arc<CompiledGrammar>, E>,
+    ) -> Result<Arc<CompiledGrammar>, E> {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        if let Some((g, used)) = self.map.lock().expect("grammar cache lock").get_mut(&key) {
+            *used = now;
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(g.clone());
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let g = compile()?;
+        let mut map = self.map.lock().expect("grammar cache lock");
+        if map.len() >= self.capacity {
+            if let Some(oldest) = map.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone()) {
+                map.remove(&oldest);
+            }
+        }
+        map.insert(key, (g.clone(), now));
+        Ok(g)
+    }
+}
+
+/// A model driven by `formwork_engine`.
+pub struct EngineBackend {
+    model: Box<dyn Model>,
+    cache: Arc<GrammarCache>,
+    limits: Limits,
+}
+
+impl EngineBackend {
+    /// Wraps a loaded model. `cache` may be shared by several models.
+    pub fn new(model: Box<dyn Model>, cache: Arc<GrammarCache>, limits: Limits) -> Self {
+        EngineBackend { model, cache, limits }
+    }
+
+    fn compile(&self, c: &ConstraintRequest) -> Result<Option<Arc<CompiledGrammar>>, BackendError> {
+        let vocab = self.model.vocab().clone();
+        let fp = vocab.fingerprint();
+        let (key, schema, strict) = match c {
+            ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } => return Ok(None),
+            ConstraintRequest::Json => (format!("{fp:016x}|json"), None, false),
+            ConstraintRequest::Schema { schema, strict } => {
+                (format!("{fp:016x}|schema|{strict}|{schema}"), Some(schema.clone()), *strict)
+            }
+        };
+        let limits = self.limits.clone();
+        self.cache
+            .get_or_try_insert(key, || {
+                let grammar = match &schema {
+                    None => formwork_grammar::json::grammar(&formwork_grammar::json::JsonGrammarOptions::default()),
+                    Some(s) => {
+                        let opts = formwork_schema::SchemaOptions { strict, limits: limits.clone(), ..Default::default() };
+                        formwork_schema::compile(s, &opts).map_err(|e| BackendError::BadRequest {
+                            message: format!("invalid or unsupported JSON Schema: {e}"),
+                            param: None,
+                        })?
+                    }
+                };
+                CompiledGrammar::new(&grammar, vocab.clone(), &limits)
+                    .map_err(|e| BackendError::BadRequest { message: format!("the schema's grammar cannot be compiled: {e}"), param: None })
+            })
+            .map(Some)
+    }
+
+    fn run(
+        &mut self,
+        job: &Job,
+        prompt: &Prompt,
+        grammar: Option<&Arc<CompiledGrammar>>,
+        on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
+    ) -> Result<formwork_engine::Generation, BackendError> {
+        let opts = GenerateOptions {
+            sampler: sampler(&job.sampling, self.model.info().context_length),
+            num_predict: Some(job.num_predict as usize),
+            stop: job.stop.clone(),
+            num_ctx: job.num_ctx.map(|n| n as usize),
+        };
+        let mut constraint = grammar.map(GrammarConstraint::new);
+        let c = constraint.as_mut().map(|c| c as &mut dyn formwork_engine::Constraint);
+        generate(self.model.as_mut(), prompt, &opts, c, on_text).map_err(engine_error)
+    }
+}
+
+fn engine_error(e: EngineError) -> BackendError {
+    match e {
+        EngineError::Model(ModelError::ContextOverflow { .. }) | EngineError::EmptyPrompt | EngineError::Template(_) => {
+            BackendError::BadRequest { message: e.to_string(), param: Some("messages".into()) }
+        }
+        other => BackendError::Internal(other.to_string()),
+    }
+}
+
+/// Request sampling over Ollama's defaults.
+fn sampler(s: &Sampling, ctx: usize) -> SamplerOptions {
+    let d = SamplerOptions::default();
+    SamplerOptions {
+        temperature: s.temperature.unwrap_or(d.temperature),
+        top_k: s.top_k.map_or(d.top_k, |k| usize::try_from(k).unwrap_or(0)),
+        top_p: s.top_p.unwrap_or(d.top_p),
+        min_p: s.min_p.unwrap_or(d.min_p),
+        repeat_penalty: s.repeat_penalty.unwrap_or(d.repeat_penalty),
+        repeat_last_n: s.repeat_last_n.map_or(d.repeat_last_n, |n| usize::try_from(n).unwrap_or(ctx)),
+        presence_penalty: s.presence_penalty.unwrap_or(d.presence_penalty),
+        frequency_penalty: s.frequency_penalty.unwrap_or(d.frequency_penalty),
+        seed: s.seed,
+    }
+}
+
+fn engine_prompt(p: &PromptSpec) -> Prompt {
+    match p {
+        PromptSpec::Raw(s) => Prompt::Raw(s.clone()),
+        PromptSpec::Chat { messages, tools } => Prompt::Chat {
+            messages: messages.iter().map(message).collect(),
+            tools: (!tools.is_empty()).then(|| tools_json(tools)),
+        },
+    }
+}
+
+fn message(t: &ChatTurn) -> ChatMessage {
+    ChatMessage {
+        role: t.role.clone(),
+        content: t.content.clone(),
+        thinking: None,
+        tool_calls: t.tool_calls.iter().map(|c| formwork_engine::ToolCall::new(c.name.clone(), c.arguments.clone())).collect(),
+        tool_name: t.tool_name.clone(),
+    }
+}
+
+fn tools_json(tools: &[ToolDef]) -> Value {
+    Value::Array(
+        tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}})
+            })
+            .collect(),
+    )
+}
+
+fn outcome(g: formwork_engine::Generation, text: String) -> Outcome {
+    Outcome {
+        text,
+        done_reason: if g.done_reason == StopReason::Length { DoneReason::Length } else { DoneReason::Stop },
+        prompt_tokens: g.prompt_tokens as u32,
+        eval_tokens: g.eval_tokens as u32,
+        prompt_eval_duration: g.prompt_eval_duration,
+        eval_duration: g.eval_duration,
+    }
+}
+
+/// Checks finished constrained output.
+fn validate(c: &ConstraintRequest, text: &str) -> Result<(), BackendError> {
+    match c {
+        ConstraintRequest::Json => serde_json::from_str::<Value>(text)
+            .map(|_| ())
+            .map_err(|e| BackendError::Internal(format!("constrained output is not JSON ({e}); please report this"))),
+        ConstraintRequest::Schema { schema, .. } => formwork_schema::validate(schema, text).map_err(|errs| {
+            BackendError::Internal(format!("constrained output failed schema validation: {}; please report this", errs.join("; ")))
+        }),
+        ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } => Ok(()),
+    }
+}
+
+impl Backend for EngineBackend {
+    fn generate(&mut self, job: &Job, on_text: &mut dyn FnMut(&str) -> ControlFlow<()>) -> Result<Outcome, BackendError> {
+        let prompt = engine_prompt(&job.prompt);
+        if let ConstraintRequest::TextOrCall { call_schema } = &job.constraint {
+            return self.text_or_call(job, &prompt, call_schema.clone(), on_text);
+        }
+        let grammar = self.compile(&job.constraint)?;
+        let g = self.run(job, &prompt, grammar.as_ref(), on_text)?;
+        let text = g.text.clone();
+        if g.done_reason == StopReason::Stop {
+            validate(&job.constraint, &text)?;
+        }
+        Ok(outcome(g, text))
+    }
+}
+
+impl EngineBackend {
+    /// `tool_choice: auto`: generate freely; as soon as the output starts like a call
+    /// (`{` or `<tool_call>`), stop and generate the call again under the call schema, so a
+    /// call is always well formed and its arguments match the function's parameters.
+    fn text_or_call(
+        &mut self,
+        job: &Job,
+        prompt: &Prompt,
+        call_schema: Arc<Value>,
+        on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
+    ) -> Result<Outcome, BackendError> {
+        let started = Instant::now();
+        let mut seen = String::new();
+        let mut wants_call = false;
+        let g = {
+            let mut cb = |t: &str| {
+                seen.push_str(t);
+                let head = seen.trim_start();
+                if head.starts_with('{') || (head.len() >= 11 && head.starts_with("<tool_call>")) {
+                    wants_call = true;
+                    return ControlFlow::Break(());
+                }
+                on_text(t)
+            };
+            self.run(job, prompt, None, &mut cb)?
+        };
+        if !wants_call {
+            return Ok(outcome(g, seen));
+        }
+        tracing::debug!("model chose a tool call after {:?}; generating it constrained", started.elapsed());
+        let constraint = ConstraintRequest::Schema { schema: call_schema, strict: false };
+        let grammar = self.compile(&constraint)?;
+        let g2 = self.run(job, prompt, grammar.as_ref(), &mut |_| ControlFlow::Continue(()))?;
+        let text = g2.text.clone();
+        if g2.done_reason == StopReason::Stop {
+            validate(&constraint, &text)?;
+        }
+        let mut o = outcome(g2, text);
+        o.eval_tokens += g.eval_tokens as u32;
+        o.eval_duration += g.eval_duration;
+        Ok(o)
+    }
+}

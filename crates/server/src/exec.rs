@@ -1,0 +1,150 @@
+//! Running jobs from handlers: request options to a [`Job`], submit, wait, collect, and
+//! backend errors to [`ApiError`]s.
+
+use crate::backend::{BackendError, ConstraintRequest, Job, Outcome, PromptSpec, Sampling};
+use crate::error::{ApiError, ErrorKind};
+use crate::worker::{Event, ModelWorker};
+use crate::ServerConfig;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// Extra time a handler waits past a job's deadline for the worker's own timeout answer.
+const DEADLINE_SLACK: Duration = Duration::from_secs(2);
+
+/// A submitted job whose first event has arrived (and was not an error).
+pub(crate) struct Started {
+    pub rx: UnboundedReceiver<Event>,
+    pub first: Option<Event>,
+    pub deadline: Instant,
+}
+
+impl Started {
+    /// The next event; `Done(Err)` on timeout or a vanished worker.
+    pub async fn next(&mut self) -> Event {
+        if let Some(e) = self.first.take() {
+            return e;
+        }
+        match tokio::time::timeout_at((self.deadline + DEADLINE_SLACK).into(), self.rx.recv()).await {
+            Ok(Some(e)) => e,
+            Ok(None) => Event::Done(Err(BackendError::Internal("the model worker dropped the request".into()))),
+            Err(_) => Event::Done(Err(BackendError::Timeout(Duration::ZERO))),
+        }
+    }
+}
+
+/// Submits `job` and waits for its first event, so that errors found before any output
+/// (invalid schema, prompt too long, timeout in the queue) get a proper status code.
+pub(crate) async fn start(worker: &ModelWorker, job: Job) -> Result<Started, ApiError> {
+    let deadline = job.deadline;
+    let rx = worker.submit(job).map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
+    let mut s = Started { rx, first: None, deadline };
+    match s.next().await {
+        Event::Done(Err(e)) => Err(backend_error(e)),
+        e => {
+            s.first = Some(e);
+            Ok(s)
+        }
+    }
+}
+
+/// Waits for the end of a started job.
+pub(crate) async fn collect(mut s: Started) -> Result<Outcome, ApiError> {
+    loop {
+        match s.next().await {
+            Event::Text(_) => {}
+            Event::Done(r) => return r.map_err(backend_error),
+        }
+    }
+}
+
+/// A backend error as an API error.
+pub(crate) fn backend_error(e: BackendError) -> ApiError {
+    match e {
+        BackendError::BadRequest { message, param } => {
+            let mut a = ApiError::bad_request(message);
+            a.param = param;
+            a
+        }
+        BackendError::Timeout(_) => ApiError::new(ErrorKind::Timeout, e.to_string()),
+        BackendError::Internal(m) => ApiError::internal(m),
+    }
+}
+
+/// A schema from a request as a constraint, bounded by `max_schema_bytes`.
+pub(crate) fn schema_constraint(
+    schema: Value,
+    strict: bool,
+    cfg: &ServerConfig,
+    param: &str,
+) -> Result<ConstraintRequest, ApiError> {
+    check_schema(&schema, cfg, param)?;
+    Ok(ConstraintRequest::Schema { schema: Arc::new(schema), strict })
+}
+
+/// Checks that `schema` is a schema (object or boolean) within the size limit.
+pub(crate) fn check_schema(schema: &Value, cfg: &ServerConfig, param: &str) -> Result<(), ApiError> {
+    if !(schema.is_object() || schema.is_boolean()) {
+        return Err(ApiError::bad_request(format!(
+            "{param} must be a JSON Schema (an object or a boolean), got {}",
+            kind_of(schema)
+        ))
+        .param(param));
+    }
+    let size = serde_json::to_vec(schema).map(|v| v.len()).unwrap_or(usize::MAX);
+    if size > cfg.max_schema_bytes {
+        return Err(ApiError::bad_request(format!(
+            "{param}: the schema is {size} bytes; this server accepts schemas up to {} bytes (ServerConfig::max_schema_bytes)",
+            cfg.max_schema_bytes
+        ))
+        .param(param));
+    }
+    Ok(())
+}
+
+/// A JSON value's kind in words.
+pub(crate) fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The token budget for a requested limit: `None` or negative is the default/cap, larger
+/// values are clamped to the cap.
+pub(crate) fn num_predict(requested: Option<i64>, cfg: &ServerConfig) -> u32 {
+    match requested {
+        None => cfg.default_num_predict.min(cfg.max_num_predict),
+        Some(n) if n < 0 => cfg.max_num_predict,
+        Some(n) => (n.min(i64::from(u32::MAX)) as u32).min(cfg.max_num_predict),
+    }
+}
+
+/// A seed from a request (`-1` or negative: none, i.e. random).
+pub(crate) fn seed(s: Option<i64>) -> Option<u64> {
+    s.and_then(|s| u64::try_from(s).ok())
+}
+
+/// Assembles a job.
+pub(crate) fn job(
+    cfg: &ServerConfig,
+    received: Instant,
+    prompt: PromptSpec,
+    constraint: ConstraintRequest,
+    sampling: Sampling,
+    num_predict: u32,
+    stop: Vec<String>,
+    num_ctx: Option<u32>,
+) -> Job {
+    Job { prompt, constraint, sampling, num_predict, stop, num_ctx, deadline: received + cfg.max_wall_time }
+}
+
+/// Nanoseconds, saturating.
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,486 @@
+//! Ollama API handlers: `/api/chat`, `/api/generate`, `/api/tags`, `/api/show`,
+//! `/api/version` and `/`.
+
+use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, ToolCall, ToolDef};
+use crate::error::{ApiError, ApiJson, Flavor, OllamaApi};
+use crate::exec::{self, Started};
+use crate::tools::{self, ToolMode};
+use crate::util::rfc3339_now;
+use crate::wire::ollama as w;
+use crate::worker::{Event, ModelWorker};
+use crate::{AppState, ServerConfig};
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+const FL: Flavor = Flavor::Ollama;
+
+/// `GET /` and `HEAD /`.
+pub async fn root() -> &'static str {
+    "Ollama is running"
+}
+
+/// `GET /api/version`.
+pub async fn version(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({ "version": state.config().ollama_version }))
+}
+
+fn details(worker: &ModelWorker) -> w::ModelDetails {
+    let m = worker.meta();
+    w::ModelDetails {
+        parent_model: String::new(),
+        format: "gguf".into(),
+        family: m.family.clone(),
+        families: if m.family.is_empty() { vec![] } else { vec![m.family.clone()] },
+        parameter_size: m.parameter_size.clone(),
+        quantization_level: m.quantization_level.clone(),
+    }
+}
+
+fn modified_at(worker: &ModelWorker) -> String {
+    worker
+        .meta()
+        .path
+        .as_ref()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .and_then(|m| m.modified().ok())
+        .map(crate::util::rfc3339)
+        .unwrap_or_else(rfc3339_now)
+}
+
+/// `GET /api/tags`.
+pub async fn tags(State(state): State<AppState>) -> Json<w::TagsResponse> {
+    let models = state
+        .models()
+        .iter()
+        .map(|wk| {
+            let m = wk.meta();
+            let name = format!("{}:latest", m.name);
+            w::ModelEntry {
+                name: name.clone(),
+                model: name,
+                modified_at: modified_at(wk),
+                size: m.size,
+                digest: digest(m),
+                details: details(wk),
+            }
+        })
+        .collect();
+    Json(w::TagsResponse { models })
+}
+
+/// A stable 64-hex-digit identifier of a served model (FNV-1a of its name, path and size;
+/// not a content hash: formwork does not hash multi-GB files at startup).
+fn digest(m: &crate::backend::ModelMeta) -> String {
+    let key = format!("{}\0{:?}\0{}", m.name, m.path, m.size);
+    (0u64..4)
+        .map(|salt| {
+            let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64 ^ salt, |h, x| (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3));
+            format!("{h:016x}")
+        })
+        .collect()
+}
+
+/// `POST /api/show`.
+pub async fn show(
+    State(state): State<AppState>,
+    ApiJson(req, _): ApiJson<w::ShowRequest, OllamaApi>,
+) -> Result<Json<w::ShowResponse>, ApiError> {
+    let name = req.model.or(req.name).unwrap_or_default();
+    let wk = state.model(&name).map_err(|e| e.flavor(FL))?;
+    let m = wk.meta();
+    let mut info = serde_json::Map::new();
+    info.insert("general.architecture".into(), json!(m.family));
+    info.insert(format!("{}.context_length", m.family), json!(m.context_length));
+    if let Some(p) = &m.path {
+        info.insert("general.file".into(), json!(p.display().to_string()));
+    }
+    let mut capabilities = vec!["completion".to_string()];
+    if m.supports_tools {
+        capabilities.push("tools".into());
+    }
+    if m.supports_thinking {
+        capabilities.push("thinking".into());
+    }
+    Ok(Json(w::ShowResponse {
+        modelfile: format!("# served by formwork\nFROM {}\n", m.path.as_ref().map_or(m.name.clone(), |p| p.display().to_string())),
+        parameters: String::new(),
+        template: m.template.clone().unwrap_or_default(),
+        details: details(wk),
+        model_info: info,
+        capabilities,
+        modified_at: modified_at(wk),
+    }))
+}
+
+/// Options to sampling settings, token budget, stop strings and context length.
+fn options(o: Option<w::Options>, cfg: &ServerConfig) -> (Sampling, u32, Vec<String>, Option<u32>) {
+    let o = o.unwrap_or_default();
+    let sampling = Sampling {
+        temperature: o.temperature,
+        top_k: o.top_k,
+        top_p: o.top_p,
+        min_p: o.min_p,
+        seed: exec::seed(o.seed),
+        repeat_penalty: o.repeat_penalty,
+        repeat_last_n: o.repeat_last_n,
+        presence_penalty: o.presence_penalty,
+        frequency_penalty: o.frequency_penalty,
+    };
+    (sampling, exec::num_predict(o.num_predict, cfg), o.stop.map(w::StopField::into_vec).unwrap_or_default(), o.num_ctx)
+}
+
+/// `format` as a constraint.
+fn format(f: Option<w::Format>, cfg: &ServerConfig) -> Result<ConstraintRequest, ApiError> {
+    match f {
+        None | Some(w::Format::Schema(Value::Null)) => Ok(ConstraintRequest::None),
+        Some(w::Format::Named(s)) if s.is_empty() => Ok(ConstraintRequest::None),
+        Some(w::Format::Named(s)) if s == "json" => Ok(ConstraintRequest::Json),
+        Some(w::Format::Named(s)) => Err(ApiError::bad_request(format!(
+            "invalid format {s:?}: use \"json\" or a JSON Schema object"
+        ))
+        .param("format")),
+        Some(w::Format::Schema(v)) => exec::schema_constraint(v, false, cfg, "format"),
+    }
+}
+
+fn check_think(think: &Option<Value>, wk: &ModelWorker) -> Result<(), ApiError> {
+    let on = match think {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(Value::String(s)) if matches!(s.as_str(), "high" | "medium" | "low") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "invalid think value {other}: use true, false, \"high\", \"medium\" or \"low\""
+            ))
+            .param("think"))
+        }
+    };
+    if on && !wk.meta().supports_thinking {
+        return Err(ApiError::bad_request(format!("\"{}\" does not support thinking", wk.meta().name)).param("think"));
+    }
+    Ok(())
+}
+
+fn no_images(images: &Option<Vec<String>>) -> Result<(), ApiError> {
+    match images {
+        Some(v) if !v.is_empty() => Err(ApiError::bad_request(
+            "this model does not accept images; send text only",
+        )
+        .param("images")),
+        _ => Ok(()),
+    }
+}
+
+fn tool_def(t: w::Tool) -> ToolDef {
+    ToolDef {
+        name: t.function.name,
+        description: t.function.description,
+        parameters: t.function.parameters.unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+    }
+}
+
+fn turn(m: w::Message) -> Result<ChatTurn, ApiError> {
+    no_images(&m.images)?;
+    if !matches!(m.role.as_str(), "system" | "user" | "assistant" | "tool") {
+        return Err(ApiError::bad_request(format!(
+            "invalid message role {:?}: use system, user, assistant or tool",
+            m.role
+        ))
+        .param("messages"));
+    }
+    Ok(ChatTurn {
+        role: m.role,
+        content: m.content,
+        tool_calls: m
+            .tool_calls
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| ToolCall { name: c.function.name, arguments: c.function.arguments })
+            .collect(),
+        tool_name: m.tool_name,
+    })
+}
+
+fn stats(o: &Outcome, received: Instant) -> w::Stats {
+    let total = received.elapsed();
+    w::Stats {
+        total_duration: exec::nanos(total),
+        load_duration: exec::nanos(total.saturating_sub(o.prompt_eval_duration + o.eval_duration)),
+        prompt_eval_count: o.prompt_tokens,
+        prompt_eval_duration: exec::nanos(o.prompt_eval_duration),
+        eval_count: o.eval_tokens,
+        eval_duration: exec::nanos(o.eval_duration),
+    }
+}
+
+fn reason(r: DoneReason) -> String {
+    match r {
+        DoneReason::Stop => "stop",
+        DoneReason::Length => "length",
+    }
+    .into()
+}
+
+/// The answer when there is nothing to generate (Ollama's "load the model" request).
+fn load_response(model: &str, chat: bool) -> Response {
+    if chat {
+        Json(w::ChatResponse {
+            model: model.into(),
+            created_at: rfc3339_now(),
+            message: w::Message { role: "assistant".into(), ..Default::default() },
+            done: true,
+            done_reason: Some("load".into()),
+            stats: None,
+        })
+        .into_response()
+    } else {
+        Json(w::GenerateResponse {
+            model: model.into(),
+            created_at: rfc3339_now(),
+            response: String::new(),
+            thinking: None,
+            done: true,
+            done_reason: Some("load".into()),
+            stats: None,
+        })
+        .into_response()
+    }
+}
+
+/// `POST /api/chat`.
+pub async fn chat(
+    State(state): State<AppState>,
+    ApiJson(req, _): ApiJson<w::ChatRequest, OllamaApi>,
+) -> Result<Response, ApiError> {
+    chat_inner(state, req).await.map_err(|e| e.flavor(FL))
+}
+
+async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, ApiError> {
+    let received = Instant::now();
+    let cfg = state.config();
+    let wk = state.model(&req.model)?.clone();
+    check_think(&req.think, &wk)?;
+    if req.messages.is_empty() {
+        return Ok(load_response(&req.model, true));
+    }
+    let messages = req.messages.into_iter().map(turn).collect::<Result<Vec<_>, _>>()?;
+    let tools: Vec<ToolDef> = req.tools.unwrap_or_default().into_iter().map(tool_def).collect();
+    for t in &tools {
+        exec::check_schema(&t.parameters, cfg, "tools")?;
+    }
+    let mut constraint = format(req.format, cfg)?;
+    // Ollama has no tool_choice: tools mean "auto", unless a format fixes the output.
+    let mode = if tools.is_empty() || constraint != ConstraintRequest::None { ToolMode::None } else { ToolMode::Auto };
+    if mode == ToolMode::Auto {
+        let refs: Vec<&ToolDef> = tools.iter().collect();
+        constraint = ConstraintRequest::TextOrCall { call_schema: Arc::new(tools::call_schema(&refs)) };
+    }
+    let (sampling, num_predict, stop, num_ctx) = options(req.options, cfg);
+    let job = exec::job(
+        cfg,
+        received,
+        PromptSpec::Chat { messages, tools: tools.clone() },
+        constraint,
+        sampling,
+        num_predict,
+        stop,
+        num_ctx,
+    );
+    let started = exec::start(&wk, job).await?;
+    let model = req.model;
+    let auto = mode == ToolMode::Auto;
+    let finish = move |o: &Outcome| {
+        let mut message = w::Message { role: "assistant".into(), ..Default::default() };
+        match auto.then(|| tools::parse_call(&o.text, &tools)).flatten() {
+            Some(call) => {
+                message.tool_calls = Some(vec![w::ToolCall {
+                    function: w::ToolCallFunction { name: call.name, arguments: call.arguments },
+                }])
+            }
+            None => message.content = o.text.clone(),
+        }
+        message
+    };
+    if req.stream.unwrap_or(true) {
+        let buffered = auto;
+        let m2 = model.clone();
+        let piece = move |text: String| w::ChatResponse {
+            model: m2.clone(),
+            created_at: rfc3339_now(),
+            message: w::Message { role: "assistant".into(), content: text, ..Default::default() },
+            done: false,
+            done_reason: None,
+            stats: None,
+        };
+        let last = move |o: &Outcome| {
+            let mut message = if buffered { finish(o) } else { w::Message { role: "assistant".into(), ..Default::default() } };
+            message.role = "assistant".into();
+            w::ChatResponse {
+                model: model.clone(),
+                created_at: rfc3339_now(),
+                message,
+                done: true,
+                done_reason: Some(reason(o.done_reason)),
+                stats: Some(stats(o, received)),
+            }
+        };
+        Ok(ndjson(started, buffered, piece, last))
+    } else {
+        let o = exec::collect(started).await?;
+        Ok(Json(w::ChatResponse {
+            model,
+            created_at: rfc3339_now(),
+            message: finish(&o),
+            done: true,
+            done_reason: Some(reason(o.done_reason)),
+            stats: Some(stats(&o, received)),
+        })
+        .into_response())
+    }
+}
+
+/// `POST /api/generate`.
+pub async fn generate(
+    State(state): State<AppState>,
+    ApiJson(req, _): ApiJson<w::GenerateRequest, OllamaApi>,
+) -> Result<Response, ApiError> {
+    generate_inner(state, req).await.map_err(|e| e.flavor(FL))
+}
+
+async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Response, ApiError> {
+    let received = Instant::now();
+    let cfg = state.config();
+    let wk = state.model(&req.model)?.clone();
+    check_think(&req.think, &wk)?;
+    no_images(&req.images)?;
+    if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::bad_request(format!(
+            "\"{}\" does not support insert (suffix); send the prompt without `suffix`",
+            wk.meta().name
+        ))
+        .param("suffix"));
+    }
+    if req.template.as_deref().is_some_and(|t| !t.is_empty()) {
+        tracing::warn!("ignoring a `template` override; formwork renders the model's own chat template");
+    }
+    if req.prompt.is_empty() {
+        return Ok(load_response(&req.model, false));
+    }
+    let prompt = if req.raw.unwrap_or(false) {
+        PromptSpec::Raw(req.prompt)
+    } else {
+        let mut messages = Vec::new();
+        if let Some(system) = req.system.filter(|s| !s.is_empty()) {
+            messages.push(ChatTurn { role: "system".into(), content: system, ..Default::default() });
+        }
+        messages.push(ChatTurn { role: "user".into(), content: req.prompt, ..Default::default() });
+        PromptSpec::Chat { messages, tools: vec![] }
+    };
+    let constraint = format(req.format, cfg)?;
+    let (sampling, num_predict, stop, num_ctx) = options(req.options, cfg);
+    let job = exec::job(cfg, received, prompt, constraint, sampling, num_predict, stop, num_ctx);
+    let started = exec::start(&wk, job).await?;
+    let model = req.model;
+    if req.stream.unwrap_or(true) {
+        let m2 = model.clone();
+        let piece = move |text: String| w::GenerateResponse {
+            model: m2.clone(),
+            created_at: rfc3339_now(),
+            response: text,
+            thinking: None,
+            done: false,
+            done_reason: None,
+            stats: None,
+        };
+        let last = move |o: &Outcome| w::GenerateResponse {
+            model: model.clone(),
+            created_at: rfc3339_now(),
+            response: String::new(),
+            thinking: None,
+            done: true,
+            done_reason: Some(reason(o.done_reason)),
+            stats: Some(stats(o, received)),
+        };
+        Ok(ndjson(started, false, piece, last))
+    } else {
+        let o = exec::collect(started).await?;
+        Ok(Json(w::GenerateResponse {
+            model,
+            created_at: rfc3339_now(),
+            response: o.text.clone(),
+            thinking: None,
+            done: true,
+            done_reason: Some(reason(o.done_reason)),
+            stats: Some(stats(&o, received)),
+        })
+        .into_response())
+    }
+}
+
+/// An NDJSON response: one `piece` line per text event (unless `buffered`), then `last`.
+/// An error after the first line is sent as a final `{"error": "..."}` line. The producer
+/// is a task that ends (dropping the job's receiver, which stops generation) when the
+/// client goes away.
+fn ndjson<P, L, A, B>(mut started: Started, buffered: bool, piece: P, last: L) -> Response
+where
+    P: Fn(String) -> A + Send + 'static,
+    L: FnOnce(&Outcome) -> B + Send + 'static,
+    A: Serialize,
+    B: Serialize,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, Infallible>>(64);
+    tokio::spawn(async move {
+        fn line(v: &dyn erased::Ser) -> Result<bytes::Bytes, Infallible> {
+            let mut b = v.to_vec();
+            b.push(b'\n');
+            Ok(bytes::Bytes::from(b))
+        }
+        loop {
+            match started.next().await {
+                Event::Text(t) => {
+                    if buffered {
+                        continue;
+                    }
+                    let l = line(&piece(t));
+                    if tx.send(l).await.is_err() {
+                        return;
+                    }
+                }
+                Event::Done(Ok(o)) => {
+                    let l = line(&last(&o));
+                    let _ = tx.send(l).await;
+                    return;
+                }
+                Event::Done(Err(e)) => {
+                    let e = exec::backend_error(e).flavor(FL);
+                    tracing::warn!("stream ended with an error: {}", e.message);
+                    let l = line(&e.body());
+                    let _ = tx.send(l).await;
+                    return;
+                }
+            }
+        }
+    });
+    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
+}
+
+/// Object-safe serialization to bytes, so one closure serves every line type.
+mod erased {
+    pub trait Ser {
+        fn to_vec(&self) -> Vec<u8>;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn to_vec(&self) -> Vec<u8> {
+            serde_json::to_vec(self).unwrap_or_else(|e| format!("{{\"error\":\"serialization failed: {e}\"}}").into_bytes())
+        }
+    }
+}

@@ -1,0 +1,515 @@
+//! OpenAI API handlers: `/v1/chat/completions`, `/v1/completions`, `/v1/models`.
+
+use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, ToolCall, ToolDef};
+use crate::error::{ApiError, ApiJson, Flavor, OpenAiApi};
+use crate::exec;
+use crate::tools::{self, ToolMode};
+use crate::util::{new_id, unix_now};
+use crate::wire::openai as w;
+use crate::worker::Event;
+use crate::{AppState, ServerConfig};
+use axum::extract::{Path, State};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+const FL: Flavor = Flavor::OpenAi;
+const FINGERPRINT: &str = "fp_formwork";
+
+/// `GET /v1/models`.
+pub async fn models(State(state): State<AppState>) -> Json<w::ModelList> {
+    let data = state.models().iter().map(|m| model_object(&m.meta().name)).collect();
+    Json(w::ModelList { object: "list".into(), data })
+}
+
+fn model_object(name: &str) -> w::ModelObject {
+    w::ModelObject { id: name.into(), object: "model".into(), created: unix_now(), owned_by: "formwork".into() }
+}
+
+/// `GET /v1/models/{model}`.
+pub async fn model(State(state): State<AppState>, Path(name): Path<String>) -> Result<Json<w::ModelObject>, ApiError> {
+    let wk = state.model(&name).map_err(|e| e.flavor(FL))?;
+    Ok(Json(model_object(&wk.meta().name)))
+}
+
+fn text_of(content: Option<w::Content>) -> Result<String, ApiError> {
+    match content {
+        None => Ok(String::new()),
+        Some(w::Content::Text(s)) => Ok(s),
+        Some(w::Content::Parts(parts)) => {
+            let mut out = String::new();
+            for p in parts {
+                match (p.kind.as_str(), p.text) {
+                    ("text", Some(t)) => out.push_str(&t),
+                    (kind, _) => {
+                        return Err(ApiError::bad_request(format!(
+                            "content parts of type {kind:?} are not supported by this model; send text parts only"
+                        ))
+                        .param("messages"))
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn turns(messages: Vec<w::RequestMessage>) -> Result<Vec<ChatTurn>, ApiError> {
+    let mut call_names: Vec<(String, String)> = Vec::new();
+    let mut out = Vec::with_capacity(messages.len());
+    for m in messages {
+        let role = match m.role.as_str() {
+            "system" | "developer" => "system",
+            "user" => "user",
+            "assistant" => "assistant",
+            "tool" | "function" => "tool",
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid message role {other:?}: use system, developer, user, assistant or tool"
+                ))
+                .param("messages"))
+            }
+        };
+        let mut tool_calls = Vec::new();
+        for c in m.tool_calls.unwrap_or_default() {
+            let arguments = serde_json::from_str(&c.function.arguments).unwrap_or(Value::String(c.function.arguments));
+            call_names.push((c.id.clone(), c.function.name.clone()));
+            tool_calls.push(ToolCall { name: c.function.name, arguments });
+        }
+        let tool_name = match (&m.tool_call_id, role) {
+            (Some(id), "tool") => call_names.iter().find(|(i, _)| i == id).map(|(_, n)| n.clone()).or(m.name.clone()),
+            _ => None,
+        };
+        out.push(ChatTurn { role: role.into(), content: text_of(m.content)?, tool_calls, tool_name });
+    }
+    if out.is_empty() {
+        return Err(ApiError::bad_request("messages is empty; send at least one message").param("messages"));
+    }
+    Ok(out)
+}
+
+/// Tools, the tool mode, and the constraint they imply together with `response_format`.
+fn tools_and_constraint(
+    req_tools: Option<Vec<w::Tool>>,
+    choice: Option<w::ToolChoice>,
+    format: Option<w::ResponseFormat>,
+    cfg: &ServerConfig,
+) -> Result<(Vec<ToolDef>, ToolMode, ConstraintRequest), ApiError> {
+    let mut tools = Vec::new();
+    for t in req_tools.unwrap_or_default() {
+        if t.kind != "function" {
+            return Err(ApiError::bad_request(format!("tool type {:?} is not supported; use \"function\"", t.kind)).param("tools"));
+        }
+        let parameters = t.function.parameters.unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+        exec::check_schema(&parameters, cfg, "tools")?;
+        tools.push(ToolDef { name: t.function.name, description: t.function.description, parameters });
+    }
+    let mode = match choice {
+        None if tools.is_empty() => ToolMode::None,
+        None => ToolMode::Auto,
+        Some(w::ToolChoice::Mode(m)) => match m.as_str() {
+            "none" => ToolMode::None,
+            "auto" if tools.is_empty() => ToolMode::None,
+            "auto" => ToolMode::Auto,
+            "required" => ToolMode::Required,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid tool_choice {other:?}: use \"auto\", \"none\", \"required\" or {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}"
+                ))
+                .param("tool_choice"))
+            }
+        },
+        Some(w::ToolChoice::Named { function, .. }) => ToolMode::Named(function.name),
+    };
+    let forced: Vec<&ToolDef> = match &mode {
+        ToolMode::Required => tools.iter().collect(),
+        ToolMode::Named(n) => tools.iter().filter(|t| &t.name == n).collect(),
+        _ => vec![],
+    };
+    match &mode {
+        ToolMode::Required | ToolMode::Named(_) if tools.is_empty() => {
+            return Err(ApiError::bad_request("tool_choice asks for a tool call but no tools were given; add `tools`").param("tool_choice"))
+        }
+        ToolMode::Named(n) if forced.is_empty() => {
+            return Err(ApiError::bad_request(format!("tool_choice names function {n:?}, which is not in `tools`")).param("tool_choice"))
+        }
+        _ => {}
+    }
+    let format_constraint = match format {
+        None | Some(w::ResponseFormat::Text) => ConstraintRequest::None,
+        Some(w::ResponseFormat::JsonObject) => ConstraintRequest::Json,
+        Some(w::ResponseFormat::JsonSchema { json_schema }) => match json_schema.schema {
+            None => ConstraintRequest::Json,
+            Some(s) => exec::schema_constraint(s, json_schema.strict.unwrap_or(false), cfg, "response_format")?,
+        },
+    };
+    let constraint = match &mode {
+        ToolMode::Required | ToolMode::Named(_) => {
+            // The envelope closes itself (additionalProperties: false); the arguments follow
+            // the function's schema as written.
+            ConstraintRequest::Schema { schema: Arc::new(tools::call_schema(&forced)), strict: false }
+        }
+        ToolMode::Auto if format_constraint == ConstraintRequest::None => {
+            let refs: Vec<&ToolDef> = tools.iter().collect();
+            ConstraintRequest::TextOrCall { call_schema: Arc::new(tools::call_schema(&refs)) }
+        }
+        _ => format_constraint,
+    };
+    let offered = if mode == ToolMode::None { vec![] } else { tools };
+    Ok((offered, mode, constraint))
+}
+
+fn finish_reason(r: DoneReason) -> &'static str {
+    match r {
+        DoneReason::Stop => "stop",
+        DoneReason::Length => "length",
+    }
+}
+
+/// The message and finish reason of one finished choice.
+fn answer(o: &Outcome, mode: &ToolMode, tools: &[ToolDef]) -> Result<(w::ResponseMessage, String), ApiError> {
+    let call = match mode {
+        ToolMode::None => None,
+        _ => tools::parse_call(&o.text, tools),
+    };
+    if matches!(mode, ToolMode::Required | ToolMode::Named(_)) && call.is_none() {
+        return Err(ApiError::internal(format!(
+            "the model's forced tool call could not be read (finish reason {}); raise max_tokens",
+            finish_reason(o.done_reason)
+        )));
+    }
+    Ok(match call {
+        Some(c) => (
+            w::ResponseMessage {
+                role: "assistant".into(),
+                content: None,
+                refusal: None,
+                tool_calls: Some(vec![w::ToolCall {
+                    id: new_id("call_"),
+                    kind: "function".into(),
+                    function: w::FunctionCall { name: c.name, arguments: c.arguments.to_string() },
+                }]),
+            },
+            "tool_calls".into(),
+        ),
+        None => (
+            w::ResponseMessage { role: "assistant".into(), content: Some(o.text.clone()), refusal: None, tool_calls: None },
+            finish_reason(o.done_reason).into(),
+        ),
+    })
+}
+
+fn usage(prompt: u32, completion: u32) -> w::Usage {
+    w::Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+}
+
+fn choices(n: Option<u32>, cfg: &ServerConfig) -> Result<u32, ApiError> {
+    match n.unwrap_or(1) {
+        0 => Err(ApiError::bad_request("n must be at least 1").param("n")),
+        n if n > cfg.max_choices => Err(ApiError::bad_request(format!(
+            "n is {n}; this server allows at most {} choices per request",
+            cfg.max_choices
+        ))
+        .param("n")),
+        n => Ok(n),
+    }
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn chat_completions(
+    State(state): State<AppState>,
+    ApiJson(req, _): ApiJson<w::ChatCompletionRequest, OpenAiApi>,
+) -> Result<Response, ApiError> {
+    chat_inner(state, req).await.map_err(|e| e.flavor(FL))
+}
+
+async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Response, ApiError> {
+    let received = Instant::now();
+    let cfg = state.config().clone();
+    let wk = state.model(&req.model)?.clone();
+    let messages = turns(req.messages)?;
+    let n = choices(req.n, &cfg)?;
+    let (tools, mode, constraint) = tools_and_constraint(req.tools, req.tool_choice, req.response_format, &cfg)?;
+    let sampling = Sampling {
+        temperature: req.temperature,
+        top_p: req.top_p,
+        seed: exec::seed(req.seed),
+        presence_penalty: req.presence_penalty,
+        frequency_penalty: req.frequency_penalty,
+        ..Default::default()
+    };
+    let num_predict = exec::num_predict(req.max_completion_tokens.or(req.max_tokens).map(i64::from), &cfg);
+    let stop = req.stop.map(crate::wire::ollama::StopField::into_vec).unwrap_or_default();
+    let make_job = {
+        let prompt = PromptSpec::Chat { messages, tools: tools.clone() };
+        let cfg = cfg.clone();
+        move |i: u32| {
+            let mut s = sampling.clone();
+            s.seed = s.seed.map(|x| x.wrapping_add(u64::from(i)));
+            exec::job(&cfg, received, prompt.clone(), constraint.clone(), s, num_predict, stop.clone(), None)
+        }
+    };
+    let id = new_id("chatcmpl-");
+    let created = unix_now();
+    let model = req.model;
+    let first = exec::start(&wk, make_job(0)).await?;
+    if !req.stream.unwrap_or(false) {
+        let mut out = Vec::new();
+        let (mut prompt_tokens, mut completion) = (0, 0);
+        let mut started = Some(first);
+        for i in 0..n {
+            let s = match started.take() {
+                Some(s) => s,
+                None => exec::start(&wk, make_job(i)).await?,
+            };
+            let o = exec::collect(s).await?;
+            prompt_tokens = o.prompt_tokens;
+            completion += o.eval_tokens;
+            let (message, finish) = answer(&o, &mode, &tools)?;
+            out.push(w::Choice { index: i, message, logprobs: None, finish_reason: finish });
+        }
+        return Ok(Json(w::ChatCompletion {
+            id,
+            object: "chat.completion".into(),
+            created,
+            model,
+            system_fingerprint: FINGERPRINT.into(),
+            choices: out,
+            usage: usage(prompt_tokens, completion),
+        })
+        .into_response());
+    }
+    let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<SseEvent, Infallible>>(64);
+    let buffered = mode != ToolMode::None;
+    tokio::spawn(async move {
+        let chunk = |choices: Vec<w::ChunkChoice>, usage_now: Option<w::Usage>| {
+            let c = w::ChatCompletionChunk {
+                id: id.clone(),
+                object: "chat.completion.chunk".into(),
+                created,
+                model: model.clone(),
+                system_fingerprint: FINGERPRINT.into(),
+                choices,
+                usage: include_usage.then_some(usage_now),
+            };
+            Ok(SseEvent::default().data(serde_json::to_string(&c).unwrap_or_default()))
+        };
+        let delta = |index: u32, delta: w::Delta, finish: Option<String>| w::ChunkChoice { index, delta, logprobs: None, finish_reason: finish };
+        let (mut prompt_tokens, mut completion) = (0, 0);
+        let mut started = Some(first);
+        for i in 0..n {
+            let mut s = match started.take() {
+                Some(s) => s,
+                None => match exec::start(&wk, make_job(i)).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = tx.send(Ok(SseEvent::default().data(e.flavor(FL).body().to_string()))).await;
+                        return;
+                    }
+                },
+            };
+            let role = w::Delta { role: Some("assistant".into()), content: Some(String::new()), tool_calls: None };
+            if tx.send(chunk(vec![delta(i, role, None)], None)).await.is_err() {
+                return;
+            }
+            loop {
+                match s.next().await {
+                    Event::Text(t) => {
+                        if buffered {
+                            continue;
+                        }
+                        let d = w::Delta { content: Some(t), ..Default::default() };
+                        if tx.send(chunk(vec![delta(i, d, None)], None)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Event::Done(r) => {
+                        let r = r.map_err(exec::backend_error).and_then(|o| answer(&o, &mode, &tools).map(|a| (o, a)));
+                        let (o, (message, finish)) = match r {
+                            Ok(x) => x,
+                            Err(e) => {
+                                let _ = tx.send(Ok(SseEvent::default().data(e.flavor(FL).body().to_string()))).await;
+                                return;
+                            }
+                        };
+                        prompt_tokens = o.prompt_tokens;
+                        completion += o.eval_tokens;
+                        let mut d = w::Delta::default();
+                        if buffered {
+                            d.content = message.content;
+                            d.tool_calls = message.tool_calls.map(|calls| {
+                                calls
+                                    .into_iter()
+                                    .enumerate()
+                                    .map(|(k, c)| w::DeltaToolCall { index: k as u32, id: c.id, kind: c.kind, function: c.function })
+                                    .collect()
+                            });
+                        }
+                        if tx.send(chunk(vec![delta(i, d, Some(finish))], None)).await.is_err() {
+                            return;
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        if include_usage {
+            let _ = tx.send(chunk(vec![], Some(usage(prompt_tokens, completion)))).await;
+        }
+        let _ = tx.send(Ok(SseEvent::default().data("[DONE]"))).await;
+    });
+    Ok(Sse::new(tokio_stream::wrappers::ReceiverStream::new(rx)).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// `POST /v1/completions`.
+pub async fn completions(
+    State(state): State<AppState>,
+    ApiJson(req, _): ApiJson<w::CompletionRequest, OpenAiApi>,
+) -> Result<Response, ApiError> {
+    completions_inner(state, req).await.map_err(|e| e.flavor(FL))
+}
+
+async fn completions_inner(state: AppState, req: w::CompletionRequest) -> Result<Response, ApiError> {
+    let received = Instant::now();
+    let cfg = state.config().clone();
+    let wk = state.model(&req.model)?.clone();
+    if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::bad_request("suffix (insert) is not supported; send the prompt only").param("suffix"));
+    }
+    let prompts = match req.prompt {
+        w::PromptField::One(p) => vec![p],
+        w::PromptField::Many(v) if v.is_empty() => {
+            return Err(ApiError::bad_request("prompt is an empty list").param("prompt"))
+        }
+        w::PromptField::Many(v) => v,
+    };
+    let n = choices(req.n, &cfg)?;
+    if prompts.len() as u32 * n > cfg.max_choices {
+        return Err(ApiError::bad_request(format!(
+            "{} prompts x n={n} is more than the {} choices this server allows per request",
+            prompts.len(),
+            cfg.max_choices
+        ))
+        .param("n"));
+    }
+    // OpenAI's default max_tokens for completions is 16.
+    let num_predict = exec::num_predict(Some(i64::from(req.max_tokens.unwrap_or(16))), &cfg);
+    let stop = req.stop.map(crate::wire::ollama::StopField::into_vec).unwrap_or_default();
+    let echo = req.echo.unwrap_or(false);
+    let id = new_id("cmpl-");
+    let created = unix_now();
+    let mut jobs = Vec::new();
+    for p in &prompts {
+        for i in 0..n {
+            let sampling = Sampling {
+                temperature: req.temperature,
+                top_p: req.top_p,
+                seed: exec::seed(req.seed).map(|s| s.wrapping_add(u64::from(i))),
+                presence_penalty: req.presence_penalty,
+                frequency_penalty: req.frequency_penalty,
+                ..Default::default()
+            };
+            jobs.push((p.clone(), exec::job(&cfg, received, PromptSpec::Raw(p.clone()), ConstraintRequest::None, sampling, num_predict, stop.clone(), None)));
+        }
+    }
+    let mut jobs = jobs.into_iter();
+    let (p0, j0) = jobs.next().expect("at least one prompt and n >= 1");
+    let first = exec::start(&wk, j0).await?;
+    let model_name = req.model.clone();
+    let completion_obj = move |choices: Vec<w::CompletionChoice>, usage: Option<w::Usage>| w::Completion {
+        id: id.clone(),
+        object: "text_completion".into(),
+        created,
+        model: model_name.clone(),
+        system_fingerprint: FINGERPRINT.into(),
+        choices,
+        usage,
+    };
+    if !req.stream.unwrap_or(false) {
+        let mut out = Vec::new();
+        let (mut pt, mut ct) = (0, 0);
+        let mut next = Some((p0, first));
+        let mut index = 0;
+        loop {
+            let (p, s) = match next.take() {
+                Some(x) => x,
+                None => match jobs.next() {
+                    Some((p, j)) => (p, exec::start(&wk, j).await?),
+                    None => break,
+                },
+            };
+            let o = exec::collect(s).await?;
+            pt += o.prompt_tokens;
+            ct += o.eval_tokens;
+            let text = if echo { format!("{p}{}", o.text) } else { o.text };
+            out.push(w::CompletionChoice { text, index, logprobs: None, finish_reason: Some(finish_reason(o.done_reason).into()) });
+            index += 1;
+        }
+        return Ok(Json(completion_obj(out, Some(usage(pt, ct)))).into_response());
+    }
+    let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<SseEvent, Infallible>>(64);
+    tokio::spawn(async move {
+        let send = |c: w::Completion| Ok(SseEvent::default().data(serde_json::to_string(&c).unwrap_or_default()));
+        let (mut pt, mut ct) = (0, 0);
+        let mut next = Some((p0, first));
+        let mut index = 0;
+        loop {
+            let (p, mut s) = match next.take() {
+                Some(x) => x,
+                None => match jobs.next() {
+                    Some((p, j)) => match exec::start(&wk, j).await {
+                        Ok(s) => (p, s),
+                        Err(e) => {
+                            let _ = tx.send(Ok(SseEvent::default().data(e.flavor(FL).body().to_string()))).await;
+                            return;
+                        }
+                    },
+                    None => break,
+                },
+            };
+            if echo && tx.send(send(completion_obj(vec![w::CompletionChoice { text: p, index, logprobs: None, finish_reason: None }], None))).await.is_err() {
+                return;
+            }
+            loop {
+                match s.next().await {
+                    Event::Text(t) => {
+                        let c = w::CompletionChoice { text: t, index, logprobs: None, finish_reason: None };
+                        if tx.send(send(completion_obj(vec![c], None))).await.is_err() {
+                            return;
+                        }
+                    }
+                    Event::Done(Ok(o)) => {
+                        pt += o.prompt_tokens;
+                        ct += o.eval_tokens;
+                        let c = w::CompletionChoice {
+                            text: String::new(),
+                            index,
+                            logprobs: None,
+                            finish_reason: Some(finish_reason(o.done_reason).into()),
+                        };
+                        if tx.send(send(completion_obj(vec![c], None))).await.is_err() {
+                            return;
+                        }
+                        break;
+                    }
+                    Event::Done(Err(e)) => {
+                        let _ = tx.send(Ok(SseEvent::default().data(exec::backend_error(e).flavor(FL).body().to_string()))).await;
+                        return;
+                    }
+                }
+            }
+            index += 1;
+        }
+        if include_usage {
+            let _ = tx.send(send(completion_obj(vec![], Some(usage(pt, ct))))).await;
+        }
+        let _ = tx.send(Ok(SseEvent::default().data("[DONE]"))).await;
+    });
+    Ok(Sse::new(tokio_stream::wrappers::ReceiverStream::new(rx)).keep_alive(KeepAlive::default()).into_response())
+}

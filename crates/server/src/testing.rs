@@ -1,0 +1,137 @@
+//! Scripted fakes for tests: a [`Backend`] whose answers a closure decides, so the HTTP layer
+//! (wire formats, errors, streaming, queueing, cancellation, panics) is tested without a
+//! model. The real generation loop is tested in `formwork-engine`.
+
+use crate::backend::{Backend, BackendError, DoneReason, Job, ModelMeta, Outcome, PromptSpec};
+use crate::worker::ModelWorker;
+use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the fake does for one job.
+#[derive(Clone, Debug)]
+pub enum Script {
+    /// Emit these pieces (one "token" each), honouring `num_predict` and stop strings.
+    Text(Vec<String>),
+    /// Emit the pieces with a pause before each (for cancellation and timeout tests).
+    Slow(Vec<String>, Duration),
+    /// Fail.
+    Fail(BackendError),
+    /// Panic with this message.
+    Panic(String),
+}
+
+/// A fake model: `script` decides each job's answer; every job is recorded in `log`.
+pub struct ScriptedBackend {
+    script: Box<dyn FnMut(&Job) -> Script + Send>,
+    log: Arc<Mutex<Vec<Job>>>,
+    /// Pieces emitted in total (shared), to observe cancellation.
+    emitted: Arc<Mutex<usize>>,
+}
+
+/// Handles to observe a [`ScriptedBackend`] from a test.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    /// Every job received, in order.
+    pub jobs: Arc<Mutex<Vec<Job>>>,
+    /// Pieces emitted in total.
+    pub emitted: Arc<Mutex<usize>>,
+}
+
+impl ScriptedBackend {
+    /// A fake answering with `script`.
+    pub fn new(script: impl FnMut(&Job) -> Script + Send + 'static) -> (Self, Observed) {
+        let obs = Observed::default();
+        (ScriptedBackend { script: Box::new(script), log: obs.jobs.clone(), emitted: obs.emitted.clone() }, obs)
+    }
+}
+
+/// Splits text into word-ish pieces (each whitespace run starts a piece).
+pub fn pieces(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, part) in text.split_inclusive(' ').enumerate() {
+        if i > 0 && part.trim().is_empty() {
+            if let Some(last) = out.last_mut() {
+                last.push_str(part);
+                continue;
+            }
+        }
+        out.push(part.to_string());
+    }
+    out
+}
+
+/// The prompt's text (all message contents, or the raw prompt), for scripts that echo.
+pub fn prompt_text(job: &Job) -> String {
+    match &job.prompt {
+        PromptSpec::Raw(s) => s.clone(),
+        PromptSpec::Chat { messages, .. } => messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n"),
+    }
+}
+
+impl Backend for ScriptedBackend {
+    fn generate(&mut self, job: &Job, on_text: &mut dyn FnMut(&str) -> ControlFlow<()>) -> Result<Outcome, BackendError> {
+        self.log.lock().expect("log lock").push(job.clone());
+        let started = Instant::now();
+        let (parts, delay) = match (self.script)(job) {
+            Script::Text(p) => (p, Duration::ZERO),
+            Script::Slow(p, d) => (p, d),
+            Script::Fail(e) => return Err(e),
+            Script::Panic(m) => panic!("{m}"),
+        };
+        let prompt_tokens = prompt_text(job).split_whitespace().count() as u32;
+        let mut text = String::new();
+        let mut done_reason = DoneReason::Stop;
+        let mut n = 0u32;
+        for p in parts {
+            if n >= job.num_predict {
+                done_reason = DoneReason::Length;
+                break;
+            }
+            if !delay.is_zero() {
+                std::thread::sleep(delay);
+            }
+            let before = text.len();
+            text.push_str(&p);
+            n += 1;
+            if let Some(cut) = job.stop.iter().filter_map(|s| text.find(s.as_str())).min() {
+                text.truncate(cut);
+                let piece = text.get(before.min(text.len())..).unwrap_or("").to_string();
+                let _ = on_text(&piece);
+                break;
+            }
+            *self.emitted.lock().expect("emitted lock") += 1;
+            if on_text(&p).is_break() {
+                break;
+            }
+        }
+        Ok(Outcome {
+            text,
+            done_reason,
+            prompt_tokens,
+            eval_tokens: n,
+            prompt_eval_duration: Duration::from_micros(10),
+            eval_duration: started.elapsed(),
+        })
+    }
+}
+
+/// Metadata for a fake model called `name`.
+pub fn fake_meta(name: &str) -> ModelMeta {
+    ModelMeta {
+        name: name.into(),
+        family: "llama".into(),
+        parameter_size: "135M".into(),
+        quantization_level: "Q8_0".into(),
+        context_length: 8192,
+        supports_tools: true,
+        ..Default::default()
+    }
+}
+
+/// Starts a worker over a scripted fake named `name`.
+pub fn spawn_scripted(name: &str, script: impl FnMut(&Job) -> Script + Send + 'static) -> (ModelWorker, Observed) {
+    let (b, obs) = ScriptedBackend::new(script);
+    let w = ModelWorker::spawn(fake_meta(name), Box::new(b), Duration::from_millis(1)).expect("spawn worker thread");
+    (w, obs)
+}

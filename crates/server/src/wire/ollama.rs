@@ -1,0 +1,297 @@
+//! Ollama API types (`/api/chat`, `/api/generate`, `/api/tags`, `/api/show`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `format`: `"json"` or a JSON Schema object (`""` and `null` mean none).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Format {
+    /// `"json"` (or `""`).
+    Named(String),
+    /// A JSON Schema.
+    Schema(Value),
+}
+
+/// `options`. Every field is optional; unknown ones (`num_gpu`, `mirostat`, ...) are ignored.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[allow(missing_docs)]
+pub struct Options {
+    pub temperature: Option<f32>,
+    pub top_k: Option<i32>,
+    pub top_p: Option<f32>,
+    pub min_p: Option<f32>,
+    pub seed: Option<i64>,
+    pub num_predict: Option<i64>,
+    pub stop: Option<StopField>,
+    pub repeat_penalty: Option<f32>,
+    pub repeat_last_n: Option<i32>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub num_ctx: Option<u32>,
+}
+
+/// `stop`: one string or a list.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum StopField {
+    /// One stop string.
+    One(String),
+    /// Several.
+    Many(Vec<String>),
+}
+
+impl StopField {
+    /// The stop strings, empty ones dropped.
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            StopField::One(s) => vec![s],
+            StopField::Many(v) => v,
+        }
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect()
+    }
+}
+
+/// A function call in a message: `{"function": {"name", "arguments": {...}}}` (arguments are
+/// an object in Ollama, not a string as in OpenAI).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct ToolCall {
+    /// The call.
+    pub function: ToolCallFunction,
+}
+
+/// The function part of a [`ToolCall`].
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct ToolCallFunction {
+    /// Function name.
+    pub name: String,
+    /// Arguments object.
+    #[serde(default)]
+    pub arguments: Value,
+}
+
+/// A chat message.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct Message {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// Text.
+    #[serde(default)]
+    pub content: String,
+    /// The reasoning section, when `think` is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
+    /// Images (base64); not supported by text models, accepted and rejected with a message.
+    #[serde(default, skip_serializing)]
+    pub images: Option<Vec<String>>,
+    /// Calls made by the assistant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// For `tool` messages: the function's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+}
+
+/// A tool offered to the model: `{"type": "function", "function": {name, description, parameters}}`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Tool {
+    /// Always `function`.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// The function.
+    pub function: ToolFunction,
+}
+
+/// The function of a [`Tool`].
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct ToolFunction {
+    /// Name.
+    pub name: String,
+    /// Description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON Schema of the arguments.
+    #[serde(default)]
+    pub parameters: Option<Value>,
+}
+
+/// `POST /api/chat`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct ChatRequest {
+    /// Model name (`smollm2`, `smollm2:latest`).
+    pub model: String,
+    /// The conversation; empty means "load the model" (answered with `done_reason: load`).
+    #[serde(default)]
+    pub messages: Vec<Message>,
+    /// Tools offered.
+    #[serde(default)]
+    pub tools: Option<Vec<Tool>>,
+    /// Output format.
+    #[serde(default)]
+    pub format: Option<Format>,
+    /// Sampling and limits.
+    #[serde(default)]
+    pub options: Option<Options>,
+    /// Stream NDJSON (default true).
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// Accepted; models stay loaded for the server's lifetime.
+    #[serde(default)]
+    pub keep_alive: Option<Value>,
+    /// `true`/`false` or `"high"|"medium"|"low"`.
+    #[serde(default)]
+    pub think: Option<Value>,
+}
+
+/// `POST /api/generate`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct GenerateRequest {
+    /// Model name.
+    pub model: String,
+    /// The prompt; empty means "load the model".
+    #[serde(default)]
+    pub prompt: String,
+    /// A system message (replaces the default).
+    #[serde(default)]
+    pub system: Option<String>,
+    /// Text after the insertion point (fill-in-the-middle); not supported.
+    #[serde(default)]
+    pub suffix: Option<String>,
+    /// Send `prompt` to the model without the chat template.
+    #[serde(default)]
+    pub raw: Option<bool>,
+    /// A Go-template override; not supported (ignored with a log line).
+    #[serde(default)]
+    pub template: Option<String>,
+    /// Output format.
+    #[serde(default)]
+    pub format: Option<Format>,
+    /// Sampling and limits.
+    #[serde(default)]
+    pub options: Option<Options>,
+    /// Stream NDJSON (default true).
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// Accepted; models stay loaded.
+    #[serde(default)]
+    pub keep_alive: Option<Value>,
+    /// Reasoning.
+    #[serde(default)]
+    pub think: Option<Value>,
+    /// Images; not supported by text models.
+    #[serde(default)]
+    pub images: Option<Vec<String>>,
+}
+
+/// Timing and token counts of a finished response (nanoseconds, as Ollama reports them).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct Stats {
+    pub total_duration: u64,
+    pub load_duration: u64,
+    pub prompt_eval_count: u32,
+    pub prompt_eval_duration: u64,
+    pub eval_count: u32,
+    pub eval_duration: u64,
+}
+
+/// A `/api/chat` response or stream chunk.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// The model name as requested.
+    pub model: String,
+    /// RFC 3339 time with nanoseconds.
+    pub created_at: String,
+    /// The message (a piece of it in a stream chunk).
+    pub message: Message,
+    /// Whether this is the last chunk.
+    pub done: bool,
+    /// `stop`, `length` or `load` on the last chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub done_reason: Option<String>,
+    /// Stats on the last chunk.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<Stats>,
+}
+
+/// A `/api/generate` response or stream chunk.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GenerateResponse {
+    /// The model name as requested.
+    pub model: String,
+    /// RFC 3339 time.
+    pub created_at: String,
+    /// Text (a piece in a stream chunk).
+    pub response: String,
+    /// Reasoning text, when `think` is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
+    /// Whether this is the last chunk.
+    pub done: bool,
+    /// `stop`, `length` or `load` on the last chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub done_reason: Option<String>,
+    /// Stats on the last chunk.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<Stats>,
+}
+
+/// `POST /api/show` request (`model`, or the older `name`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct ShowRequest {
+    /// The model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Older clients send `name`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Include large metadata arrays (ignored).
+    #[serde(default)]
+    pub verbose: Option<bool>,
+}
+
+/// Model details in `/api/tags` and `/api/show`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct ModelDetails {
+    pub parent_model: String,
+    pub format: String,
+    pub family: String,
+    pub families: Vec<String>,
+    pub parameter_size: String,
+    pub quantization_level: String,
+}
+
+/// One entry of `/api/tags`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct ModelEntry {
+    pub name: String,
+    pub model: String,
+    pub modified_at: String,
+    pub size: u64,
+    pub digest: String,
+    pub details: ModelDetails,
+}
+
+/// `GET /api/tags`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TagsResponse {
+    /// Served models.
+    pub models: Vec<ModelEntry>,
+}
+
+/// `POST /api/show` response.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct ShowResponse {
+    pub modelfile: String,
+    pub parameters: String,
+    pub template: String,
+    pub details: ModelDetails,
+    pub model_info: serde_json::Map<String, Value>,
+    pub capabilities: Vec<String>,
+    pub modified_at: String,
+}

@@ -1,0 +1,376 @@
+//! OpenAI API types (`/v1/chat/completions`, `/v1/completions`, `/v1/models`).
+
+use super::ollama::StopField;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Message content: a string or a list of parts (`{"type": "text", "text": ...}`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// Plain text.
+    Text(String),
+    /// Parts; only text parts are supported.
+    Parts(Vec<ContentPart>),
+}
+
+/// One content part.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct ContentPart {
+    /// `text` (others, such as `image_url`, are rejected).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text of a `text` part.
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+/// A tool call in a request or response: arguments are a JSON *string*.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct ToolCall {
+    /// `call_...`.
+    #[serde(default)]
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type", default = "function_str")]
+    pub kind: String,
+    /// The call.
+    pub function: FunctionCall,
+}
+
+fn function_str() -> String {
+    "function".into()
+}
+
+/// The function part of a [`ToolCall`].
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct FunctionCall {
+    /// Function name.
+    pub name: String,
+    /// Arguments as JSON text.
+    pub arguments: String,
+}
+
+/// A request message.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct RequestMessage {
+    /// `system`, `developer`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// Content (absent or null for an assistant message with only tool calls).
+    #[serde(default)]
+    pub content: Option<Content>,
+    /// Participant name (ignored).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Calls an assistant made.
+    #[serde(default)]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// For `tool` messages: the call answered.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+}
+
+/// `response_format`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat {
+    /// Free text.
+    Text,
+    /// Any JSON object.
+    JsonObject,
+    /// Output matching a schema.
+    JsonSchema {
+        /// The schema and its name.
+        json_schema: JsonSchemaFormat,
+    },
+}
+
+/// `response_format.json_schema`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct JsonSchemaFormat {
+    /// Name (required by OpenAI; defaults to `response`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Description (ignored).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The schema (absent: any JSON).
+    #[serde(default)]
+    pub schema: Option<Value>,
+    /// Strict mode.
+    #[serde(default)]
+    pub strict: Option<bool>,
+}
+
+/// A tool offered: `{"type": "function", "function": {...}}`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Tool {
+    /// `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The function.
+    pub function: FunctionDef,
+}
+
+/// A function definition.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct FunctionDef {
+    /// Name.
+    pub name: String,
+    /// Description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON Schema of the arguments (absent: an empty object).
+    #[serde(default)]
+    pub parameters: Option<Value>,
+    /// Strict mode.
+    #[serde(default)]
+    pub strict: Option<bool>,
+}
+
+/// `tool_choice`: `"auto" | "none" | "required"` or `{"type": "function", "function": {"name"}}`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum ToolChoice {
+    /// A mode.
+    Mode(String),
+    /// A named function.
+    Named {
+        /// `function`.
+        #[serde(rename = "type")]
+        kind: String,
+        /// `{"name": ...}`.
+        function: NamedFunction,
+    },
+}
+
+/// The function named by [`ToolChoice::Named`].
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct NamedFunction {
+    /// Its name.
+    pub name: String,
+}
+
+/// `stream_options`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct StreamOptions {
+    /// Send a last chunk with `usage`.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// `POST /v1/chat/completions`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[allow(missing_docs)]
+pub struct ChatCompletionRequest {
+    pub model: String,
+    pub messages: Vec<RequestMessage>,
+    #[serde(default)]
+    pub response_format: Option<ResponseFormat>,
+    #[serde(default)]
+    pub tools: Option<Vec<Tool>>,
+    #[serde(default)]
+    pub tool_choice: Option<ToolChoice>,
+    #[serde(default)]
+    pub parallel_tool_calls: Option<bool>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    #[serde(default)]
+    pub seed: Option<i64>,
+    #[serde(default)]
+    pub stop: Option<StopField>,
+    #[serde(default)]
+    pub n: Option<u32>,
+    #[serde(default)]
+    pub presence_penalty: Option<f32>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f32>,
+}
+
+/// `POST /v1/completions`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[allow(missing_docs)]
+pub struct CompletionRequest {
+    pub model: String,
+    pub prompt: PromptField,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    #[serde(default)]
+    pub seed: Option<i64>,
+    #[serde(default)]
+    pub stop: Option<StopField>,
+    #[serde(default)]
+    pub n: Option<u32>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    pub presence_penalty: Option<f32>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f32>,
+    #[serde(default)]
+    pub echo: Option<bool>,
+    #[serde(default)]
+    pub suffix: Option<String>,
+}
+
+/// `prompt` of `/v1/completions`: a string or a list of strings.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum PromptField {
+    /// One prompt.
+    One(String),
+    /// Several prompts (one choice each).
+    Many(Vec<String>),
+}
+
+/// `usage`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub total_tokens: u32,
+}
+
+/// The assistant message of a choice.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResponseMessage {
+    /// `assistant`.
+    pub role: String,
+    /// Text; `null` when the answer is tool calls.
+    pub content: Option<String>,
+    /// Always `null` (formwork never refuses).
+    pub refusal: Option<String>,
+    /// Calls made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+}
+
+/// One choice of a chat completion.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct Choice {
+    pub index: u32,
+    pub message: ResponseMessage,
+    pub logprobs: Option<Value>,
+    pub finish_reason: String,
+}
+
+/// `chat.completion`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct ChatCompletion {
+    pub id: String,
+    pub object: String,
+    pub created: u64,
+    pub model: String,
+    pub system_fingerprint: String,
+    pub choices: Vec<Choice>,
+    pub usage: Usage,
+}
+
+/// The `delta` of a stream chunk.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct Delta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<DeltaToolCall>>,
+}
+
+/// A tool call in a stream chunk (with its position).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct DeltaToolCall {
+    pub index: u32,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+/// One choice of a stream chunk.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct ChunkChoice {
+    pub index: u32,
+    pub delta: Delta,
+    pub logprobs: Option<Value>,
+    pub finish_reason: Option<String>,
+}
+
+/// `chat.completion.chunk`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct ChatCompletionChunk {
+    pub id: String,
+    pub object: String,
+    pub created: u64,
+    pub model: String,
+    pub system_fingerprint: String,
+    pub choices: Vec<ChunkChoice>,
+    /// Present (as `null`, then set on the last chunk) only with `include_usage`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Option<Usage>>,
+}
+
+/// One choice of a text completion.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct CompletionChoice {
+    pub text: String,
+    pub index: u32,
+    pub logprobs: Option<Value>,
+    pub finish_reason: Option<String>,
+}
+
+/// `text_completion` (also the stream chunk shape).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct Completion {
+    pub id: String,
+    pub object: String,
+    pub created: u64,
+    pub model: String,
+    pub system_fingerprint: String,
+    pub choices: Vec<CompletionChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// One entry of `/v1/models`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct ModelObject {
+    pub id: String,
+    pub object: String,
+    pub created: u64,
+    pub owned_by: String,
+}
+
+/// `GET /v1/models`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct ModelList {
+    pub object: String,
+    pub data: Vec<ModelObject>,
+}

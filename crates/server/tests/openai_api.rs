@@ -1,0 +1,211 @@
+//! The OpenAI API over a scripted fake model.
+
+mod common;
+use axum::http::{Method, StatusCode};
+use common::*;
+use formwork_server::ConstraintRequest;
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn models_list() {
+    let (app, _) = router(|_| text("x"));
+    let (s, v) = get(&app, "/v1/models").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["object"], "list");
+    assert_eq!(v["data"][0]["id"], "smollm2");
+    assert_eq!(v["data"][0]["object"], "model");
+    let (s, v) = get(&app, "/v1/models/smollm2").await;
+    assert_eq!((s, v["id"].as_str()), (StatusCode::OK, Some("smollm2")));
+}
+
+#[tokio::test]
+async fn chat_completion_shape_and_options() {
+    let (app, obs) = router(|_| text("Paris is the capital."));
+    let req = json!({
+        "model": "smollm2",
+        "messages": [{"role": "developer", "content": "Answer."}, {"role": "user", "content": [{"type": "text", "text": "Capital of France?"}]}],
+        "temperature": 0, "top_p": 0.9, "seed": 7, "max_completion_tokens": 64, "stop": ["\n"], "user": "u1"
+    });
+    let (s, v) = post(&app, "/v1/chat/completions", req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["object"], "chat.completion");
+    assert!(v["id"].as_str().unwrap().starts_with("chatcmpl-"));
+    assert!(v["created"].is_u64());
+    let c = &v["choices"][0];
+    assert_eq!(c["index"], 0);
+    assert_eq!(c["message"]["role"], "assistant");
+    assert_eq!(c["message"]["content"], "Paris is the capital.");
+    assert_eq!(c["finish_reason"], "stop");
+    assert!(c.get("logprobs").is_some());
+    let u = &v["usage"];
+    assert_eq!(u["completion_tokens"], 4);
+    assert_eq!(u["total_tokens"].as_u64(), Some(u["prompt_tokens"].as_u64().unwrap() + 4));
+    let job = obs.jobs.lock().unwrap()[0].clone();
+    assert_eq!(job.sampling.temperature, Some(0.0));
+    assert_eq!(job.sampling.seed, Some(7));
+    assert_eq!(job.num_predict, 64);
+    assert_eq!(job.stop, vec!["\n".to_string()]);
+    match &job.prompt {
+        formwork_server::backend::PromptSpec::Chat { messages, .. } => {
+            assert_eq!(messages[0].role, "system");
+            assert_eq!(messages[1].content, "Capital of France?");
+        }
+        p => panic!("{p:?}"),
+    }
+}
+
+#[tokio::test]
+async fn response_formats_become_constraints() {
+    let (app, obs) = router(|_| text("{\"name\": \"x\"}"));
+    let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false});
+    let base = |rf: Value| json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "response_format": rf});
+    post(&app, "/v1/chat/completions", base(json!({"type": "text"}))).await;
+    post(&app, "/v1/chat/completions", base(json!({"type": "json_object"}))).await;
+    let (s, v) = post(&app, "/v1/chat/completions", base(json!({"type": "json_schema", "json_schema": {"name": "P", "schema": schema, "strict": true}}))).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["choices"][0]["message"]["content"], "{\"name\": \"x\"}");
+    let (s, v) = post(&app, "/v1/chat/completions", base(json!({"type": "xml"}))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_openai_error(&v);
+    let jobs = obs.jobs.lock().unwrap();
+    assert_eq!(jobs[0].constraint, ConstraintRequest::None);
+    assert_eq!(jobs[1].constraint, ConstraintRequest::Json);
+    assert!(matches!(&jobs[2].constraint, ConstraintRequest::Schema { schema: s, strict: true } if **s == schema));
+}
+
+fn weather_tools() -> Value {
+    json!([{"type": "function", "function": {"name": "get_weather", "description": "Current weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["C", "F"]}},
+                       "required": ["city", "unit"], "additionalProperties": false}, "strict": true}},
+           {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}])
+}
+
+#[tokio::test]
+async fn required_tool_choice_constrains_and_returns_a_call() {
+    let (app, obs) = router(|_| text(r#"{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "C"}}"#));
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "Weather in Oslo?"}], "tools": weather_tools(), "tool_choice": "required"});
+    let (s, v) = post(&app, "/v1/chat/completions", req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let c = &v["choices"][0];
+    assert_eq!(c["finish_reason"], "tool_calls");
+    assert!(c["message"]["content"].is_null());
+    let call = &c["message"]["tool_calls"][0];
+    assert_eq!(call["type"], "function");
+    assert!(call["id"].as_str().unwrap().starts_with("call_"));
+    assert_eq!(call["function"]["name"], "get_weather");
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args, json!({"city": "Oslo", "unit": "C"}));
+    let constraint = obs.jobs.lock().unwrap()[0].constraint.clone();
+    match &constraint {
+        ConstraintRequest::Schema { schema, .. } => {
+            let alts = schema["anyOf"].as_array().unwrap();
+            assert_eq!(alts[0]["properties"]["name"]["const"], "get_weather");
+            assert_eq!(alts[0]["properties"]["arguments"]["required"], json!(["city", "unit"]));
+        }
+        c => panic!("{c:?}"),
+    }
+}
+
+#[tokio::test]
+async fn named_none_and_bad_tool_choices() {
+    let (app, obs) = router(|_| text(r#"{"name": "get_time", "arguments": {}}"#));
+    let msgs = json!([{"role": "user", "content": "x"}]);
+    let (s, v) = post(&app, "/v1/chat/completions", json!({"model": "smollm2", "messages": msgs, "tools": weather_tools(),
+        "tool_choice": {"type": "function", "function": {"name": "get_time"}}})).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_time");
+    let (s, v) = post(&app, "/v1/chat/completions", json!({"model": "smollm2", "messages": msgs, "tools": weather_tools(), "tool_choice": "none"})).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    assert!(v["choices"][0]["message"]["content"].is_string());
+    let (s, v) = post(&app, "/v1/chat/completions", json!({"model": "smollm2", "messages": msgs, "tools": weather_tools(),
+        "tool_choice": {"type": "function", "function": {"name": "launch"}}})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(v["error"]["param"], "tool_choice");
+    let (s, _) = post(&app, "/v1/chat/completions", json!({"model": "smollm2", "messages": msgs, "tool_choice": "required"})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let jobs = obs.jobs.lock().unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[1].constraint, ConstraintRequest::None);
+    assert!(matches!(&jobs[1].prompt, formwork_server::backend::PromptSpec::Chat { tools, .. } if tools.is_empty()));
+}
+
+#[tokio::test]
+async fn streaming_sse_with_usage_and_done() {
+    let (app, _) = router(|_| text("a b c"));
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "stream": true, "stream_options": {"include_usage": true}});
+    let (s, ctype, body) = send(&app, Method::POST, "/v1/chat/completions", req.to_string()).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(ctype.starts_with("text/event-stream"));
+    let data = sse_data(&body);
+    assert_eq!(data.last().unwrap(), "[DONE]");
+    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let content: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(content, "a b c");
+    let fin = &chunks[chunks.len() - 2];
+    assert_eq!(fin["choices"][0]["finish_reason"], "stop");
+    assert!(fin["usage"].is_null());
+    let usage = chunks.last().unwrap();
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["completion_tokens"], 3);
+    // without include_usage there is no usage key at all
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "stream": true});
+    let (_, _, body) = send(&app, Method::POST, "/v1/chat/completions", req.to_string()).await;
+    let data = sse_data(&body);
+    let first: Value = serde_json::from_str(&data[0]).unwrap();
+    assert!(first.get("usage").is_none());
+}
+
+#[tokio::test]
+async fn streaming_tool_call() {
+    let (app, _) = router(|_| text(r#"{"name": "get_time", "arguments": {}}"#));
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "stream": true, "tools": weather_tools(), "tool_choice": "required"});
+    let (_, _, body) = send(&app, Method::POST, "/v1/chat/completions", req.to_string()).await;
+    let data = sse_data(&body);
+    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    let fin = chunks.last().unwrap();
+    assert_eq!(fin["choices"][0]["finish_reason"], "tool_calls");
+    let call = &fin["choices"][0]["delta"]["tool_calls"][0];
+    assert_eq!(call["index"], 0);
+    assert_eq!(call["function"]["name"], "get_time");
+}
+
+#[tokio::test]
+async fn n_choices_and_length() {
+    let (app, obs) = router(|_| text("one two three four"));
+    let (s, v) = post(&app, "/v1/chat/completions", json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "n": 2, "max_tokens": 2, "seed": 5})).await;
+    assert_eq!(s, StatusCode::OK);
+    let ch = v["choices"].as_array().unwrap();
+    assert_eq!(ch.len(), 2);
+    assert_eq!(ch[1]["index"], 1);
+    assert!(ch.iter().all(|c| c["finish_reason"] == "length"));
+    assert_eq!(v["usage"]["completion_tokens"], 4);
+    let jobs = obs.jobs.lock().unwrap();
+    assert_eq!((jobs[0].sampling.seed, jobs[1].sampling.seed), (Some(5), Some(6)));
+    drop(jobs);
+    let (s, v) = post(&app, "/v1/chat/completions", json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "n": 100})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(v["error"]["param"], "n");
+}
+
+#[tokio::test]
+async fn legacy_completions() {
+    let (app, obs) = router(|_| text("world"));
+    let (s, v) = post(&app, "/v1/completions", json!({"model": "smollm2", "prompt": "hello ", "echo": true})).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["object"], "text_completion");
+    assert_eq!(v["choices"][0]["text"], "hello world");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    assert_eq!(obs.jobs.lock().unwrap()[0].num_predict, 16);
+    let req = json!({"model": "smollm2", "prompt": ["a", "b"], "stream": true});
+    let (_, _, body) = send(&app, Method::POST, "/v1/completions", req.to_string()).await;
+    let data = sse_data(&body);
+    assert_eq!(data.last().unwrap(), "[DONE]");
+    let idx: Vec<u64> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str::<Value>(d).unwrap()["choices"][0]["index"].as_u64().unwrap())
+        .collect();
+    assert!(idx.contains(&0) && idx.contains(&1));
+}
