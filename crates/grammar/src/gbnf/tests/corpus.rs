@@ -95,3 +95,21 @@ fn json_corpus_grammars_are_the_builtin_json_grammar() {
     }
     assert!(seen >= 4);
 }
+
+#[test]
+fn byte_matcher_agrees_with_the_corpus() {
+    let limits = Limits::default();
+    let mut failures = Vec::new();
+    for c in load() {
+        let g = gbnf::parse(&c.grammar, &limits).unwrap();
+        for (inputs, want) in [(&c.accept, true), (&c.reject, false)] {
+            for s in inputs {
+                match crate::matcher::accepts(&g, s.as_bytes(), &limits) {
+                    Ok(got) if got == want => {}
+                    other => failures.push(format!("{}: {s:?}: want {want}, got {other:?}", c.name)),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n"));
+}
