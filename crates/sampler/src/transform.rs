@@ -10,7 +10,9 @@
 //!    O(n + m log k) where m is the number of heap insertions (small for random-looking logits).
 //!    The pass works in 64-token blocks aligned with the [`TokenMask`] words: a block whose
 //!    mask word is 0 is skipped without reading its logits, and a block whose (vectorised)
-//!    maximum cannot beat the heap's worst entry is skipped after one cheap reduction.
+//!    maximum cannot beat the heap's worst entry is skipped after one cheap reduction; in a
+//!    block that is not skipped only the tokens reaching the threshold are visited, and a block
+//!    with at most 8 allowed tokens visits just those.
 //! 3. [`apply_temperature`], 4. [`softmax`], 5. [`top_p`], 6. [`min_p`]: over the few
 //!    surviving [`Candidate`]s.
 //! 7. [`draw`]: inverse-CDF draw with a uniform number from the seeded RNG.
@@ -24,6 +26,9 @@ use crate::SampleError;
 
 /// Tokens per block of the top-k pass: one [`TokenMask`] word.
 const BLOCK: usize = 64;
+
+/// A block with at most this many allowed tokens skips the block reduction and visits them directly.
+const SPARSE_BITS: u32 = 8;
 
 /// A token still in the running, with its (penalized, possibly temperature-scaled) logit.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -110,8 +115,9 @@ pub fn penalty_overlay(
 ///
 /// Allowed means: `mask` is `None`, or the token's bit is set (tokens at or past `mask.len()`
 /// are not allowed, as [`TokenMask::contains`] says). `overlay` must be sorted by id (as
-/// [`penalty_overlay`] makes it). `out` is cleared and refilled; with `k > 0` it is sorted
-/// best-first, with `k == 0` it is in id order. Errors with [`SampleError::NaN`] at the first
+/// [`penalty_overlay`] makes it); its entries for disallowed tokens are ignored. `out` is
+/// cleared and refilled; with `k` in `1..logits.len()` it is sorted best-first, otherwise it is
+/// in id order. Errors with [`SampleError::NaN`] at the first
 /// allowed token whose logit is NaN (disallowed tokens are never looked at).
 pub fn collect_top_k(
     logits: &[f32],
@@ -135,56 +141,86 @@ pub fn collect_top_k(
         if chunk.len() < BLOCK {
             word &= (1u64 << chunk.len()) - 1;
         }
-        // Overlay tokens in this block are excluded here and pushed with their penalized value below.
+        // Overlay tokens of this block (all allowed, sorted by id): their penalized value is
+        // used instead of the raw one. A block holding one never takes the skip below.
+        while ov < overlay.len() && overlay[ov].id.index() < base {
+            ov += 1; // only for a malformed overlay (unsorted or with disallowed ids)
+        }
+        let ov_start = ov;
         let mut excl = 0u64;
         while ov < overlay.len() && overlay[ov].id.index() < base + BLOCK {
-            let i = overlay[ov].id.index();
-            if i >= base {
-                excl |= 1u64 << (i - base);
-            }
+            excl |= 1u64 << (overlay[ov].id.index() - base);
             ov += 1;
         }
+        excl &= word; // an overlay entry for a disallowed token is ignored
         if word == 0 {
             continue;
         }
-        let (max, any_nan) = block_max(chunk);
-        if any_nan {
-            let mut bits = word;
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                if chunk[i].is_nan() {
-                    return Err(SampleError::NaN { index: base + i });
-                }
+        // Sparse words (a constrained state allowing few tokens) go straight to the bits.
+        if excl == 0 && word.count_ones() > SPARSE_BITS {
+            let (max, any_nan) = match <&[f32; BLOCK]>::try_from(chunk) {
+                Ok(full) => block_max_full(full),
+                Err(_) => block_max(chunk),
+            };
+            if any_nan {
+                first_nan(chunk, word, base)?;
+            }
+            let thr = heap.threshold();
+            if max == f32::NEG_INFINITY || max < thr {
+                continue;
+            }
+            if thr > f32::NEG_INFINITY {
+                // Only tokens reaching the threshold can enter (it only rises while we offer).
+                word &= at_least(chunk, thr);
             }
         }
-        if max == f32::NEG_INFINITY || max < heap.threshold() {
-            continue;
-        }
-        let mut bits = word & !excl;
+        let block_overlay = &overlay[ov_start..ov];
+        let mut bits = word;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let x = chunk[i];
+            let x = if excl >> i & 1 == 1 {
+                let id = base + i;
+                block_overlay.iter().find(|p| p.id.index() == id).map_or(chunk[i], |p| p.logit)
+            } else {
+                chunk[i]
+            };
             if x > f32::NEG_INFINITY {
                 heap.offer(Candidate { id: TokenId((base + i) as u32), logit: x });
+            } else if x.is_nan() {
+                return Err(SampleError::NaN { index: base + i });
             }
-        }
-    }
-    for p in overlay {
-        if p.logit.is_nan() {
-            return Err(SampleError::NaN { index: p.id.index() });
-        }
-        if p.logit > f32::NEG_INFINITY {
-            heap.offer(Candidate { id: p.id, logit: p.logit });
         }
     }
     if limited {
         sort_best_first(out);
-    } else {
-        // Overlay entries were appended after the scan; restore id order.
-        if !overlay.is_empty() {
-            out.sort_unstable_by_key(|c| c.id);
+    }
+    Ok(())
+}
+
+/// Bit `i` set when `chunk[i] >= thr` (a vectorisable compare-and-pack; NaN gives 0).
+#[inline]
+fn at_least(chunk: &[f32], thr: f32) -> u64 {
+    let mut bits = 0u64;
+    for (g, group) in chunk.chunks(8).enumerate() {
+        let mut b = 0u64;
+        for (j, &x) in group.iter().enumerate() {
+            b |= ((x >= thr) as u64) << j;
+        }
+        bits |= b << (g * 8);
+    }
+    bits
+}
+
+/// The first allowed NaN of a block, as an error (the slow path after `block_max` saw one).
+#[cold]
+fn first_nan(chunk: &[f32], word: u64, base: usize) -> Result<(), SampleError> {
+    let mut bits = word;
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if chunk[i].is_nan() {
+            return Err(SampleError::NaN { index: base + i });
         }
     }
     Ok(())
@@ -195,30 +231,57 @@ pub fn sort_best_first(c: &mut [Candidate]) {
     c.sort_unstable_by(|a, b| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id)));
 }
 
-/// Maximum of a block (NaNs ignored) and whether it holds a NaN; written so it vectorises.
+/// [`block_max`] for a full block: fixed length, 16 lanes (four independent SIMD max chains),
+/// so the loop unrolls completely and is not latency-bound.
 #[inline]
-fn block_max(chunk: &[f32]) -> (f32, bool) {
-    let mut m = [f32::NEG_INFINITY; 8];
-    let mut nan = [false; 8];
-    let mut lanes = chunk.chunks_exact(8);
-    for c in &mut lanes {
-        for j in 0..8 {
+fn block_max_full(chunk: &[f32; BLOCK]) -> (f32, bool) {
+    const EXP_ALL_ONES: u32 = 0x7f80_0000;
+    let mut m = [f32::NEG_INFINITY; 16];
+    let mut nan = [0u32; 16];
+    for c in chunk.chunks_exact(16) {
+        for j in 0..16 {
             let x = c[j];
             m[j] = if x > m[j] { x } else { m[j] };
-            nan[j] |= x.is_nan();
+            nan[j] |= ((x.to_bits() & 0x7fff_ffff) > EXP_ALL_ONES) as u32;
         }
     }
     let mut max = f32::NEG_INFINITY;
-    let mut any = false;
+    let mut any = 0u32;
+    for j in 0..16 {
+        max = if m[j] > max { m[j] } else { max };
+        any |= nan[j];
+    }
+    (max, any != 0)
+}
+
+/// Maximum of a block (NaNs ignored) and whether it holds a NaN; written so it vectorises
+/// (eight independent max lanes, and the NaN test as an integer compare on the bit pattern:
+/// `|bits| > bits(+inf)`).
+#[inline]
+fn block_max(chunk: &[f32]) -> (f32, bool) {
+    const EXP_ALL_ONES: u32 = 0x7f80_0000;
+    let mut m = [f32::NEG_INFINITY; 8];
+    let mut nan = [0u32; 8];
+    let mut lanes = chunk.chunks_exact(8);
+    for c in &mut lanes {
+        let c: &[f32; 8] = c.try_into().expect("chunks_exact(8)");
+        for j in 0..8 {
+            let x = c[j];
+            m[j] = if x > m[j] { x } else { m[j] };
+            nan[j] |= ((x.to_bits() & 0x7fff_ffff) > EXP_ALL_ONES) as u32;
+        }
+    }
+    let mut max = f32::NEG_INFINITY;
+    let mut any = 0u32;
     for &x in lanes.remainder() {
         max = if x > max { x } else { max };
-        any |= x.is_nan();
+        any |= ((x.to_bits() & 0x7fff_ffff) > EXP_ALL_ONES) as u32;
     }
     for j in 0..8 {
         max = if m[j] > max { m[j] } else { max };
         any |= nan[j];
     }
-    (max, any)
+    (max, any != 0)
 }
 
 /// A bounded min-heap over a caller's buffer: the root is the worst kept candidate.
@@ -545,6 +608,12 @@ mod tests {
                 v[hot] = f32::NAN;
                 let rest = if len > 1 { -1.0 } else { f32::NEG_INFINITY };
                 assert_eq!(block_max(&v), (rest, true));
+                if let Ok(full) = <[f32; BLOCK]>::try_from(&v[..]) {
+                    assert_eq!(block_max_full(&full), (rest, true));
+                    v[hot] = 3.0;
+                    let full: [f32; BLOCK] = v[..].try_into().unwrap();
+                    assert_eq!(block_max_full(&full), (3.0, false));
+                }
             }
         }
     }
