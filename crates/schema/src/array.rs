@@ -1,0 +1,207 @@
+//! Arrays: positional items (`prefixItems`, array-form `items`), the rest (`items`,
+//! `additionalItems`), counts, `contains` (at least one match, by position of the first hit) and
+//! `uniqueItems` over small finite item domains (one rule per set of values used so far).
+
+use crate::compile::{alt_of, invalid, is_nothing, nothing, seq_of, Cx, Part, R};
+use crate::string::as_count;
+use formwork_grammar::Expr;
+use serde_json::Value;
+
+pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
+    let ws = cx.ws.clone();
+    let sep = Expr::seq([ws.clone(), Expr::lit(","), ws.clone()]);
+    let (mut min, mut max): (u64, Option<u64>) = (0, None);
+    let mut k = 0usize; // positional items
+    let mut unique = false;
+    let mut contains: Vec<Part> = Vec::new();
+    let mut min_contains: u64 = 1;
+    for p in parts {
+        if let Some(v) = p.get("minItems") {
+            min = min.max(as_count(v).ok_or_else(|| invalid("minItems", "must be a non-negative integer", p.kw_ptr("minItems")))?);
+        }
+        if let Some(v) = p.get("maxItems") {
+            let n = as_count(v).ok_or_else(|| invalid("maxItems", "must be a non-negative integer", p.kw_ptr("maxItems")))?;
+            max = Some(max.map_or(n, |m| m.min(n)));
+        }
+        if p.get("uniqueItems") == Some(&Value::Bool(true)) {
+            unique = true;
+        }
+        if let Some(a) = p.get("prefixItems").and_then(|x| x.as_array()) {
+            k = k.max(a.len());
+        } else if let Some(a) = p.get("items").and_then(|x| x.as_array()) {
+            k = k.max(a.len());
+        }
+        if p.get("contains").is_some() {
+            contains.push(p.sub("/contains"));
+            if let Some(v) = p.get("minContains") {
+                min_contains = as_count(v).ok_or_else(|| invalid("minContains", "must be a non-negative integer", p.kw_ptr("minContains")))?;
+            }
+            if p.get("maxContains").is_some() {
+                cx.refuse("maxContains", "counting non-matching items needs the complement of `contains`", p.kw_ptr("maxContains"))?;
+            }
+        }
+    }
+    if max.is_some_and(|m| m < min) {
+        return Ok(nothing());
+    }
+    // Schema parts for position j (None = rest).
+    let at_pos = |j: Option<usize>| -> Vec<Part> {
+        let mut v = Vec::new();
+        for p in parts {
+            let Some(o) = p.obj() else { continue };
+            if let Some(a) = o.get("prefixItems").and_then(|x| x.as_array()) {
+                match j {
+                    Some(j) if j < a.len() => v.push(p.sub(&format!("/prefixItems/{j}"))),
+                    _ => {
+                        if o.contains_key("items") {
+                            v.push(p.sub("/items"));
+                        }
+                    }
+                }
+            } else if let Some(a) = o.get("items").and_then(|x| x.as_array()) {
+                match j {
+                    Some(j) if j < a.len() => v.push(p.sub(&format!("/items/{j}"))),
+                    _ => {
+                        if o.contains_key("additionalItems") {
+                            v.push(p.sub("/additionalItems"));
+                        }
+                    }
+                }
+            } else if o.contains_key("items") {
+                v.push(p.sub("/items"));
+            }
+        }
+        v
+    };
+    let rest_parts = at_pos(None);
+    let rest = cx.schema(rest_parts.clone())?;
+    let max_total = if is_nothing(&rest) { Some(max.map_or(k as u64, |m| m.min(k as u64))) } else { max };
+    if max_total.is_some_and(|m| m < min) {
+        return Ok(nothing());
+    }
+    let mut pos = Vec::new();
+    for j in 0..k {
+        pos.push(cx.schema(at_pos(Some(j)))?);
+    }
+    let open = Expr::seq([Expr::lit("["), ws.clone()]);
+    let close = Expr::seq([ws.clone(), Expr::lit("]")]);
+
+    if !contains.is_empty() && min_contains > 0 {
+        if k > 0 || unique || min > 1 || max.is_some() || min_contains > 1 || contains.len() > 1 {
+            cx.refuse("contains", "contains together with positional items, uniqueItems, item counts or minContains > 1", contains[0].at.clone())?;
+        } else {
+            let mut hp = rest_parts.clone();
+            hp.push(contains[0].clone());
+            let hit = cx.schema(hp)?;
+            if is_nothing(&hit) {
+                return Ok(nothing());
+            }
+            let before = Expr::star(Expr::seq([rest.clone(), sep.clone()]));
+            let after = Expr::star(Expr::seq([sep.clone(), rest.clone()]));
+            let body = if is_nothing(&rest) { hit } else { Expr::seq([before, hit, after]) };
+            return Ok(seq_of(vec![open, body, close]));
+        }
+    }
+    if unique && max_total.is_none_or(|m| m > 1) {
+        return unique_items(cx, parts, &rest_parts, k, min, max_total, open, close, sep);
+    }
+    // Positional items then the rest.
+    let rest_min = min.saturating_sub(k as u64);
+    let rest_max = max_total.map(|m| m.saturating_sub(k as u64));
+    let mut tail = if max_total.is_some_and(|m| m <= k as u64) || is_nothing(&rest) {
+        Expr::empty()
+    } else if k == 0 {
+        let more = crate::string::rep(cx, Expr::seq([sep.clone(), rest.clone()]), rest_min.saturating_sub(1), rest_max.map(|m| m.saturating_sub(1)))?;
+        let some = Expr::seq([rest.clone(), more]);
+        if rest_min == 0 {
+            Expr::opt(some)
+        } else {
+            some
+        }
+    } else {
+        crate::string::rep(cx, Expr::seq([sep.clone(), rest.clone()]), rest_min, rest_max)?
+    };
+    if k > 0 && rest_min > 0 && is_nothing(&rest) {
+        return Ok(nothing());
+    }
+    // Build from the last positional item backwards.
+    let kk = max_total.map_or(k, |m| (m as usize).min(k));
+    for j in (0..kk).rev() {
+        let s = if j == 0 { Expr::empty() } else { sep.clone() };
+        let item = seq_of(vec![s, pos[j].clone(), tail]);
+        tail = if (j as u64) >= min { alt_of(vec![Expr::empty(), item]) } else { item };
+    }
+    Ok(seq_of(vec![open, tail, close]))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn unique_items(cx: &mut Cx, parts: &[Part], rest_parts: &[Part], k: usize, min: u64, max: Option<u64>, open: Expr, close: Expr, sep: Expr) -> R<Expr> {
+    // Finite item domain: enum/const on the items, or boolean/null types.
+    let mut cands: Option<Vec<Value>> = None;
+    for p in rest_parts {
+        let mut q = p.clone();
+        for _ in 0..8 {
+            if let Some(r) = q.get("$ref").filter(|_| q.obj().is_some_and(|o| o.len() == 1)) {
+                let _ = r;
+                q = cx.resolve_ref(&q, "$ref")?;
+            } else {
+                break;
+            }
+        }
+        if let Some(e) = q.get("enum").and_then(|x| x.as_array()) {
+            cands = Some(e.clone());
+        } else if let Some(c) = q.get("const") {
+            cands = Some(vec![c.clone()]);
+        } else if let Some(t) = q.get("type").and_then(|t| crate::compile::type_bits(t)) {
+            if t & !(crate::compile::T_BOOL | crate::compile::T_NULL) == 0 {
+                let mut v = Vec::new();
+                if t & crate::compile::T_BOOL != 0 {
+                    v.extend([Value::Bool(true), Value::Bool(false)]);
+                }
+                if t & crate::compile::T_NULL != 0 {
+                    v.push(Value::Null);
+                }
+                cands = Some(v);
+            }
+        }
+    }
+    let at = parts.iter().find(|p| p.get("uniqueItems").is_some()).map(|p| p.kw_ptr("uniqueItems")).unwrap_or_default();
+    let Some(c) = cands.filter(|_| k == 0) else {
+        cx.refuse("uniqueItems", "enforced only for items with a small finite domain (enum/const/boolean) and no positional items", at)?;
+        return Ok(seq_of(vec![open, Expr::opt(Expr::seq([Expr::empty()])), close]));
+    };
+    let mut vals: Vec<Value> = Vec::new();
+    for v in c {
+        if !vals.iter().any(|x| crate::compile::json_eq(x, &v)) && cx.value_ok(rest_parts, &v)? {
+            vals.push(v);
+        }
+    }
+    let n = vals.len();
+    if n > 8 {
+        cx.refuse("uniqueItems", format!("{n} distinct item values (at most 8 are supported)"), at)?;
+        return Ok(nothing());
+    }
+    let lits: Vec<Expr> = vals.iter().map(|v| cx.literal(v)).collect();
+    cx.uid += 1;
+    let uid = cx.uid;
+    let name = |set: u32| format!("uniq{uid}-{set}");
+    for set in 0..(1u32 << n) {
+        let cnt = set.count_ones() as u64;
+        let mut alts = Vec::new();
+        if cnt >= min {
+            alts.push(Expr::empty());
+        }
+        if max.is_none_or(|m| cnt < m) {
+            for (i, l) in lits.iter().enumerate() {
+                if set & (1 << i) == 0 {
+                    let id = cx.b.rule_id(&name(set | (1 << i)));
+                    let s = if cnt == 0 { Expr::empty() } else { sep.clone() };
+                    alts.push(Expr::seq([s, l.clone(), Expr::Rule(id)]));
+                }
+            }
+        }
+        cx.b.define(&name(set), alt_of(alts));
+    }
+    let start = cx.b.rule_id(&name(0));
+    Ok(seq_of(vec![open, Expr::Rule(start), close]))
+}

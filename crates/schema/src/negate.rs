@@ -1,0 +1,264 @@
+//! `not` pushed down into schemas, and the disjointness analysis behind `oneOf`.
+//!
+//! A negation is built as a new (synthetic) schema value: `not {required:[a,b]}` becomes
+//! `anyOf[{type:object, properties:{a:false}}, {type:object, properties:{b:false}}]`, and so
+//! on keyword by keyword (a schema is the conjunction of its keywords, so its negation is the
+//! disjunction of theirs). Keywords whose negation is not a schema we can compile are refused.
+
+use crate::compile::{type_bits, unsupported, value_type, Cx, Part, R, T_ALL, T_ARR, T_BOOL, T_FRAC, T_INT, T_NULL, T_OBJ, T_STR};
+use serde_json::{json, Map, Value};
+
+/// Keywords that never constrain (annotations and structure).
+pub(crate) const IGNORED: &[&str] = &[
+    "title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "$schema", "$id", "id",
+    "$anchor", "$dynamicAnchor", "$defs", "definitions", "contentMediaType", "contentEncoding", "contentSchema", "$vocabulary",
+];
+
+/// The negation of `p`, as a synthetic part.
+pub(crate) fn negate(cx: &mut Cx, p: &Part) -> R<Part> {
+    let v = neg_value(cx, p, p.value().clone(), 0)?;
+    let mut s = cx.synth(v, p, "not");
+    s.at = p.at.clone();
+    Ok(s)
+}
+
+fn types_value(bits: u8) -> Option<Value> {
+    if bits & T_FRAC != 0 && bits & T_INT == 0 {
+        return None; // "numbers that are not integers" has no type name
+    }
+    let mut v = Vec::new();
+    for (b, n) in [(T_NULL, "null"), (T_BOOL, "boolean"), (T_OBJ, "object"), (T_ARR, "array"), (T_STR, "string")] {
+        if bits & b != 0 {
+            v.push(json!(n));
+        }
+    }
+    if bits & T_FRAC != 0 {
+        v.push(json!("number"));
+    } else if bits & T_INT != 0 {
+        v.push(json!("integer"));
+    }
+    Some(Value::Array(v))
+}
+
+fn neg_value(cx: &mut Cx, at: &Part, v: Value, depth: usize) -> R<Value> {
+    if depth > 32 {
+        return Err(unsupported("not", "negation nested too deeply", at.at.clone()));
+    }
+    let o = match v {
+        Value::Bool(b) => return Ok(Value::Bool(!b)),
+        Value::Object(o) => o,
+        _ => return Err(unsupported("not", "a schema must be an object or a boolean", at.at.clone())),
+    };
+    let draft4_excl = |k: &str| o.get(k).is_some_and(|x| x.is_boolean());
+    let mut alts: Vec<Value> = Vec::new();
+    let ref_only = cx.draft(at).ref_overrides_siblings() && o.contains_key("$ref");
+    for (k, x) in &o {
+        if ref_only && k != "$ref" {
+            continue;
+        }
+        let kw = k.as_str();
+        if IGNORED.contains(&kw) {
+            continue;
+        }
+        match kw {
+            "type" => {
+                let bits = type_bits(x).ok_or_else(|| unsupported("type", "bad type", at.at.clone()))?;
+                let c = T_ALL & !bits;
+                let t = types_value(c).ok_or_else(|| unsupported("not", "the negation of `integer` (non-integral numbers) has no type name", at.at.clone()))?;
+                alts.push(json!({ "type": t }));
+            }
+            "const" => alts.push(json!({ "x-formwork-not-values": [x] })),
+            "enum" => alts.push(json!({ "x-formwork-not-values": x })),
+            "required" => {
+                for r in x.as_array().into_iter().flatten() {
+                    let r = r.as_str().ok_or_else(|| unsupported("required", "names must be strings", at.at.clone()))?;
+                    alts.push(json!({"type": "object", "properties": { r: false }}));
+                }
+            }
+            "properties" => {
+                for (name, sub) in x.as_object().into_iter().flatten() {
+                    let n = neg_value(cx, at, sub.clone(), depth + 1)?;
+                    if n == Value::Bool(false) {
+                        continue;
+                    }
+                    alts.push(json!({"type": "object", "required": [name], "properties": { name.clone(): n }}));
+                }
+            }
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
+                if x.is_boolean() {
+                    continue; // draft-4 modifier, read with its partner
+                }
+                let excl = match kw {
+                    "minimum" => draft4_excl("exclusiveMinimum") && o["exclusiveMinimum"] == Value::Bool(true),
+                    "maximum" => draft4_excl("exclusiveMaximum") && o["exclusiveMaximum"] == Value::Bool(true),
+                    _ => true,
+                };
+                let lower = kw.ends_with("inimum");
+                let key = match (lower, excl) {
+                    (true, false) => "exclusiveMaximum",
+                    (true, true) => "maximum",
+                    (false, false) => "exclusiveMinimum",
+                    (false, true) => "minimum",
+                };
+                alts.push(json!({"type": "number", key: x}));
+            }
+            "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties" | "maxProperties" => {
+                let n = x.as_u64().ok_or_else(|| unsupported(kw, "must be a non-negative integer", at.at.clone()))?;
+                let (ty, other) = match kw {
+                    "minLength" => ("string", "maxLength"),
+                    "maxLength" => ("string", "minLength"),
+                    "minItems" => ("array", "maxItems"),
+                    "maxItems" => ("array", "minItems"),
+                    "minProperties" => ("object", "maxProperties"),
+                    _ => ("object", "minProperties"),
+                };
+                if kw.starts_with("min") {
+                    if n > 0 {
+                        alts.push(json!({"type": ty, other: n - 1}));
+                    }
+                } else {
+                    alts.push(json!({"type": ty, other: n + 1}));
+                }
+            }
+            "uniqueItems" if x == &Value::Bool(false) => {}
+            "anyOf" => {
+                let mut all = Vec::new();
+                for s in x.as_array().into_iter().flatten() {
+                    all.push(neg_value(cx, at, s.clone(), depth + 1)?);
+                }
+                alts.push(json!({ "allOf": all }));
+            }
+            "allOf" => {
+                for s in x.as_array().into_iter().flatten() {
+                    alts.push(neg_value(cx, at, s.clone(), depth + 1)?);
+                }
+            }
+            "not" => alts.push(x.clone()),
+            "$ref" => {
+                let probe = Part { root: std::rc::Rc::new(Value::Object(o.clone())), ptr: String::new(), ..at.clone() };
+                let target = cx.resolve_ref(&probe, "$ref")?;
+                let tv = target.value().clone();
+                if serde_json::to_string(&tv).unwrap_or_default().contains("\"$ref\"") {
+                    return Err(unsupported("not", "negating a schema that contains `$ref`s", at.at.clone()));
+                }
+                alts.push(neg_value(cx, &target, tv, depth + 1)?);
+            }
+            "x-formwork-not-values" => return Err(unsupported("not", "double negation of values", at.at.clone())),
+            "pattern" | "format" | "items" | "prefixItems" | "additionalItems" | "additionalProperties" | "patternProperties"
+            | "propertyNames" | "contains" | "minContains" | "maxContains" | "uniqueItems" | "multipleOf" | "oneOf" | "if"
+            | "then" | "else" | "dependentRequired" | "dependentSchemas" | "dependencies" | "unevaluatedProperties"
+            | "unevaluatedItems" | "$dynamicRef" | "$recursiveRef" => {
+                return Err(unsupported(kw, "its negation is not expressible as a grammar", at.at.clone()));
+            }
+            _ => {} // unknown keywords are annotations
+        }
+    }
+    Ok(match alts.len() {
+        0 => Value::Bool(false),
+        1 => alts.pop().unwrap_or(Value::Bool(false)),
+        _ => json!({ "anyOf": alts }),
+    })
+}
+
+/// What a `oneOf` branch can match, coarsely: its types and its constant-valued properties.
+#[derive(Debug, Clone)]
+pub(crate) struct Sig {
+    pub types: u8,
+    /// `(property, allowed values, required)`; property `None` means the instance itself.
+    pub consts: Vec<(Option<String>, Vec<Value>, bool)>,
+    pub empty: bool,
+}
+
+impl Sig {
+    /// True when no instance can match both.
+    pub fn disjoint(&self, other: &Sig) -> bool {
+        if self.types & other.types == 0 {
+            return true;
+        }
+        for (k, a, ra) in &self.consts {
+            for (k2, b, rb) in &other.consts {
+                if k == k2 && (*ra || *rb) && !a.iter().any(|x| b.iter().any(|y| crate::compile::json_eq(x, y))) {
+                    if k.is_none() {
+                        return true;
+                    }
+                    // Property discriminators only separate objects.
+                    if self.types & other.types & !T_OBJ == 0 {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+}
+
+fn deref(cx: &mut Cx, p: Part, hops: usize) -> R<Part> {
+    let mut p = p;
+    for _ in 0..hops {
+        let Some(o) = p.obj() else { break };
+        if o.contains_key("$ref") && (o.len() == 1 || cx.draft(&p).ref_overrides_siblings()) {
+            p = cx.resolve_ref(&p, "$ref")?;
+        } else {
+            break;
+        }
+    }
+    Ok(p)
+}
+
+fn consts_of(v: &Map<String, Value>) -> Option<Vec<Value>> {
+    if let Some(c) = v.get("const") {
+        return Some(vec![c.clone()]);
+    }
+    v.get("enum").and_then(|e| e.as_array()).cloned()
+}
+
+/// The signature of `branch` within the conjunction `parts`.
+pub(crate) fn signature(cx: &mut Cx, parts: &[Part], branch: &Part) -> R<Sig> {
+    let mut types = T_ALL;
+    for p in parts {
+        if let Some(t) = p.get("type").and_then(type_bits) {
+            types &= t;
+        }
+    }
+    let mut sig = Sig { types, consts: Vec::new(), empty: false };
+    // The branch and its allOf members / $ref targets, a few levels deep.
+    let mut stack = vec![(branch.clone(), 0usize)];
+    while let Some((b, d)) = stack.pop() {
+        let b = deref(cx, b, 8)?;
+        match b.value() {
+            Value::Bool(false) => sig.empty = true,
+            Value::Object(o) => {
+                if let Some(t) = o.get("type").and_then(type_bits) {
+                    sig.types &= t;
+                }
+                if let Some(vals) = consts_of(o) {
+                    sig.types &= vals.iter().fold(0, |acc, v| acc | value_type(v) | if value_type(v) == T_INT { T_FRAC } else { 0 });
+                    sig.consts.push((None, vals, true));
+                }
+                let required: Vec<String> = o.get("required").and_then(|r| r.as_array()).map(|r| r.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+                if let Some(props) = o.get("properties").and_then(|p| p.as_object()) {
+                    for k in props.keys() {
+                        let sub = deref(cx, b.sub(&format!("/properties/{}", crate::resolve::escape_ptr(k))), 8)?;
+                        if let Some(so) = sub.obj() {
+                            if let Some(vals) = consts_of(so) {
+                                sig.consts.push((Some(k.clone()), vals, required.contains(k)));
+                            }
+                        }
+                    }
+                }
+                if d < 4 {
+                    if let Some(all) = o.get("allOf").and_then(|a| a.as_array()) {
+                        for i in 0..all.len() {
+                            stack.push((b.sub(&format!("/allOf/{i}")), d + 1));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if sig.types == 0 {
+        sig.empty = true;
+    }
+    Ok(sig)
+}

@@ -1,0 +1,387 @@
+//! Numbers: digit-level range grammars, `multipleOf`, excluded values.
+//!
+//! Integers are exact over `[lo, hi]` (bounds beyond ±10^18 are tightened to it — a subset)
+//! in canonical syntax only (`-?(0|[1-9][0-9]*)`; `1.0` is an integer in JSON Schema but is
+//! not generated — a documented subset). Numbers with bounds accept integers exactly and
+//! decimals `I.F` when the whole interval `[I, I+1)` lies inside the bounds (a subset; no
+//! exponent). Unbounded numbers follow RFC 8259 in full.
+
+use crate::compile::{alt_of, invalid, nothing, Cx, Part, R};
+use formwork_grammar::Expr;
+use serde_json::Value;
+
+const CAP: i128 = 1_000_000_000_000_000_000;
+
+fn digit() -> Expr {
+    Expr::class([('0', '9')], false)
+}
+
+fn dclass(a: u8, b: u8) -> Expr {
+    Expr::class([((b'0' + a) as char, (b'0' + b) as char)], false)
+}
+
+/// Same-length digit strings between `a` and `b` (inclusive), `a.len() == b.len()`.
+fn same_len(a: &[u8], b: &[u8]) -> Expr {
+    if a.is_empty() {
+        return Expr::empty();
+    }
+    if a[0] == b[0] {
+        return Expr::seq([dclass(a[0], a[0]), same_len(&a[1..], &b[1..])]);
+    }
+    let n = a.len() - 1;
+    let all_zero = a[1..].iter().all(|&d| d == 0);
+    let all_nine = b[1..].iter().all(|&d| d == 9);
+    let lo_d = if all_zero { a[0] } else { a[0] + 1 };
+    let hi_d = if all_nine { b[0] } else { b[0] - 1 };
+    let mut alts = Vec::new();
+    if !all_zero {
+        alts.push(Expr::seq([dclass(a[0], a[0]), same_len(&a[1..], &vec![9; n])]));
+    }
+    if lo_d <= hi_d {
+        alts.push(Expr::seq([dclass(lo_d, hi_d), Expr::repeat(digit(), n as u32, Some(n as u32))]));
+    }
+    if !all_nine {
+        alts.push(Expr::seq([dclass(b[0], b[0]), same_len(&vec![0; n], &b[1..])]));
+    }
+    Expr::alt(alts)
+}
+
+fn digits(n: u128) -> Vec<u8> {
+    n.to_string().bytes().map(|b| b - b'0').collect()
+}
+
+/// Canonical non-negative integers in `[a, b]` (`b: None` = unbounded).
+pub(crate) fn uint_range(a: u128, b: Option<u128>) -> Expr {
+    if b.is_some_and(|b| b < a) {
+        return nothing();
+    }
+    let da = digits(a);
+    let mut alts = Vec::new();
+    let max_len = b.map(|b| digits(b).len()).unwrap_or(da.len());
+    for len in da.len()..=max_len {
+        let lo = if len == da.len() { da.clone() } else if len == 1 { vec![0] } else { [vec![1], vec![0; len - 1]].concat() };
+        let hi = match b {
+            Some(b) if digits(b).len() == len => digits(b),
+            _ => vec![9; len],
+        };
+        // No leading zeros for multi-digit numbers.
+        let lo = if len > 1 && lo[0] == 0 { [vec![1], vec![0; len - 1]].concat() } else { lo };
+        if lo <= hi {
+            alts.push(same_len(&lo, &hi));
+        }
+    }
+    if b.is_none() {
+        alts.push(Expr::seq([dclass(1, 9), Expr::repeat(digit(), da.len() as u32, None)]));
+    }
+    alt_of(alts)
+}
+
+/// Canonical integers in `[lo, hi]`.
+pub(crate) fn int_range(lo: Option<i128>, hi: Option<i128>) -> Expr {
+    if let (Some(l), Some(h)) = (lo, hi) {
+        if l > h {
+            return nothing();
+        }
+    }
+    let mut alts = Vec::new();
+    // Non-negative part.
+    if hi.is_none_or(|h| h >= 0) {
+        let a = lo.map_or(0, |l| l.max(0)) as u128;
+        alts.push(uint_range(a, hi.map(|h| h as u128)));
+    }
+    // Negative part: magnitudes in [max(1, -hi), -lo].
+    if lo.is_none_or(|l| l < 0) {
+        let a = hi.map_or(1, |h| (-h).max(1)) as u128;
+        let b = lo.map(|l| (-l) as u128);
+        let m = uint_range(a, b);
+        if !crate::compile::is_nothing(&m) {
+            alts.push(Expr::seq([Expr::lit("-"), m]));
+        }
+    }
+    alt_of(alts)
+}
+
+/// The full RFC 8259 number.
+pub(crate) fn json_number() -> Expr {
+    Expr::seq([
+        Expr::opt(Expr::lit("-")),
+        Expr::alt([Expr::lit("0"), Expr::seq([dclass(1, 9), Expr::star(digit())])]),
+        Expr::opt(Expr::seq([Expr::lit("."), Expr::plus(digit())])),
+        Expr::opt(Expr::seq([Expr::class([('e', 'e'), ('E', 'E')], false), Expr::opt(Expr::class([('+', '+'), ('-', '-')], false)), Expr::plus(digit())])),
+    ])
+}
+
+#[derive(Default)]
+struct NumKw {
+    lo: Option<(f64, bool)>,
+    hi: Option<(f64, bool)>,
+    mult: Vec<(f64, String)>,
+}
+
+fn tighter_lo(a: Option<(f64, bool)>, b: (f64, bool)) -> Option<(f64, bool)> {
+    match a {
+        None => Some(b),
+        Some(x) => Some(if b.0 > x.0 || (b.0 == x.0 && b.1) { b } else { x }),
+    }
+}
+fn tighter_hi(a: Option<(f64, bool)>, b: (f64, bool)) -> Option<(f64, bool)> {
+    match a {
+        None => Some(b),
+        Some(x) => Some(if b.0 < x.0 || (b.0 == x.0 && b.1) { b } else { x }),
+    }
+}
+
+fn collect(parts: &[Part]) -> R<NumKw> {
+    let mut k = NumKw::default();
+    for p in parts {
+        let num = |kw: &str| -> R<Option<f64>> {
+            match p.get(kw) {
+                None => Ok(None),
+                Some(Value::Bool(_)) => Ok(None),
+                Some(v) => v.as_f64().map(Some).ok_or_else(|| invalid(kw, "must be a number", p.kw_ptr(kw))),
+            }
+        };
+        let ex_bool = |kw: &str| p.get(kw) == Some(&Value::Bool(true));
+        if let Some(m) = num("minimum")? {
+            k.lo = tighter_lo(k.lo, (m, ex_bool("exclusiveMinimum")));
+        }
+        if let Some(m) = num("maximum")? {
+            k.hi = tighter_hi(k.hi, (m, ex_bool("exclusiveMaximum")));
+        }
+        if let Some(m) = num("exclusiveMinimum")? {
+            k.lo = tighter_lo(k.lo, (m, true));
+        }
+        if let Some(m) = num("exclusiveMaximum")? {
+            k.hi = tighter_hi(k.hi, (m, true));
+        }
+        if let Some(m) = num("multipleOf")? {
+            if m <= 0.0 {
+                return Err(invalid("multipleOf", "must be positive", p.kw_ptr("multipleOf")));
+            }
+            k.mult.push((m, p.kw_ptr("multipleOf")));
+        }
+    }
+    Ok(k)
+}
+
+/// Least integer allowed by a lower bound.
+fn int_lo(lo: Option<(f64, bool)>) -> Option<i128> {
+    lo.map(|(v, ex)| {
+        let c = v.ceil();
+        let c = if ex && c == v { c + 1.0 } else { c };
+        (c.clamp(-1e30, 1e30) as i128).max(-CAP)
+    })
+    .map(|v| v.min(CAP + 1))
+}
+/// Greatest integer allowed by an upper bound.
+fn int_hi(hi: Option<(f64, bool)>) -> Option<i128> {
+    hi.map(|(v, ex)| {
+        let f = v.floor();
+        let f = if ex && f == v { f - 1.0 } else { f };
+        (f.clamp(-1e30, 1e30) as i128).min(CAP)
+    })
+    .map(|v| v.max(-CAP - 1))
+}
+
+fn cap_unbounded(lo: Option<(f64, bool)>, hi: Option<(f64, bool)>) -> (Option<i128>, Option<i128>) {
+    // A bound beyond ±CAP is replaced by ±CAP (a subset); an absent bound stays absent.
+    (int_lo(lo), int_hi(hi))
+}
+
+/// Numbers allowed by the conjunction (`int_only`: type integer).
+pub(crate) fn compile(cx: &mut Cx, parts: &[Part], int_only: bool, excluded: &[Value]) -> R<Expr> {
+    let k = collect(parts)?;
+    let (ilo, ihi) = cap_unbounded(k.lo, k.hi);
+    let excl_ints: Vec<i128> = excluded.iter().filter_map(|v| v.as_i64().map(|i| i as i128).or_else(|| v.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i128))).collect();
+    if !int_only && excluded.iter().any(|v| v.is_number() && v.as_f64().is_some_and(|f| f.fract() != 0.0)) {
+        cx.refuse("not", "excluding particular non-integral numbers", parts[0].at.clone())?;
+    }
+    // multipleOf
+    let mut int_step: u128 = 1;
+    let mut frac_digits: Option<u32> = None; // multipleOf 10^-d
+    for (m, at) in &k.mult {
+        if m.fract() == 0.0 && *m < 1e15 {
+            let m = *m as u128;
+            int_step = lcm(int_step, m);
+            if int_step > 1_000_000 {
+                cx.refuse("multipleOf", "a multiple larger than 10^6", at.clone())?;
+                int_step = 1;
+            }
+        } else if let Some(d) = (1..=9u32).find(|&d| ((m * 10f64.powi(d as i32)) - 1.0).abs() < 1e-9) {
+            frac_digits = Some(frac_digits.map_or(d, |x: u32| x.min(d)));
+        } else {
+            cx.refuse("multipleOf", format!("multipleOf {m} is supported only for integers and powers of ten"), at.clone())?;
+        }
+    }
+    let frac_allowed = !int_only && int_step == 1 && excl_ints.is_empty();
+    // Integers.
+    let ints = if int_step > 1 {
+        ints_multiple(cx, ilo, ihi, int_step, &parts[0])?
+    } else {
+        ranges_minus(ilo, ihi, &excl_ints)
+    };
+    if !frac_allowed {
+        return Ok(ints);
+    }
+    if k.lo.is_none() && k.hi.is_none() {
+        return Ok(match frac_digits {
+            None => alt_of(vec![json_number()]),
+            Some(d) => Expr::seq([int_range(None, None), Expr::opt(Expr::seq([Expr::lit("."), Expr::repeat(digit(), 1, Some(d))]))]),
+        });
+    }
+    let frac = Expr::seq([Expr::lit("."), Expr::repeat(digit(), 1, frac_digits)]);
+    // Non-negative decimals I.F with [I, I+1) inside the bounds.
+    let mut alts = vec![ints];
+    let pos_lo = int_lo(k.lo).map_or(0, |l| l.max(0));
+    let pos_hi = int_hi(k.hi.map(|(v, _)| (v, false))).map(|h| h - 1);
+    if pos_hi.is_none_or(|h| h >= pos_lo) {
+        alts.push(Expr::seq([uint_range(pos_lo as u128, pos_hi.map(|h| h as u128)), frac.clone()]));
+    }
+    // Negative decimals -(I.F) in (-(I+1), -I].
+    let neg_hi = k.lo.map(|(v, _)| (-v).floor() as i128 - 1).map(|h| h.min(CAP));
+    let neg_lo = match k.hi {
+        None => 0,
+        Some((v, ex)) => {
+            let m = (-v).ceil() as i128;
+            let m = if ex && (-v).ceil() == -v { m + 1 } else { m };
+            m.max(0)
+        }
+    };
+    if neg_hi.is_none_or(|h| h >= neg_lo) {
+        alts.push(Expr::seq([Expr::lit("-"), uint_range(neg_lo as u128, neg_hi.map(|h| h as u128)), frac]));
+    }
+    Ok(alt_of(alts))
+}
+
+fn ranges_minus(lo: Option<i128>, hi: Option<i128>, excl: &[i128]) -> Expr {
+    let mut cuts: Vec<i128> = excl.iter().copied().filter(|&e| lo.is_none_or(|l| e >= l) && hi.is_none_or(|h| e <= h)).collect();
+    cuts.sort();
+    cuts.dedup();
+    let mut alts = Vec::new();
+    let mut cur = lo;
+    for c in cuts {
+        alts.push(int_range(cur, Some(c - 1)));
+        cur = Some(c + 1);
+    }
+    alts.push(int_range(cur, hi));
+    alt_of(alts)
+}
+
+fn gcd(a: u128, b: u128) -> u128 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+fn lcm(a: u128, b: u128) -> u128 {
+    a / gcd(a, b) * b
+}
+
+fn ints_multiple(cx: &mut Cx, lo: Option<i128>, hi: Option<i128>, step: u128, at: &Part) -> R<Expr> {
+    let s = step as i128;
+    if let (Some(l), Some(h)) = (lo, hi) {
+        let first = l.div_euclid(s) * s + if l.rem_euclid(s) == 0 { 0 } else { s };
+        let count = if h < first { 0 } else { (h - first) / s + 1 };
+        if count <= 2000 {
+            let v: Vec<Expr> = (0..count).map(|i| Expr::lit((first + i * s).to_string())).collect();
+            return Ok(alt_of(v));
+        }
+    }
+    let nonneg_only = lo.is_some_and(|l| l == 0);
+    if !(lo.is_none() || nonneg_only) || hi.is_some() {
+        cx.refuse("multipleOf", "multipleOf with a wide or one-sided range other than minimum 0", at.kw_ptr("multipleOf"))?;
+    }
+    // Divisibility automaton over the magnitude's digits: rule `mod{step}-{r}`.
+    let names: Vec<String> = (0..step).map(|r| format!("mod{step}-{r}")).collect();
+    if !cx.b.is_defined(&names[0]) {
+        let ids: Vec<_> = names.iter().map(|n| cx.b.rule_id(n)).collect();
+        for r in 0..step {
+            let mut alts = Vec::new();
+            if r == 0 {
+                alts.push(Expr::empty());
+            }
+            let mut groups: Vec<(u8, u8, usize)> = Vec::new();
+            for d in 0..10u8 {
+                let t = ((r * 10 + d as u128) % step) as usize;
+                match groups.last_mut() {
+                    Some(g) if g.2 == t && g.1 + 1 == d => g.1 = d,
+                    _ => groups.push((d, d, t)),
+                }
+            }
+            for (a, b, t) in groups {
+                alts.push(Expr::seq([dclass(a, b), Expr::Rule(ids[t])]));
+            }
+            cx.b.define(&names[r as usize], Expr::alt(alts));
+        }
+    }
+    let mut firsts = Vec::new();
+    for d in 1..10u8 {
+        let t = (d as u128 % step) as usize;
+        let id = cx.b.rule_id(&names[t]);
+        firsts.push(Expr::seq([dclass(d, d), Expr::Rule(id)]));
+    }
+    let mag = Expr::alt(firsts);
+    Ok(if nonneg_only {
+        Expr::alt([Expr::lit("0"), mag])
+    } else {
+        Expr::alt([Expr::lit("0"), Expr::seq([Expr::opt(Expr::lit("-")), mag])])
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matches(e: &Expr, s: &str) -> bool {
+        // A tiny backtracking matcher over rule-free expressions, for these tests.
+        fn m<'a>(e: &Expr, s: &'a str, k: &mut dyn FnMut(&'a str) -> bool) -> bool {
+            match e {
+                Expr::Literal(l) => s.strip_prefix(l.as_str()).is_some_and(|r| k(r)),
+                Expr::Class(r) => {
+                    let mut it = s.chars();
+                    match it.next() {
+                        Some(c) if r.iter().any(|&(a, b)| a <= c && c <= b) => k(it.as_str()),
+                        _ => false,
+                    }
+                }
+                Expr::Seq(v) => {
+                    fn go<'a>(v: &[Expr], s: &'a str, k: &mut dyn FnMut(&'a str) -> bool) -> bool {
+                        match v.split_first() {
+                            None => k(s),
+                            Some((h, t)) => m(h, s, &mut |r| go(t, r, k)),
+                        }
+                    }
+                    go(v, s, k)
+                }
+                Expr::Alt(v) => v.iter().any(|x| m(x, s, k)),
+                Expr::Repeat { expr, min, max } => {
+                    fn rep<'a>(e: &Expr, s: &'a str, min: u32, max: Option<u32>, k: &mut dyn FnMut(&'a str) -> bool) -> bool {
+                        if min == 0 && k(s) {
+                            return true;
+                        }
+                        if max == Some(0) {
+                            return false;
+                        }
+                        m(e, s, &mut |r| r.len() < s.len() && rep(e, r, min.saturating_sub(1), max.map(|x| x - 1), k))
+                    }
+                    rep(expr, s, *min, *max, k)
+                }
+                _ => false,
+            }
+        }
+        m(e, s, &mut |r| r.is_empty())
+    }
+
+    #[test]
+    fn integer_ranges_are_exact() {
+        for (lo, hi) in [(Some(-123), Some(457)), (Some(5), None), (None, Some(-7)), (Some(0), Some(0)), (Some(10), Some(99))] {
+            let e = int_range(lo, hi);
+            for n in -1500i128..1500 {
+                let want = lo.is_none_or(|l| n >= l) && hi.is_none_or(|h| n <= h);
+                assert_eq!(matches(&e, &n.to_string()), want, "{n} in {lo:?}..{hi:?}");
+            }
+            assert!(!matches(&e, "007"));
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Objects: listed properties in `properties` order (optional ones may be skipped), then
+//! additional properties; counts for `minProperties`/`maxProperties` are tracked in the rule
+//! state `(next listed property, members so far)`.
+//!
+//! A listed key's value must satisfy, for every conjunct, its `properties` entry, the
+//! `patternProperties` entries whose pattern matches the key, or else its
+//! `additionalProperties`. Additional keys are generated from a complement trie of the listed
+//! names (so they never repeat a listed key), or from the `patternProperties` patterns.
+
+use crate::compile::{alt_of, invalid, is_nothing, nothing, unsupported, Cx, Part, R};
+use crate::resolve::escape_ptr;
+use crate::string::as_count;
+use formwork_grammar::Expr;
+use serde_json::Value;
+
+fn pattern_matches(pat: &str, key: &str) -> Option<bool> {
+    let rust = crate::regex::ecma_to_rust(pat).ok()?;
+    let re = regex::Regex::new(&rust).ok()?;
+    Some(re.is_match(key))
+}
+
+pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
+    let strict = cx.opts.strict;
+    // Listed and required names.
+    let mut names: Vec<String> = Vec::new();
+    let mut required: Vec<String> = Vec::new();
+    let (mut minp, mut maxp): (u64, Option<u64>) = (0, None);
+    for p in parts {
+        if let Some(props) = p.get("properties") {
+            let props = props.as_object().ok_or_else(|| invalid("properties", "must be an object", p.kw_ptr("properties")))?;
+            for k in props.keys() {
+                if !names.contains(k) {
+                    names.push(k.clone());
+                }
+                if strict && !required.contains(k) {
+                    required.push(k.clone());
+                }
+            }
+        }
+        if let Some(r) = p.get("required") {
+            let r = r.as_array().ok_or_else(|| invalid("required", "must be an array of strings", p.kw_ptr("required")))?;
+            for k in r {
+                let k = k.as_str().ok_or_else(|| invalid("required", "must be an array of strings", p.kw_ptr("required")))?;
+                if !required.iter().any(|x| x == k) {
+                    required.push(k.to_string());
+                }
+            }
+        }
+        if let Some(v) = p.get("minProperties") {
+            minp = minp.max(as_count(v).ok_or_else(|| invalid("minProperties", "must be a non-negative integer", p.kw_ptr("minProperties")))?);
+        }
+        if let Some(v) = p.get("maxProperties") {
+            let n = as_count(v).ok_or_else(|| invalid("maxProperties", "must be a non-negative integer", p.kw_ptr("maxProperties")))?;
+            maxp = Some(maxp.map_or(n, |m| m.min(n)));
+        }
+    }
+    for r in &required {
+        if !names.contains(r) {
+            names.push(r.clone());
+        }
+    }
+    if let Some(k) = cx.force_first.clone().filter(|_| cx.depth <= 2) {
+        if !names.contains(&k) {
+            return Err(unsupported("properties", format!("force_first_key `{k}` is not a property of the root object"), parts[0].at.clone()));
+        }
+        names.retain(|n| n != &k);
+        names.insert(0, k.clone());
+        if !required.contains(&k) {
+            required.push(k);
+        }
+    }
+    // Value of each listed name.
+    let mut members: Vec<(String, Expr, bool)> = Vec::new();
+    for name in &names {
+        let mut vparts = Vec::new();
+        let mut forbidden = false;
+        for p in parts {
+            let Some(o) = p.obj() else { continue };
+            let mut covered = false;
+            if o.get("properties").and_then(|x| x.as_object()).is_some_and(|m| m.contains_key(name)) {
+                vparts.push(p.sub(&format!("/properties/{}", escape_ptr(name))));
+                covered = true;
+            }
+            if let Some(pp) = o.get("patternProperties").and_then(|x| x.as_object()) {
+                for pat in pp.keys() {
+                    match pattern_matches(pat, name) {
+                        Some(true) => {
+                            vparts.push(p.sub(&format!("/patternProperties/{}", escape_ptr(pat))));
+                            covered = true;
+                        }
+                        Some(false) => {}
+                        None => return Err(unsupported("patternProperties", format!("pattern {pat:?} is not supported"), p.kw_ptr("patternProperties"))),
+                    }
+                }
+            }
+            if !covered {
+                if let Some(ap) = o.get("additionalProperties") {
+                    let _ = ap;
+                    vparts.push(p.sub("/additionalProperties"));
+                } else if strict && o.contains_key("properties") {
+                    forbidden = true;
+                }
+            }
+            if o.contains_key("propertyNames") {
+                let pn = p.sub("/propertyNames");
+                if !pn.real {
+                    return Err(unsupported("propertyNames", "inside a derived schema", p.kw_ptr("propertyNames")));
+                }
+                if !cx.value_ok(&[pn], &Value::String(name.clone()))? {
+                    forbidden = true;
+                }
+            }
+        }
+        let req = required.contains(name);
+        let value = if forbidden { nothing() } else { cx.schema(vparts)? };
+        if is_nothing(&value) {
+            if req {
+                return Ok(nothing());
+            }
+            continue;
+        }
+        members.push((name.clone(), value, req));
+    }
+    // Additional keys.
+    let mut extra: Option<(Expr, Expr)> = None; // (key incl. quotes, value)
+    let pattern_parts: Vec<&Part> = parts.iter().filter(|p| p.get("patternProperties").and_then(|x| x.as_object()).is_some_and(|m| !m.is_empty())).collect();
+    let closed = strict || parts.iter().any(|p| p.get("additionalProperties") == Some(&Value::Bool(false)) && pattern_parts.iter().all(|q| q.ptr != p.ptr || q.doc != p.doc));
+    let has_names = parts.iter().any(|p| p.get("propertyNames").is_some());
+    if !pattern_parts.is_empty() {
+        if pattern_parts.len() > 1 || has_names {
+            cx.refuse("patternProperties", "patternProperties in several conjuncts or with propertyNames", pattern_parts[0].kw_ptr("patternProperties"))?;
+        } else if !closed || pattern_parts.iter().all(|p| p.get("additionalProperties") == Some(&Value::Bool(false)) || true) {
+            let pp = pattern_parts[0];
+            let map = pp.get("patternProperties").and_then(|x| x.as_object()).cloned().unwrap_or_default();
+            let mut keys = Vec::new();
+            let mut ok = !closed_by_others(parts, pp);
+            for pat in map.keys() {
+                if names.iter().any(|n| pattern_matches(pat, n) != Some(false)) {
+                    ok = false;
+                }
+            }
+            if ok {
+                let mut vparts: Vec<Part> = map.keys().map(|pat| pp.sub(&format!("/patternProperties/{}", escape_ptr(pat)))).collect();
+                for p in parts {
+                    if !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties").is_some() {
+                        vparts.push(p.sub("/additionalProperties"));
+                    }
+                }
+                let value = cx.schema(vparts)?;
+                for pat in map.keys() {
+                    let body = crate::regex::string_body(cx, pat, 0, None, &pp.kw_ptr("patternProperties"), "patternProperties")?;
+                    keys.push(Expr::seq([Expr::lit("\""), body, Expr::lit("\"")]));
+                }
+                if !is_nothing(&value) && !keys.is_empty() {
+                    extra = Some((alt_of(keys), value));
+                }
+            }
+        }
+    } else if !closed {
+        let vparts: Vec<Part> = parts.iter().filter(|p| p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
+        let value = cx.schema(vparts)?;
+        let key = if has_names {
+            if !names.is_empty() {
+                cx.refuse("propertyNames", "propertyNames together with listed properties and additional properties (key exclusion)", parts[0].at.clone())?;
+                None
+            } else {
+                let mut kparts: Vec<Part> = parts.iter().filter(|p| p.get("propertyNames").is_some()).map(|p| p.sub("/propertyNames")).collect();
+                let s = cx.synth(serde_json::json!({"type": "string"}), &parts[0], "propertyNames");
+                kparts.push(s);
+                Some(cx.schema(kparts)?)
+            }
+        } else {
+            Some(Expr::seq([Expr::lit("\""), crate::string::excluding(cx, &names, "key"), Expr::lit("\"")]))
+        };
+        if let Some(key) = key {
+            if !is_nothing(&value) && !is_nothing(&key) {
+                extra = Some((key, value));
+            }
+        }
+    }
+    build(cx, &members, extra, minp, maxp, &parts[0].at)
+}
+
+fn closed_by_others(parts: &[Part], pp: &Part) -> bool {
+    parts.iter().any(|p| !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties") == Some(&Value::Bool(false)))
+}
+
+fn build(cx: &mut Cx, members: &[(String, Expr, bool)], extra: Option<(Expr, Expr)>, minp: u64, maxp: Option<u64>, at: &str) -> R<Expr> {
+    let ws = cx.ws.clone();
+    let cap: u64 = match maxp {
+        Some(m) => m + 1,
+        None => minp.max(1),
+    };
+    let n_members = members.len();
+    if (n_members as u64 + 1) * (cap + 1) > 20_000 {
+        return Err(crate::compile::err(
+            crate::SchemaErrorKind::Limit { limit: "max_rules", why: "an object with too many properties × property-count states".into() },
+            at,
+        ));
+    }
+    cx.uid += 1;
+    let uid = cx.uid;
+    let name = |i: usize, n: u64| format!("obj{uid}-{i}-{n}");
+    let sep = |n: u64| if n == 0 { Expr::empty() } else { Expr::seq([ws.clone(), Expr::lit(","), ws.clone()]) };
+    let kv = |k: &Expr, v: &Expr| Expr::seq([k.clone(), ws.clone(), Expr::lit(":"), ws.clone(), v.clone()]);
+    let key_lits: Vec<Expr> = members.iter().map(|(k, _, _)| Expr::lit(serde_json::to_string(k).unwrap_or_default())).collect();
+    // Reachable states only: walk (i, n) forward.
+    let mut todo = vec![(0usize, 0u64)];
+    let mut done = std::collections::HashSet::new();
+    while let Some((i, n)) = todo.pop() {
+        if !done.insert((i, n)) {
+            continue;
+        }
+        let next = |n: u64| (n + 1).min(cap);
+        let body = if i < n_members {
+            let (_, v, req) = &members[i];
+            let mut alts = Vec::new();
+            if maxp.is_none_or(|m| n < m) {
+                let id = cx.b.rule_id(&name(i + 1, next(n)));
+                alts.push(Expr::seq([sep(n), kv(&key_lits[i], v), Expr::Rule(id)]));
+                todo.push((i + 1, next(n)));
+            }
+            if !req {
+                let id = cx.b.rule_id(&name(i + 1, n));
+                alts.push(Expr::Rule(id));
+                todo.push((i + 1, n));
+            }
+            alt_of(alts)
+        } else {
+            let mut alts = Vec::new();
+            if n >= minp {
+                alts.push(Expr::empty());
+            }
+            if let Some((k, v)) = &extra {
+                if maxp.is_none_or(|m| n < m) {
+                    let id = cx.b.rule_id(&name(i, next(n)));
+                    alts.push(Expr::seq([sep(n), kv(k, v), Expr::Rule(id)]));
+                    todo.push((i, next(n)));
+                }
+            }
+            alt_of(alts)
+        };
+        let nm = name(i, n);
+        cx.b.define(&nm, body);
+    }
+    let start = cx.b.rule_id(&name(0, 0));
+    Ok(Expr::seq([Expr::lit("{"), ws.clone(), Expr::Rule(start), ws, Expr::lit("}")]))
+}
+
+#[allow(dead_code)]
+fn _unused(_: &Value) {}

@@ -1,0 +1,351 @@
+//! `pattern` (ECMA-262) → grammar over JSON-encoded characters, through regex-syntax's HIR.
+//!
+//! ECMA-specific classes are rewritten first (`\d` is ASCII `[0-9]`, `\w` ASCII word
+//! characters, `\s` the ECMA whitespace set, `.` excludes the four line terminators); then the
+//! HIR is lowered: literals and classes to [`enc_class`], concatenation, alternation and
+//! repetition to the same IR forms. Lookaround and backreferences do not parse (refused);
+//! word boundaries and anchors anywhere but the ends are refused. An unanchored side is
+//! padded with "any characters". `minLength`/`maxLength` combine with a pattern when the
+//! pattern's length range already lies inside them, or by tightening its one variable-length
+//! single-character repetition.
+
+use crate::compile::{unsupported, Cx, R};
+use crate::string::{any_char, enc_class, rep};
+use formwork_grammar::Expr;
+use regex_syntax::hir::{Class, Hir, HirKind, Look};
+
+const ECMA_WS: &str = "\\t\\n\\x0B\\x0C\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}";
+
+/// Rewrites an ECMA-262 pattern into regex-syntax syntax with the same meaning.
+pub(crate) fn ecma_to_rust(p: &str) -> Result<String, String> {
+    let chars: Vec<char> = p.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    let mut in_class = false;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\\' {
+            let Some(&n) = chars.get(i + 1) else { return Err("trailing backslash".into()) };
+            i += 2;
+            let rep: String = match (in_class, n) {
+                (false, 'd') => "[0-9]".into(),
+                (false, 'D') => "[^0-9]".into(),
+                (false, 'w') => "[A-Za-z0-9_]".into(),
+                (false, 'W') => "[^A-Za-z0-9_]".into(),
+                (false, 's') => format!("[{ECMA_WS}]"),
+                (false, 'S') => format!("[^{ECMA_WS}]"),
+                (true, 'd') => "0-9".into(),
+                (true, 'w') => "A-Za-z0-9_".into(),
+                (true, 's') => ECMA_WS.into(),
+                (true, 'D' | 'W' | 'S') => return Err(format!("`\\{n}` inside a character class")),
+                (_, 'c') => {
+                    let Some(&l) = chars.get(i) else { return Err("bad \\c escape".into()) };
+                    i += 1;
+                    format!("\\x{{{:X}}}", (l as u32) % 32)
+                }
+                (_, '0') if !chars.get(i).is_some_and(|d| d.is_ascii_digit()) => "\\x00".into(),
+                (_, d) if d.is_ascii_digit() => return Err("backreferences are not supported".into()),
+                (_, 'k') => return Err("named backreferences are not supported".into()),
+                (_, 'u') if chars.get(i) == Some(&'{') => "\\u".into(),
+                (_, 'u') => {
+                    let hex: String = chars.get(i..i + 4).map(|s| s.iter().collect()).unwrap_or_default();
+                    if hex.len() == 4 && hex.chars().all(|h| h.is_ascii_hexdigit()) {
+                        i += 4;
+                        format!("\\x{{{hex}}}")
+                    } else {
+                        return Err("bad \\u escape".into());
+                    }
+                }
+                (_, n) if n.is_ascii_alphanumeric() => format!("\\{n}"),
+                (_, n) => {
+                    let mut s = String::new();
+                    regex_syntax::escape_into(&n.to_string(), &mut s);
+                    if s.len() == n.len_utf8() && in_class && matches!(n, '-' | '&' | '~' | '[' | ']' | '^') {
+                        format!("\\{n}")
+                    } else {
+                        s
+                    }
+                }
+            };
+            out.push_str(&rep);
+            continue;
+        }
+        if in_class {
+            match c {
+                ']' => {
+                    in_class = false;
+                    out.push(']');
+                }
+                '[' | '&' | '~' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                '-' if chars.get(i + 1) == Some(&'-') => out.push_str("\\-"),
+                c => out.push(c),
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            '[' => {
+                in_class = true;
+                out.push('[');
+                i += 1;
+                if chars.get(i) == Some(&'^') {
+                    out.push('^');
+                    i += 1;
+                }
+                if chars.get(i) == Some(&']') {
+                    return Err("empty character class `[]`".into());
+                }
+                continue;
+            }
+            '.' => out.push_str("[^\\n\\r\\x{2028}\\x{2029}]"),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    Ok(out)
+}
+
+fn parse(src: &str) -> Result<Hir, String> {
+    let rust = ecma_to_rust(src)?;
+    regex_syntax::ParserBuilder::new().unicode(true).utf8(true).nest_limit(100).build().parse(&rust).map_err(|e| {
+        let s = e.to_string();
+        let last = s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+        if src.contains("(?=") || src.contains("(?!") || src.contains("(?<=") || src.contains("(?<!") {
+            "lookaround is not supported".to_string()
+        } else {
+            last
+        }
+    })
+}
+
+/// Code-point length range.
+fn clen(h: &Hir) -> (u64, Option<u64>) {
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => (0, Some(0)),
+        HirKind::Literal(l) => {
+            let n = String::from_utf8_lossy(&l.0).chars().count() as u64;
+            (n, Some(n))
+        }
+        HirKind::Class(_) => (1, Some(1)),
+        HirKind::Repetition(r) => {
+            let (a, b) = clen(&r.sub);
+            let lo = a.saturating_mul(r.min as u64);
+            let hi = match (b, r.max) {
+                (Some(0), _) => Some(0),
+                (Some(b), Some(m)) => Some(b.saturating_mul(m as u64)),
+                _ => None,
+            };
+            (lo, hi)
+        }
+        HirKind::Capture(c) => clen(&c.sub),
+        HirKind::Concat(v) => v.iter().fold((0, Some(0)), |(a, b), h| {
+            let (x, y) = clen(h);
+            (a.saturating_add(x), b.zip(y).map(|(b, y)| b.saturating_add(y)))
+        }),
+        HirKind::Alternation(v) => {
+            let ls: Vec<_> = v.iter().map(clen).collect();
+            let lo = ls.iter().map(|l| l.0).min().unwrap_or(0);
+            let hi = ls.iter().try_fold(0u64, |acc, l| l.1.map(|x| acc.max(x)));
+            (lo, hi)
+        }
+    }
+}
+
+fn is_start(h: &Hir) -> bool {
+    matches!(h.kind(), HirKind::Look(Look::Start))
+}
+fn is_end(h: &Hir) -> bool {
+    matches!(h.kind(), HirKind::Look(Look::End))
+}
+
+fn lower(cx: &Cx, h: &Hir, kw: &str, at: &str) -> R<Expr> {
+    Ok(match h.kind() {
+        HirKind::Empty => Expr::empty(),
+        HirKind::Literal(l) => {
+            let s = String::from_utf8_lossy(&l.0);
+            Expr::seq(s.chars().map(|c| enc_class(&[(c, c)])).collect::<Vec<_>>())
+        }
+        HirKind::Class(Class::Unicode(c)) => {
+            let r: Vec<(char, char)> = c.iter().map(|r| (r.start(), r.end())).collect();
+            enc_class(&r)
+        }
+        HirKind::Class(Class::Bytes(_)) => return Err(unsupported(kw, "byte classes are not supported", at)),
+        HirKind::Look(l) => return Err(unsupported(kw, format!("the assertion {l:?} is only supported at the start or end of the pattern"), at)),
+        HirKind::Repetition(r) => rep(cx, lower(cx, &r.sub, kw, at)?, r.min as u64, r.max.map(|m| m as u64))?,
+        HirKind::Capture(c) => lower(cx, &c.sub, kw, at)?,
+        HirKind::Concat(v) => Expr::seq(v.iter().map(|h| lower(cx, h, kw, at)).collect::<R<Vec<_>>>()?),
+        HirKind::Alternation(v) => Expr::alt(v.iter().map(|h| lower(cx, h, kw, at)).collect::<R<Vec<_>>>()?),
+    })
+}
+
+/// One top-level branch: anchoring and items.
+struct Branch {
+    start: bool,
+    end: bool,
+    items: Vec<Hir>,
+}
+
+fn branches(h: &Hir) -> Vec<Branch> {
+    let alts: Vec<Hir> = match h.kind() {
+        HirKind::Alternation(v) => v.clone(),
+        _ => vec![h.clone()],
+    };
+    alts.into_iter()
+        .map(|a| {
+            let mut items: Vec<Hir> = match a.kind() {
+                HirKind::Concat(v) => v.clone(),
+                HirKind::Capture(c) if matches!(c.sub.kind(), HirKind::Concat(_)) => match c.sub.kind() {
+                    HirKind::Concat(v) => v.clone(),
+                    _ => unreachable_items(),
+                },
+                _ => vec![a.clone()],
+            };
+            let mut start = false;
+            let mut end = false;
+            while items.first().is_some_and(is_start) {
+                items.remove(0);
+                start = true;
+            }
+            while items.last().is_some_and(is_end) {
+                items.pop();
+                end = true;
+            }
+            Branch { start, end, items }
+        })
+        .collect()
+}
+
+fn unreachable_items() -> Vec<Hir> {
+    Vec::new()
+}
+
+/// The JSON string body (without quotes) for a pattern and length bounds.
+pub(crate) fn string_body(cx: &mut Cx, src: &str, min: u64, max: Option<u64>, at: &str, kw: &'static str) -> R<Expr> {
+    let hir = match parse(src) {
+        Ok(h) => h,
+        Err(why) => {
+            cx.refuse(kw, format!("pattern {src:?}: {why}"), at.to_string())?;
+            return rep(cx, any_char(), min, max);
+        }
+    };
+    let mut alts = Vec::new();
+    for b in branches(&hir) {
+        match branch_body(cx, &b, min, max, kw, at) {
+            Ok(e) => alts.push(e),
+            Err(e) => {
+                cx.refuse(kw, format!("pattern {src:?}: {}", match &e.kind {
+                    crate::SchemaErrorKind::Unsupported { why, .. } => why.clone(),
+                    k => format!("{k:?}"),
+                }), at.to_string())?;
+                return rep(cx, any_char(), min, max);
+            }
+        }
+    }
+    Ok(crate::compile::alt_of(alts))
+}
+
+fn branch_body(cx: &mut Cx, b: &Branch, min: u64, max: Option<u64>, kw: &str, at: &str) -> R<Expr> {
+    let core: Vec<Expr> = b.items.iter().map(|h| lower(cx, h, kw, at)).collect::<R<_>>()?;
+    let lens: Vec<(u64, Option<u64>)> = b.items.iter().map(clen).collect();
+    let (lo, hi) = lens.iter().fold((0u64, Some(0u64)), |(a, b), &(x, y)| (a + x, b.zip(y).map(|(b, y)| b + y)));
+    let pad = Expr::star(any_char());
+    let no_len = min == 0 && max.is_none();
+    let within = lo >= min && match (hi, max) {
+        (_, None) => true,
+        (Some(h), Some(m)) => h <= m,
+        (None, Some(_)) => false,
+    };
+    if b.start && b.end && (no_len || within) {
+        return Ok(Expr::seq(core));
+    }
+    if no_len {
+        let mut v = Vec::new();
+        if !b.start {
+            v.push(pad.clone());
+        }
+        v.extend(core);
+        if !b.end {
+            v.push(pad);
+        }
+        return Ok(Expr::seq(v));
+    }
+    // Length bounds with a pattern.
+    if hi == Some(lo) {
+        // Fixed-length core: pad sides to reach the bounds.
+        let f = lo;
+        let lo_pad = min.saturating_sub(f);
+        let hi_pad = max.map(|m| m.checked_sub(f));
+        if let Some(None) = hi_pad {
+            return Ok(crate::compile::nothing());
+        }
+        let hi_pad = hi_pad.flatten();
+        let body = Expr::seq(core);
+        return match (b.start, b.end) {
+            (true, true) => Ok(body),
+            (true, false) => Ok(Expr::seq([body, rep(cx, any_char(), lo_pad, hi_pad)?])),
+            (false, true) => Ok(Expr::seq([rep(cx, any_char(), lo_pad, hi_pad)?, body])),
+            (false, false) => {
+                let Some(h) = hi_pad.filter(|&h| h <= 64) else {
+                    return Err(unsupported(kw, "an unanchored pattern with minLength/maxLength", at));
+                };
+                let mut alts = Vec::new();
+                for a in 0..=h {
+                    let rest_lo = lo_pad.saturating_sub(a);
+                    alts.push(Expr::seq([rep(cx, any_char(), a, Some(a))?, body.clone(), rep(cx, any_char(), rest_lo, Some(h - a))?]));
+                }
+                Ok(Expr::alt(alts))
+            }
+        };
+    }
+    if !(b.start && b.end) {
+        return Err(unsupported(kw, "a partly anchored variable-length pattern with minLength/maxLength", at));
+    }
+    // One variable single-character repetition: tighten it.
+    let var: Vec<usize> = (0..lens.len()).filter(|&i| lens[i].1 != Some(lens[i].0)).collect();
+    if var.len() == 1 {
+        let i = var[0];
+        if let HirKind::Repetition(r) = b.items[i].kind() {
+            if clen(&r.sub) == (1, Some(1)) {
+                let fixed: u64 = lens.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, l)| l.0).sum();
+                let new_lo = (r.min as u64).max(min.saturating_sub(fixed));
+                let new_hi = match (r.max, max) {
+                    (Some(a), Some(m)) => Some((a as u64).min(m.saturating_sub(fixed))),
+                    (Some(a), None) => Some(a as u64),
+                    (None, Some(m)) => Some(m.saturating_sub(fixed)),
+                    (None, None) => None,
+                };
+                if max.is_some_and(|m| m < fixed) || new_hi.is_some_and(|h| h < new_lo) {
+                    return Ok(crate::compile::nothing());
+                }
+                let sub = lower(cx, &r.sub, kw, at)?;
+                let mut v = core;
+                v[i] = rep(cx, sub, new_lo, new_hi)?;
+                return Ok(Expr::seq(v));
+            }
+        }
+    }
+    Err(unsupported(kw, "this pattern combined with minLength/maxLength (formwork can intersect them only when the pattern has one variable single-character repetition)", at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ecma_classes_are_ascii() {
+        assert_eq!(ecma_to_rust(r"^\d+$").unwrap(), "^[0-9]+$");
+        assert_eq!(ecma_to_rust(r"[\w-]").unwrap(), "[A-Za-z0-9_-]");
+        assert!(ecma_to_rust(r"(a)\1").is_err());
+        assert!(parse("(?=a)b").is_err());
+        assert_eq!(ecma_to_rust(r"[[]").unwrap(), r"[\[]");
+    }
+
+    #[test]
+    fn lengths_in_code_points() {
+        let h = parse("^a[bc]{2,3}é$").unwrap();
+        assert_eq!(clen(&h), (4, Some(5)));
+    }
+}

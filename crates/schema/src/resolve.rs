@@ -1,0 +1,349 @@
+//! Documents, identifiers and `$ref` resolution.
+//!
+//! A [`Loc`] names a schema by document index and JSON pointer. Documents are the root
+//! schema and any remote documents (from `SchemaOptions::remotes`) that references reach.
+//! Resources (`$id`, draft-4 `id`) and anchors (`$anchor`, `$dynamicAnchor`, fragment-only
+//! ids of drafts 4-7) are indexed by a schema-aware walk, so identifiers inside `enum` or
+//! `const` values are not mistaken for real ones.
+
+use crate::Draft;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+
+/// The base URI given to a root schema without `$id`.
+pub(crate) const DEFAULT_BASE: &str = "https://formwork.invalid/root.json";
+
+/// A schema location.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Loc {
+    pub doc: usize,
+    pub ptr: String,
+}
+
+pub(crate) struct Doc {
+    pub value: std::rc::Rc<Value>,
+    pub draft: Draft,
+}
+
+pub(crate) struct Resolver<'a> {
+    pub docs: Vec<Doc>,
+    resources: HashMap<String, Loc>,
+    anchors: HashMap<String, Loc>,
+    remotes: &'a BTreeMap<String, Value>,
+}
+
+/// Keywords whose value is a map of subschemas.
+const MAP_KW: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
+/// Keywords whose value is one subschema.
+const ONE_KW: &[&str] = &[
+    "additionalProperties",
+    "additionalItems",
+    "items",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+];
+/// Keywords whose value is an array of subschemas.
+const ARR_KW: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+
+pub(crate) fn escape_ptr(seg: &str) -> String {
+    seg.replace('~', "~0").replace('/', "~1")
+}
+
+fn has_scheme(s: &str) -> bool {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) if c.is_ascii_alphabetic() => {}
+        _ => return false,
+    }
+    for c in chars {
+        if c == ':' {
+            return true;
+        }
+        if !(c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.') {
+            return false;
+        }
+    }
+    false
+}
+
+fn strip_fragment(s: &str) -> &str {
+    s.split('#').next().unwrap_or(s)
+}
+
+fn normalize_path(path: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    let segs: Vec<&str> = path.split('/').collect();
+    for (i, seg) in segs.iter().enumerate() {
+        match *seg {
+            "." => {
+                if i == segs.len() - 1 {
+                    out.push("");
+                }
+            }
+            ".." => {
+                if out.len() > 1 {
+                    out.pop();
+                }
+                if i == segs.len() - 1 {
+                    out.push("");
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    out.join("/")
+}
+
+/// Resolves `r` against `base` (RFC 3986, enough of it for schema identifiers).
+pub(crate) fn join(base: &str, r: &str) -> String {
+    if has_scheme(r) {
+        return r.to_string();
+    }
+    if r.is_empty() {
+        return strip_fragment(base).to_string();
+    }
+    let b = strip_fragment(base);
+    if r.starts_with('#') {
+        return format!("{b}{r}");
+    }
+    let scheme_end = b.find(':').map(|i| i + 1).unwrap_or(0);
+    let scheme = &b[..scheme_end];
+    if let Some(rest) = r.strip_prefix("//") {
+        return format!("{scheme}//{rest}");
+    }
+    let after = &b[scheme_end..];
+    let (authority, path) = if let Some(a) = after.strip_prefix("//") {
+        match a.find('/') {
+            Some(i) => (format!("//{}", &a[..i]), &a[i..]),
+            None => (format!("//{a}"), ""),
+        }
+    } else {
+        (String::new(), after)
+    };
+    let (rpath, rest) = match r.find(['?', '#']) {
+        Some(i) => (&r[..i], &r[i..]),
+        None => (r, ""),
+    };
+    let new_path = if rpath.starts_with('/') {
+        rpath.to_string()
+    } else {
+        let dir = match path.rfind('/') {
+            Some(i) => &path[..=i],
+            None => {
+                if authority.is_empty() {
+                    ""
+                } else {
+                    "/"
+                }
+            }
+        };
+        format!("{dir}{rpath}")
+    };
+    format!("{scheme}{authority}{}{rest}", normalize_path(&new_path))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn id_of(v: &Value, draft: Draft) -> Option<&str> {
+    let o = v.as_object()?;
+    if draft.ref_overrides_siblings() && o.contains_key("$ref") {
+        return None;
+    }
+    let key = if draft == Draft::Draft4 { "id" } else { "$id" };
+    o.get(key).and_then(|x| x.as_str())
+}
+
+impl<'a> Resolver<'a> {
+    pub fn new(root: &Value, draft: Draft, remotes: &'a BTreeMap<String, Value>) -> Resolver<'a> {
+        let mut r = Resolver { docs: Vec::new(), resources: HashMap::new(), anchors: HashMap::new(), remotes };
+        r.add_doc(root.clone(), DEFAULT_BASE, draft);
+        r
+    }
+
+    fn add_doc(&mut self, value: Value, uri: &str, draft: Draft) -> usize {
+        let draft = value.get("$schema").and_then(|s| s.as_str()).and_then(Draft::from_schema_uri).unwrap_or(draft);
+        let doc = self.docs.len();
+        self.resources.insert(strip_fragment(uri).to_string(), Loc { doc, ptr: String::new() });
+        // Schema-aware walk.
+        let mut stack: Vec<(String, String)> = vec![(String::new(), strip_fragment(uri).to_string())];
+        while let Some((ptr, base)) = stack.pop() {
+            let v = match value.pointer(&ptr) {
+                Some(v) => v,
+                None => continue,
+            };
+            let Some(o) = v.as_object() else { continue };
+            let mut base = base;
+            if let Some(id) = id_of(v, draft) {
+                if let Some(frag) = id.strip_prefix('#') {
+                    self.anchors.insert(format!("{base}#{frag}"), Loc { doc, ptr: ptr.clone() });
+                } else {
+                    let abs = join(&base, id);
+                    let (u, frag) = match abs.split_once('#') {
+                        Some((u, f)) => (u.to_string(), f.to_string()),
+                        None => (abs.clone(), String::new()),
+                    };
+                    base = u.clone();
+                    self.resources.insert(u.clone(), Loc { doc, ptr: ptr.clone() });
+                    if !frag.is_empty() {
+                        self.anchors.insert(format!("{u}#{frag}"), Loc { doc, ptr: ptr.clone() });
+                    }
+                }
+            }
+            for k in ["$anchor", "$dynamicAnchor"] {
+                if let Some(a) = o.get(k).and_then(|x| x.as_str()) {
+                    self.anchors.entry(format!("{base}#{a}")).or_insert(Loc { doc, ptr: ptr.clone() });
+                }
+            }
+            if draft.ref_overrides_siblings() && o.contains_key("$ref") {
+                // Siblings of $ref are not schemas in drafts 4-7; still index definitions, which
+                // real schemas put next to a root $ref.
+                for k in ["definitions", "$defs"] {
+                    if let Some(m) = o.get(k).and_then(|x| x.as_object()) {
+                        for key in m.keys() {
+                            stack.push((format!("{ptr}/{k}/{}", escape_ptr(key)), base.clone()));
+                        }
+                    }
+                }
+                continue;
+            }
+            for (k, sub) in o {
+                if MAP_KW.contains(&k.as_str()) {
+                    if let Some(m) = sub.as_object() {
+                        for key in m.keys() {
+                            stack.push((format!("{ptr}/{}/{}", escape_ptr(k), escape_ptr(key)), base.clone()));
+                        }
+                    }
+                } else if ARR_KW.contains(&k.as_str()) && sub.is_array() {
+                    for i in 0..sub.as_array().map_or(0, |a| a.len()) {
+                        stack.push((format!("{ptr}/{}/{i}", escape_ptr(k)), base.clone()));
+                    }
+                } else if ONE_KW.contains(&k.as_str()) {
+                    stack.push((format!("{ptr}/{}", escape_ptr(k)), base.clone()));
+                }
+            }
+        }
+        self.docs.push(Doc { value: std::rc::Rc::new(value), draft });
+        doc
+    }
+
+    pub fn value(&self, loc: &Loc) -> Option<&Value> {
+        self.docs.get(loc.doc)?.value.pointer(&loc.ptr)
+    }
+
+    pub fn draft(&self, doc: usize) -> Draft {
+        self.docs[doc].draft
+    }
+
+    /// The base URI in effect at `loc` (applying every `$id` on the way down).
+    pub fn base_at(&self, loc: &Loc) -> String {
+        let doc = &self.docs[loc.doc];
+        let mut base = self
+            .resources
+            .iter()
+            .find(|(_, l)| l.doc == loc.doc && l.ptr.is_empty())
+            .map(|(u, _)| u.clone())
+            .unwrap_or_else(|| DEFAULT_BASE.to_string());
+        let mut cur: &Value = &doc.value;
+        if let Some(id) = id_of(cur, doc.draft) {
+            if !id.starts_with('#') {
+                base = strip_fragment(&join(&base, id)).to_string();
+            }
+        }
+        if loc.ptr.is_empty() {
+            return base;
+        }
+        for seg in loc.ptr[1..].split('/') {
+            let seg = seg.replace("~1", "/").replace("~0", "~");
+            let next = match cur {
+                Value::Object(o) => o.get(&seg),
+                Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+                _ => None,
+            };
+            let Some(n) = next else { return base };
+            cur = n;
+            if let Some(id) = id_of(cur, doc.draft) {
+                if !id.starts_with('#') {
+                    base = strip_fragment(&join(&base, id)).to_string();
+                }
+            }
+        }
+        base
+    }
+
+    /// Resolves `reference` found in a schema whose base URI is `base`.
+    pub fn resolve(&mut self, base: &str, reference: &str) -> Option<Loc> {
+        let abs = join(base, reference);
+        let (uri, frag) = match abs.split_once('#') {
+            Some((u, f)) => (u.to_string(), f.to_string()),
+            None => (abs.clone(), String::new()),
+        };
+        let res = match self.resources.get(&uri) {
+            Some(l) => l.clone(),
+            None => {
+                let v = self.remotes.get(&uri)?.clone();
+                let draft = self.docs[0].draft;
+                let d = self.add_doc(v, &uri, draft);
+                Loc { doc: d, ptr: String::new() }
+            }
+        };
+        if frag.is_empty() {
+            return Some(res);
+        }
+        let frag = percent_decode(&frag);
+        if frag.starts_with('/') {
+            let loc = Loc { doc: res.doc, ptr: format!("{}{}", res.ptr, frag) };
+            self.value(&loc)?;
+            return Some(loc);
+        }
+        self.anchors.get(&format!("{uri}#{frag}")).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joins_relative_references() {
+        assert_eq!(join("http://x.com/a/b.json", "c.json"), "http://x.com/a/c.json");
+        assert_eq!(join("http://x.com/a/b.json", "#/d"), "http://x.com/a/b.json#/d");
+        assert_eq!(join("http://x.com/a/b.json", "../c.json"), "http://x.com/c.json");
+        assert_eq!(join("http://x.com/a/b.json", "/z"), "http://x.com/z");
+        assert_eq!(join("http://x.com/a/", "urn:x"), "urn:x");
+    }
+
+    #[test]
+    fn resolves_pointers_ids_and_anchors() {
+        let s = serde_json::json!({"$defs": {"a": {"$id": "http://e.com/a.json", "$defs": {"b": {"$anchor": "bee"}}}, "p/q": {}}});
+        let remotes = BTreeMap::new();
+        let mut r = Resolver::new(&s, Draft::Draft202012, &remotes);
+        assert_eq!(r.resolve(DEFAULT_BASE, "#/$defs/p~1q").unwrap().ptr, "/$defs/p~1q");
+        assert_eq!(r.resolve(DEFAULT_BASE, "http://e.com/a.json").unwrap().ptr, "/$defs/a");
+        assert_eq!(r.resolve("http://e.com/a.json", "#bee").unwrap().ptr, "/$defs/a/$defs/b");
+        assert!(r.resolve(DEFAULT_BASE, "#/nope").is_none());
+        assert_eq!(r.base_at(&Loc { doc: 0, ptr: "/$defs/a/$defs/b".into() }), "http://e.com/a.json");
+    }
+}

@@ -1,0 +1,244 @@
+//! Strings: JSON encodings of character sets, lengths, patterns, formats, excluded values.
+//!
+//! The schema constrains *decoded* strings; the grammar generates their JSON encoding. A set of
+//! code points becomes [`enc_class`]: the raw characters that JSON allows unescaped, plus the
+//! escape sequences of the members that need one (`\"`, `\\`, `\n`..., `\u00XX` for other
+//! controls) and `\/` for `/`. Every accepted encoding decodes to a member, so constraints on
+//! decoded strings carry over exactly; `\u` escapes of printable characters are only accepted
+//! where the string is otherwise unconstrained (a documented subset elsewhere).
+
+use crate::compile::{alt_of, invalid, nothing, seq_of, Cx, Part, R};
+use formwork_grammar::ir::normalize_ranges;
+use formwork_grammar::Expr;
+use serde_json::Value;
+
+fn intersect(a: &[(char, char)], b: &[(char, char)]) -> Vec<(char, char)> {
+    let mut out = Vec::new();
+    for &(x, y) in a {
+        for &(u, v) in b {
+            let lo = x.max(u);
+            let hi = y.min(v);
+            if lo <= hi {
+                out.push((lo, hi));
+            }
+        }
+    }
+    normalize_ranges(out)
+}
+
+fn contains(r: &[(char, char)], c: char) -> bool {
+    r.iter().any(|&(a, b)| a <= c && c <= b)
+}
+
+/// All JSON encodings (raw or with a mandatory/short escape) of the characters in `ranges`.
+pub(crate) fn enc_class(ranges: &[(char, char)]) -> Expr {
+    let raw_ok = [(' ', '!'), ('#', '['), (']', char::MAX)];
+    let raw = intersect(ranges, &raw_ok);
+    let mut alts = Vec::new();
+    if !raw.is_empty() {
+        alts.push(Expr::Class(raw));
+    }
+    for (c, e) in [('"', "\\\""), ('\\', "\\\\"), ('/', "\\/"), ('\u{8}', "\\b"), ('\u{c}', "\\f"), ('\n', "\\n"), ('\r', "\\r"), ('\t', "\\t")] {
+        if contains(ranges, c) {
+            alts.push(Expr::lit(e));
+        }
+    }
+    for hi in 0..2u32 {
+        let mut lo_digits: Vec<(char, char)> = Vec::new();
+        for lo in 0..16u32 {
+            let c = char::from_u32(hi * 16 + lo).unwrap_or('\0');
+            if contains(ranges, c) {
+                let d = std::char::from_digit(lo, 16).unwrap_or('0');
+                lo_digits.push((d, d));
+                let u = d.to_ascii_uppercase();
+                lo_digits.push((u, u));
+            }
+        }
+        if !lo_digits.is_empty() {
+            alts.push(Expr::seq([Expr::lit(format!("\\u00{hi}")), Expr::Class(normalize_ranges(lo_digits))]));
+        }
+    }
+    alt_of(alts)
+}
+
+/// One encoded code point of any kind, including `\uXXXX` escapes and surrogate pairs.
+pub(crate) fn any_char() -> Expr {
+    let hex = Expr::class([('0', '9'), ('a', 'f'), ('A', 'F')], false);
+    let hex3 = Expr::repeat(hex.clone(), 3, Some(3));
+    let non_d = Expr::class([('0', '9'), ('a', 'c'), ('A', 'C'), ('e', 'f'), ('E', 'F')], false);
+    let d = Expr::class([('d', 'd'), ('D', 'D')], false);
+    let bmp = Expr::seq([Expr::lit("\\u"), Expr::alt([Expr::seq([non_d, hex3]), Expr::seq([d.clone(), Expr::class([('0', '7')], false), Expr::repeat(hex.clone(), 2, Some(2))])])]);
+    let pair = Expr::seq([
+        Expr::lit("\\u"),
+        d.clone(),
+        Expr::class([('8', '9'), ('a', 'b'), ('A', 'B')], false),
+        Expr::repeat(hex.clone(), 2, Some(2)),
+        Expr::lit("\\u"),
+        d,
+        Expr::class([('c', 'f'), ('C', 'F')], false),
+        Expr::repeat(hex, 2, Some(2)),
+    ]);
+    Expr::alt([enc_class(&[('\0', char::MAX)]), bmp, pair])
+}
+
+/// `x{min,max}`, split into nested repetitions when a bound exceeds `Limits::max_repeat`.
+pub(crate) fn rep(cx: &Cx, x: Expr, min: u64, max: Option<u64>) -> R<Expr> {
+    let lim = cx.opts.limits.max_repeat as u64;
+    let limit_err = || {
+        crate::compile::err(
+            crate::SchemaErrorKind::Limit { limit: "max_repeat", why: format!("a repetition bound above {} squared", lim) },
+            "",
+        )
+    };
+    if min <= lim && max.is_none_or(|m| m <= lim) {
+        return Ok(Expr::repeat(x, min as u32, max.map(|m| m as u32)));
+    }
+    let k = lim.max(1);
+    // x{min,max} = (x{k}){q} x{r} x{0, max-min}
+    let q = min / k;
+    let r = min % k;
+    if q > lim {
+        return Err(limit_err());
+    }
+    let block = Expr::repeat(x.clone(), k as u32, Some(k as u32));
+    let mut items = vec![Expr::repeat(block.clone(), q as u32, Some(q as u32)), Expr::repeat(x.clone(), r as u32, Some(r as u32))];
+    match max {
+        None => items.push(Expr::star(x)),
+        Some(m) => {
+            let extra = m - min;
+            if extra > 0 {
+                let (q2, r2) = (extra / k, extra % k);
+                if q2 > lim {
+                    return Err(limit_err());
+                }
+                // up to q2 full blocks then up to r2, or fewer blocks then up to k-1.
+                let fewer = if q2 > 0 {
+                    Some(Expr::seq([Expr::repeat(block.clone(), 0, Some(q2 as u32 - 1)), Expr::repeat(x.clone(), 0, Some(k as u32 - 1))]))
+                } else {
+                    None
+                };
+                let full = Expr::seq([Expr::repeat(block, q2 as u32, Some(q2 as u32)), Expr::repeat(x, 0, Some(r2 as u32))]);
+                items.push(match fewer {
+                    Some(f) => Expr::alt([f, full]),
+                    None => full,
+                });
+            }
+        }
+    }
+    Ok(Expr::seq(items))
+}
+
+/// Strings of decoded characters none of which equals one of `names` (a complement trie).
+pub(crate) fn excluding(cx: &mut Cx, names: &[String], base: &str) -> Expr {
+    // Trie nodes keyed by prefix.
+    fn node(cx: &mut Cx, names: &[Vec<char>], depth: usize, any: &Expr, base: &str) -> Expr {
+        let terminal = names.iter().any(|n| n.len() == depth);
+        let mut children: Vec<char> = names.iter().filter(|n| n.len() > depth).map(|n| n[depth]).collect();
+        children.sort();
+        children.dedup();
+        let mut alts = Vec::new();
+        if !terminal {
+            alts.push(Expr::empty());
+        }
+        // Characters not starting any continuation: anything may follow.
+        let ranges: Vec<(char, char)> = children.iter().map(|&c| (c, c)).collect();
+        let others = formwork_grammar::ir::complement(&normalize_ranges(ranges));
+        let first = enc_class(&others);
+        if !crate::compile::is_nothing(&first) {
+            alts.push(Expr::seq([first, Expr::star(any.clone())]));
+        }
+        for c in children {
+            let sub: Vec<Vec<char>> = names.iter().filter(|n| n.len() > depth && n[depth] == c).cloned().collect();
+            let rest = node(cx, &sub, depth + 1, any, base);
+            alts.push(Expr::seq([enc_class(&[(c, c)]), rest]));
+        }
+        let _ = base;
+        alt_of(alts)
+    }
+    let v: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
+    let any = enc_class(&[('\0', char::MAX)]);
+    node(cx, &v, 0, &any, base)
+}
+
+struct StrKw {
+    min: u64,
+    max: Option<u64>,
+    patterns: Vec<(String, String)>,
+    formats: Vec<(String, String)>,
+}
+
+fn collect(cx: &mut Cx, parts: &[Part]) -> R<StrKw> {
+    let mut k = StrKw { min: 0, max: None, patterns: Vec::new(), formats: Vec::new() };
+    for p in parts {
+        if let Some(v) = p.get("minLength") {
+            let n = as_count(v).ok_or_else(|| invalid("minLength", "must be a non-negative integer", p.kw_ptr("minLength")))?;
+            k.min = k.min.max(n);
+        }
+        if let Some(v) = p.get("maxLength") {
+            let n = as_count(v).ok_or_else(|| invalid("maxLength", "must be a non-negative integer", p.kw_ptr("maxLength")))?;
+            k.max = Some(k.max.map_or(n, |m| m.min(n)));
+        }
+        if let Some(v) = p.get("pattern") {
+            let s = v.as_str().ok_or_else(|| invalid("pattern", "must be a string", p.kw_ptr("pattern")))?;
+            if !k.patterns.iter().any(|(q, _)| q == s) {
+                k.patterns.push((s.to_string(), p.kw_ptr("pattern")));
+            }
+        }
+        if let Some(v) = p.get("format") {
+            if let Some(s) = v.as_str() {
+                if crate::format::regex_for(s).is_some() {
+                    if !k.formats.iter().any(|(q, _)| q == s) {
+                        k.formats.push((s.to_string(), p.kw_ptr("format")));
+                    }
+                } else if !crate::format::is_lax_ok(s) {
+                    cx.refuse("format", format!("format `{s}` is not supported (supported: {})", crate::format::SUPPORTED.join(", ")), p.kw_ptr("format"))?;
+                }
+            }
+        }
+    }
+    let _ = cx;
+    Ok(k)
+}
+
+pub(crate) fn as_count(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| v.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0).map(|f| f as u64))
+}
+
+/// The grammar of strings allowed by the conjunction.
+pub(crate) fn compile(cx: &mut Cx, parts: &[Part], excluded: &[Value]) -> R<Expr> {
+    let k = collect(cx, parts)?;
+    let q = Expr::lit("\"");
+    if k.max.is_some_and(|m| m < k.min) {
+        return Ok(nothing());
+    }
+    let excl: Vec<String> = excluded.iter().filter_map(|v| v.as_str().map(String::from)).collect();
+    // All regular constraints as (pattern source, pointer), formats first.
+    let mut regs: Vec<(String, String, &'static str)> = Vec::new();
+    for (f, at) in &k.formats {
+        if let Some(r) = crate::format::regex_for(f) {
+            regs.push((r.to_string(), at.clone(), "format"));
+        }
+    }
+    for (p, at) in &k.patterns {
+        regs.push((p.clone(), at.clone(), "pattern"));
+    }
+    if !excl.is_empty() {
+        if !regs.is_empty() || k.min > 0 || k.max.is_some() {
+            cx.refuse("not", "excluding particular strings together with pattern/format/length constraints", parts[0].at.clone())?;
+        } else {
+            let body = excluding(cx, &excl, "not");
+            return Ok(seq_of(vec![q.clone(), body, q]));
+        }
+    }
+    if regs.is_empty() {
+        let body = rep(cx, any_char(), k.min, k.max)?;
+        return Ok(seq_of(vec![q.clone(), body, q]));
+    }
+    if regs.len() > 1 {
+        let (_, at, kw) = &regs[1];
+        cx.refuse(kw, "more than one pattern/format on the same string (their intersection is not supported)", at.clone())?;
+    }
+    let (src, at, kw) = regs[0].clone();
+    let body = crate::regex::string_body(cx, &src, k.min, k.max, &at, kw)?;
+    Ok(seq_of(vec![q.clone(), body, q]))
+}
