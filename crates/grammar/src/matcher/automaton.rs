@@ -28,6 +28,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 /// The empty stack.
 pub(crate) const BOTTOM: u32 = 0;
+/// A placeholder for "the rest of the stack", at the bottom of truncated stacks: a closure
+/// that pops into it marks the state [`StateInfo::ctx`] (what follows depends on context).
+pub(crate) const CTX: u32 = 1;
 /// The state with no stack: nothing can follow.
 pub(crate) const DEAD: u32 = 0;
 /// A step that would exceed `max_stacks` (dead for masks; an error on commit).
@@ -60,6 +63,8 @@ pub(crate) struct Automaton {
     state_ids: FxHashMap<Box<[u32]>, u32>,
     /// Indexed by state id: the memoized byte transitions.
     trans: Vec<Option<Box<[u32; 256]>>>,
+    /// Indexed by state id: `StateInfo::ctx`, kept apart for the hot loop.
+    ctx: Vec<bool>,
     // Scratch for closures.
     visited: FxHashSet<(u32, u32)>,
     work: Vec<(u32, u32)>,
@@ -73,11 +78,12 @@ impl Automaton {
         let mut a = Automaton {
             flat,
             max_stacks: max_stacks.max(1),
-            nodes: vec![(u32::MAX, u32::MAX)],
+            nodes: vec![(u32::MAX, u32::MAX), (u32::MAX, u32::MAX)],
             node_ids: FxHashMap::default(),
             states: Vec::new(),
             state_ids: FxHashMap::default(),
             trans: Vec::new(),
+            ctx: Vec::new(),
             visited: FxHashSet::default(),
             work: Vec::new(),
             out: Vec::new(),
@@ -113,7 +119,7 @@ impl Automaton {
         } else {
             self.seeds.clear();
             for &n in self.states[s as usize].stacks.iter() {
-                if n == BOTTOM {
+                if n == BOTTOM || n == CTX {
                     continue;
                 }
                 let (pos, parent) = self.nodes[n as usize];
@@ -137,7 +143,7 @@ impl Automaton {
         }
         self.seeds.clear();
         for &n in self.states[s as usize].stacks.iter() {
-            if n == BOTTOM {
+            if n == BOTTOM || n == CTX {
                 continue;
             }
             let (pos, parent) = self.nodes[n as usize];
@@ -185,6 +191,7 @@ impl Automaton {
         self.work.clear();
         self.work.extend_from_slice(&self.seeds);
         let mut accepting = false;
+        let mut ctx = false;
         let budget = self.max_stacks.saturating_mul(8).max(1024);
         while let Some((pos, parent)) = self.work.pop() {
             if !self.visited.insert((pos, parent)) {
@@ -197,6 +204,8 @@ impl Automaton {
                 Elem::End => {
                     if parent == BOTTOM {
                         accepting = true;
+                    } else if parent == CTX {
+                        ctx = true;
                     } else {
                         let p = self.nodes[parent as usize];
                         self.work.push(p);
@@ -226,6 +235,9 @@ impl Automaton {
         if accepting {
             stacks.push(BOTTOM);
         }
+        if ctx {
+            stacks.push(CTX);
+        }
         stacks.sort_unstable();
         stacks.dedup();
         let id = self.intern_state(stacks.clone());
@@ -242,9 +254,14 @@ impl Automaton {
         let mut first = ByteSet::default();
         let mut tokens = Vec::new();
         let mut accepting = false;
+        let mut ctx = false;
         for &n in &stacks {
             if n == BOTTOM {
                 accepting = true;
+                continue;
+            }
+            if n == CTX {
+                ctx = true;
                 continue;
             }
             match self.flat.elems[self.nodes[n as usize].0 as usize] {
@@ -261,6 +278,47 @@ impl Automaton {
         self.state_ids.insert(stacks.clone(), id);
         self.states.push(StateInfo { stacks, accepting, first, tokens: tokens.into_boxed_slice() });
         self.trans.push(None);
+        self.ctx.push(ctx);
         id
+    }
+
+    /// Does state `s` depend on context (see [`CTX`])?
+    #[inline]
+    pub fn is_ctx(&self, s: u32) -> bool {
+        self.ctx[s as usize]
+    }
+
+    /// State `s` with every stack cut to its top `k` frames, the rest replaced by [`CTX`].
+    /// Stacks no deeper than `k` are kept as they are, so a state of shallow stacks is its
+    /// own truncation.
+    pub fn truncate(&mut self, s: u32, k: usize) -> u32 {
+        let mut out: Vec<u32> = Vec::with_capacity(self.states[s as usize].stacks.len());
+        let mut path: Vec<u32> = Vec::with_capacity(k);
+        for i in 0..self.states[s as usize].stacks.len() {
+            let n = self.states[s as usize].stacks[i];
+            if n == BOTTOM || n == CTX {
+                out.push(n);
+                continue;
+            }
+            path.clear();
+            let mut x = n;
+            while x != BOTTOM && x != CTX && path.len() < k {
+                path.push(x);
+                x = self.nodes[x as usize].1;
+            }
+            if x == BOTTOM || x == CTX {
+                out.push(n);
+                continue;
+            }
+            let mut parent = CTX;
+            for &p in path.iter().rev() {
+                let pos = self.nodes[p as usize].0;
+                parent = self.intern_node(pos, parent);
+            }
+            out.push(parent);
+        }
+        out.sort_unstable();
+        out.dedup();
+        self.intern_state(out)
     }
 }

@@ -4,7 +4,7 @@ use super::automaton::{Automaton, DEAD, OVERFLOW};
 use super::error::{CompileError, MatchError};
 use super::index::TokenIndex;
 use super::lower::lower;
-use super::mask::{walk_from, Accel};
+use super::mask::{walk_from, Accel, CiMask};
 use crate::{Grammar, Limits};
 use formwork_vocab::{TokenId, TokenMask, Vocabulary};
 use rustc_hash::FxHashMap;
@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 const ENDED: u32 = u32::MAX - 2;
 /// Cached masks kept per compiled grammar, in bytes (the whole cache is dropped when full).
 const MASK_CACHE_BYTES: usize = 64 << 20;
+/// Frames kept when truncating a state for its context-independent mask.
+const TRUNCATE_DEPTH: usize = 4;
 /// Longest run of forced bytes reported by [`Matcher::forced_bytes`].
 const MAX_FORCED: usize = 4096;
 
@@ -36,8 +38,11 @@ struct Shared {
     /// Indexed by state: its full mask, once computed.
     masks: FxHashMap<u32, Arc<TokenMask>>,
     mask_bytes: usize,
-    /// Indexed by state: its self-loop accelerator, once looked at (`None` = not worth it).
-    accels: FxHashMap<u32, Option<Arc<Accel>>>,
+    /// Indexed by truncated state: its context-independent mask.
+    ci: FxHashMap<u32, Arc<CiMask>>,
+    ci_bytes: usize,
+    /// Indexed by state: its truncation.
+    trunc: FxHashMap<u32, u32>,
 }
 
 impl std::fmt::Debug for CompiledGrammar {
@@ -67,7 +72,9 @@ impl CompiledGrammar {
                 aut,
                 masks: FxHashMap::default(),
                 mask_bytes: 0,
-                accels: FxHashMap::default(),
+                ci: FxHashMap::default(),
+                ci_bytes: 0,
+                trunc: FxHashMap::default(),
             }),
             limits: limits.clone(),
         }))
@@ -100,7 +107,8 @@ impl CompiledGrammar {
         sh.aut.memory_usage()
             + sh.mask_bytes
             + sh.masks.capacity() * 16
-            + sh.accels.values().flatten().map(|a| a.memory_usage()).sum::<usize>()
+            + sh.ci_bytes
+            + sh.trunc.capacity() * 8
     }
 
     fn lock(&self) -> MutexGuard<'_, Shared> {
@@ -116,19 +124,61 @@ impl CompiledGrammar {
             return (m.clone(), true, 0);
         }
         let vocab = self.index.vocab();
-        let mut m = TokenMask::new(vocab.len());
-        let accel = match sh.accels.get(&s) {
-            Some(a) => a.clone(),
+        let trie = self.index.trie();
+        let t = match sh.trunc.get(&s) {
+            Some(&t) => t,
             None => {
-                let a = Accel::for_state(&mut sh.aut, &self.index, s);
-                sh.accels.insert(s, a.clone());
-                a
+                let t = sh.aut.truncate(s, TRUNCATE_DEPTH);
+                sh.trunc.insert(s, t);
+                t
             }
         };
-        let walked = match accel {
-            Some(a) => a.fill(&mut sh.aut, s, &mut m),
-            None => walk_from(&mut sh.aut, self.index.trie(), 0, s, &mut m),
+        let ci = match sh.ci.get(&t) {
+            Some(c) => c.clone(),
+            None => {
+                let accel = Accel::for_state(&mut sh.aut, &self.index, t);
+                let c = Arc::new(CiMask::build(&mut sh.aut, &self.index, t, accel.as_deref()));
+                if sh.ci_bytes + c.memory_usage() > MASK_CACHE_BYTES {
+                    sh.ci.clear();
+                    sh.ci_bytes = 0;
+                }
+                sh.ci_bytes += c.memory_usage();
+                sh.ci.insert(t, c.clone());
+                c
+            }
         };
+        let mut m = ci.mask.clone();
+        let mut walked = ci.walked;
+        for (node, prefix) in &ci.nodes {
+            let mut x = s;
+            for &b in prefix.iter() {
+                x = sh.aut.step(x, b);
+                if x == DEAD || x == OVERFLOW {
+                    break;
+                }
+            }
+            if x == DEAD || x == OVERFLOW {
+                continue;
+            }
+            let node = *node as usize;
+            for &tok in trie.tokens_at(node) {
+                m.insert(tok);
+            }
+            walked += 1 + walk_from(&mut sh.aut, trie, node, x, &mut m);
+        }
+        for &tok in &ci.tokens {
+            let mut x = s;
+            for &b in vocab.token_bytes(tok) {
+                x = sh.aut.step(x, b);
+                if x == DEAD || x == OVERFLOW {
+                    break;
+                }
+            }
+            walked += 1;
+            if x != DEAD && x != OVERFLOW {
+                m.insert(tok);
+            }
+        }
         let info = sh.aut.info(s);
         for &t in info.tokens.iter() {
             m.insert(t);

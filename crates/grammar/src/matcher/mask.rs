@@ -4,8 +4,20 @@
 //! skips its whole subtree in O(1) (the trie's `end` links), so the cost is the number of
 //! trie nodes whose prefix is still viable (plus one failed step per rejected child).
 //! Each step is a memoized table lookup once the automaton is warm.
+//!
+//! ## Context-independent masks
+//! Stacks are deep (one frame per open rule), so the same grammar position is reached in
+//! many states that differ only below the top few frames — a JSON string value at depth 1
+//! or 5 — and each would cost a full walk. A miss on state `S` instead walks from
+//! `T = truncate(S, k)`, where frames below the top `k` are replaced by a placeholder `CTX`.
+//! A token consumed by `T` without popping into `CTX` is allowed in `S`; one rejected before
+//! reaching `CTX` is rejected in `S`; the rest (`uncertain`: the walk popped into `CTX`) are
+//! checked from `S` itself. `T`'s result ([`CiMask`]) is shared by every state with the same
+//! top frames, so a new nesting context costs only the uncertain checks (tokens that close
+//! the current rule, typically a few hundred).
 
 use super::automaton::{Automaton, DEAD, OVERFLOW};
+use formwork_vocab::TokenId;
 use formwork_vocab::{TokenMask, TokenTrie};
 
 /// Sets in `mask` every token in the subtree of trie node `root` whose bytes (after the
@@ -70,14 +82,86 @@ impl Accel {
         }
         Some(std::sync::Arc::new(Accel { class: index.class_index(c) }))
     }
+}
 
-    /// Fills `mask` with the text tokens allowed from `s`; returns trie nodes walked.
-    pub(crate) fn fill(&self, aut: &mut Automaton, s: u32, mask: &mut TokenMask) -> usize {
-        mask.words_mut().copy_from_slice(self.class.all_in.words());
-        walk_from(aut, &self.class.exits, 0, s, mask)
-    }
+/// The context-independent part of a truncated state's mask (see module docs).
+#[derive(Debug)]
+pub(crate) struct CiMask {
+    /// Tokens allowed whatever the context.
+    pub mask: TokenMask,
+    /// Subtrees of the main trie whose fate depends on context: (node, bytes from the root).
+    pub nodes: Vec<(u32, Box<[u8]>)>,
+    /// Single tokens whose fate depends on context.
+    pub tokens: Vec<TokenId>,
+    /// Trie nodes walked to build it.
+    pub walked: usize,
+}
 
+impl CiMask {
     pub(crate) fn memory_usage(&self) -> usize {
-        0
+        self.mask.memory_usage() + self.nodes.iter().map(|(_, p)| p.len() + 24).sum::<usize>() + self.tokens.len() * 4
     }
+
+    /// Computes the context-independent mask of truncated state `t`.
+    pub(crate) fn build(aut: &mut Automaton, index: &super::index::TokenIndex, t: u32, accel: Option<&Accel>) -> CiMask {
+        let n = index.vocab().len();
+        let mut ci = CiMask { mask: TokenMask::new(n), nodes: Vec::new(), tokens: Vec::new(), walked: 0 };
+        match accel {
+            Some(a) => {
+                ci.mask.words_mut().copy_from_slice(a.class.all_in.words());
+                let exits = &a.class.exits;
+                let mut nodes = Vec::new();
+                ci.walked = walk_ci(aut, exits, t, &mut ci.mask, &mut nodes);
+                for (node, _) in nodes {
+                    let node = node as usize;
+                    for i in node..exits.end(node) {
+                        ci.tokens.extend_from_slice(exits.tokens_at(i));
+                    }
+                }
+            }
+            None => {
+                ci.walked = walk_ci(aut, index.trie(), t, &mut ci.mask, &mut ci.nodes);
+            }
+        }
+        ci
+    }
+}
+
+/// Like [`walk_from`] from the root, but a node whose state popped into `CTX` is recorded
+/// in `uncertain` (with its path) and its subtree skipped.
+fn walk_ci(aut: &mut Automaton, trie: &TokenTrie, s0: u32, mask: &mut TokenMask, uncertain: &mut Vec<(u32, Box<[u8]>)>) -> usize {
+    let words = mask.words_mut();
+    let mut visited = 0usize;
+    let mut stack: Vec<(u32, u32)> = Vec::with_capacity(trie.max_depth() + 2);
+    let mut path: Vec<u8> = Vec::with_capacity(trie.max_depth() + 1);
+    stack.push((trie.end(0) as u32, s0));
+    let mut i = 1;
+    let n = trie.len();
+    while i < n {
+        while i as u32 >= stack[stack.len() - 1].0 {
+            stack.pop();
+            path.pop();
+        }
+        let parent = stack[stack.len() - 1].1;
+        visited += 1;
+        let s = aut.step(parent, trie.byte(i));
+        if s == DEAD || s == OVERFLOW {
+            i = trie.end(i);
+            continue;
+        }
+        if aut.is_ctx(s) {
+            let mut p = path.clone();
+            p.push(trie.byte(i));
+            uncertain.push((i as u32, p.into_boxed_slice()));
+            i = trie.end(i);
+            continue;
+        }
+        for &t in trie.tokens_at(i) {
+            words[t.index() / 64] |= 1 << (t.index() % 64);
+        }
+        stack.push((trie.end(i) as u32, s));
+        path.push(trie.byte(i));
+        i += 1;
+    }
+    visited
 }

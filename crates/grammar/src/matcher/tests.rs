@@ -305,3 +305,30 @@ fn deep_expressions_lower_without_recursion() {
         assert_eq!(accepts(&g, b"z", &Limits { max_nesting: 100_000, ..Limits::default() }), Ok(true), "{d}");
     }
 }
+
+/// Every mask equals the brute-force answer (commit each token, then roll back), along a
+/// deeply nested document, so truncated (context-independent) masks are exercised.
+#[test]
+fn masks_equal_brute_force_in_deep_contexts() {
+    let v = tiny_vocab();
+    let g = mini_json();
+    let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
+    let oracle_cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
+    let text = "{\"a\": {\"b\": {\"ab\": {\"a\": \"é\\n\", \"b\": {}}, \"ab\": 1}}, \"b\": \"a\\\"\"}";
+    let toks = tokenize(&v, text.as_bytes());
+    let mut m = cg.matcher();
+    let mut o = oracle_cg.matcher();
+    let mut mask = TokenMask::new(v.len());
+    for &t in &toks {
+        m.compute_mask(&mut mask);
+        for u in v.ids() {
+            let ok = o.commit(u).is_ok();
+            if ok {
+                o.rollback(1).unwrap();
+            }
+            assert_eq!(mask.contains(u), ok, "token {u} after {} commits", o.committed());
+        }
+        m.commit(t).unwrap();
+        o.commit(t).unwrap();
+    }
+}
