@@ -1,0 +1,67 @@
+"""The Ollama Python client, unchanged, against formwork serve."""
+import json
+
+import ollama
+
+from models import Country, Person
+
+
+def test_chat_with_schema(model):
+    response = ollama.chat(
+        model=model,
+        messages=[{"role": "user", "content": "Tell me about Canada."}],
+        format=Country.model_json_schema(),
+        options={"temperature": 0, "num_predict": 300},
+    )
+    country = Country.model_validate_json(response.message.content)
+    assert country.name
+    assert response.done and response.done_reason == "stop"
+    assert response.eval_count > 0 and response.total_duration > 0
+
+
+def test_chat_format_json(model):
+    response = ollama.chat(
+        model=model,
+        messages=[{"role": "user", "content": "Describe a dog as JSON."}],
+        format="json",
+        options={"temperature": 0, "num_predict": 200},
+    )
+    if response.done_reason == "stop":
+        assert isinstance(json.loads(response.message.content), dict)
+
+
+def test_chat_streaming(model):
+    parts = list(ollama.chat(model=model, messages=[{"role": "user", "content": "Count to five."}], stream=True, options={"num_predict": 40}))
+    assert len(parts) >= 2
+    assert parts[-1].done and parts[-1].done_reason in ("stop", "length")
+    assert not any(p.done for p in parts[:-1])
+    assert "".join(p.message.content for p in parts).strip()
+
+
+def test_chat_streaming_with_schema(model):
+    text = ""
+    for part in ollama.chat(
+        model=model, messages=[{"role": "user", "content": "Invent a person."}], format=Person.model_json_schema(), stream=True, options={"num_predict": 200}
+    ):
+        text += part.message.content
+    Person.model_validate_json(text)
+
+
+def test_generate(model):
+    r = ollama.generate(model=model, prompt="Why is the sky blue? One sentence.", options={"num_predict": 40, "seed": 3})
+    assert r.response.strip()
+    assert r.done and r.prompt_eval_count > 0
+    parts = list(ollama.generate(model=model, prompt="Hello", stream=True, options={"num_predict": 10}))
+    assert parts[-1].done
+
+
+def test_generate_with_schema(model):
+    r = ollama.generate(model=model, prompt="Invent a person.", format=Person.model_json_schema(), options={"num_predict": 200})
+    Person.model_validate_json(r.response)
+
+
+def test_list_and_show(oll, model):
+    names = [m.model for m in oll.list().models]
+    assert any(n.split(":")[0] == model for n in names), names
+    s = oll.show(model)
+    assert "completion" in (s.capabilities or [])

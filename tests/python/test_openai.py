@@ -1,0 +1,142 @@
+"""The OpenAI Python SDK, unchanged, against formwork serve."""
+import json
+
+from models import CalendarEvents, Person, WeatherArgs
+
+
+def parse_api(oai):
+    # `client.beta.chat.completions.parse` in openai 1.x; newer SDKs also expose it without `beta`.
+    beta = getattr(oai, "beta", None)
+    chat = getattr(beta, "chat", None) if beta is not None else None
+    if chat is not None and hasattr(chat.completions, "parse"):
+        return chat.completions.parse
+    return oai.chat.completions.parse
+
+
+def test_models_list(oai, model):
+    ids = [m.id for m in oai.models.list().data]
+    assert model in ids
+
+
+def test_parse_nested_pydantic(oai, model):
+    completion = parse_api(oai)(
+        model=model,
+        messages=[
+            {"role": "system", "content": "Extract calendar events from the text."},
+            {"role": "user", "content": "On Friday, Alice (30) and Bob (25) have a team meeting."},
+        ],
+        response_format=CalendarEvents,
+        temperature=0,
+        max_tokens=400,
+    )
+    msg = completion.choices[0].message
+    assert isinstance(msg.parsed, CalendarEvents), msg
+    assert len(msg.parsed.events) >= 1
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.usage.completion_tokens > 0
+
+
+def test_json_schema_strict(oai, model):
+    schema = Person.model_json_schema()
+    schema["additionalProperties"] = False
+    r = oai.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Invent a person. Answer in JSON."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": True}},
+        max_tokens=200,
+        seed=1,
+    )
+    content = r.choices[0].message.content
+    p = Person.model_validate_json(content)
+    assert set(json.loads(content)) == {"name", "age"}
+    assert p.age == int(p.age)
+
+
+def test_json_object(oai, model):
+    r = oai.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Give a JSON object describing a cat."}],
+        response_format={"type": "json_object"},
+        max_tokens=200,
+        temperature=0,
+    )
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(r.choices[0].message.content), dict)
+
+
+def test_streaming(oai, model):
+    stream = oai.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Say hello in three words."}],
+        stream=True,
+        stream_options={"include_usage": True},
+        max_tokens=30,
+    )
+    text, finish, usage = "", None, None
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for c in chunk.choices:
+            text += c.delta.content or ""
+            finish = c.finish_reason or finish
+    assert text.strip()
+    assert finish in ("stop", "length")
+    assert usage is not None and usage.completion_tokens > 0
+
+
+def test_streaming_with_schema(oai, model):
+    schema = Person.model_json_schema()
+    stream = oai.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Invent a person."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": True}},
+        stream=True,
+        max_tokens=200,
+    )
+    text = "".join((c.choices[0].delta.content or "") for c in stream if c.choices)
+    Person.model_validate_json(text)
+
+
+def test_tools_required(oai, model):
+    params = WeatherArgs.model_json_schema()
+    params["additionalProperties"] = False
+    tools = [
+        {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city", "parameters": params, "strict": True}},
+    ]
+    r = oai.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=tools,
+        tool_choice="required",
+        max_tokens=200,
+    )
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls"
+    call = c.message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "get_weather"
+    WeatherArgs.model_validate_json(call.function.arguments)
+
+
+def test_tool_named(oai, model):
+    tools = [
+        {"type": "function", "function": {"name": "get_weather", "parameters": WeatherArgs.model_json_schema()}},
+        {"type": "function", "function": {"name": "get_person", "parameters": Person.model_json_schema()}},
+    ]
+    r = oai.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Who is Ada?"}],
+        tools=tools,
+        tool_choice={"type": "function", "function": {"name": "get_person"}},
+        max_tokens=200,
+    )
+    call = r.choices[0].message.tool_calls[0]
+    assert call.function.name == "get_person"
+    Person.model_validate_json(call.function.arguments)
+
+
+def test_completions_and_n(oai, model):
+    r = oai.completions.create(model=model, prompt="The capital of France is", max_tokens=8, temperature=0)
+    assert r.choices[0].text
+    r = oai.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], n=2, max_tokens=5)
+    assert [c.index for c in r.choices] == [0, 1]
+    assert all(c.finish_reason in ("stop", "length") for c in r.choices)
