@@ -19,4 +19,73 @@ pub trait Constraint {
     fn commit(&mut self, t: TokenId) -> Result<(), String>;
     /// True when the output so far is a complete match (EOS is allowed now).
     fn is_accepting(&self) -> bool;
+    /// Accepting, and nothing but EOS can follow (the loop then stops without sampling)?
+    /// `None` (the default) means "don't know": when accepting, the loop computes a mask
+    /// and checks whether any non-EOS token is in it.
+    fn is_complete(&mut self) -> Option<bool> {
+        None
+    }
+}
+
+/// The grammar matcher ([`formwork_grammar::matcher::Matcher`]) as a [`Constraint`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use formwork_engine::GrammarConstraint;
+/// use formwork_grammar::{matcher::CompiledGrammar, Expr, GrammarBuilder, Limits};
+/// use formwork_vocab::Vocabulary;
+/// let mut b = GrammarBuilder::new();
+/// b.define("root", Expr::lit("yes"));
+/// let vocab = Arc::new(Vocabulary::from_strings(&["y", "es", "no"], &["</s>"]));
+/// let compiled = CompiledGrammar::new(&b.build("root").unwrap(), vocab, &Limits::default()).unwrap();
+/// let constraint = GrammarConstraint::new(&compiled);   // pass `Some(&mut constraint)` to `generate`
+/// # let _ = constraint;
+/// ```
+#[derive(Debug)]
+pub struct GrammarConstraint {
+    matcher: formwork_grammar::matcher::Matcher,
+}
+
+impl GrammarConstraint {
+    /// A fresh matcher of `compiled`, at the start of the grammar.
+    pub fn new(compiled: &std::sync::Arc<formwork_grammar::matcher::CompiledGrammar>) -> Self {
+        GrammarConstraint { matcher: compiled.matcher() }
+    }
+
+    /// Wraps an existing matcher (for example one already advanced past a prefix).
+    pub fn from_matcher(matcher: formwork_grammar::matcher::Matcher) -> Self {
+        GrammarConstraint { matcher }
+    }
+
+    /// The matcher (for its statistics, forced tokens, ...).
+    pub fn matcher(&self) -> &formwork_grammar::matcher::Matcher {
+        &self.matcher
+    }
+
+    /// The matcher, mutably (rollback, commit_bytes).
+    pub fn matcher_mut(&mut self) -> &mut formwork_grammar::matcher::Matcher {
+        &mut self.matcher
+    }
+}
+
+impl Constraint for GrammarConstraint {
+    fn compute_mask(&mut self, mask: &mut TokenMask) {
+        self.matcher.compute_mask(mask);
+    }
+
+    fn is_allowed(&mut self, t: TokenId) -> bool {
+        self.matcher.is_allowed(t)
+    }
+
+    fn commit(&mut self, t: TokenId) -> Result<(), String> {
+        self.matcher.commit(t).map_err(|e| e.to_string())
+    }
+
+    fn is_accepting(&self) -> bool {
+        self.matcher.is_accepting()
+    }
+
+    fn is_complete(&mut self) -> Option<bool> {
+        Some(self.matcher.is_finished())
+    }
 }

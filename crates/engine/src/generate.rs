@@ -119,6 +119,54 @@ impl std::fmt::Display for StopReason {
     }
 }
 
+/// Exactly what ended a generation (the [`StopReason`] is derived from it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum StopDetail {
+    /// The model chose this end-of-turn / EOS token.
+    EndOfTurn {
+        /// The token.
+        token: TokenId,
+    },
+    /// This stop string appeared in the output.
+    StopString {
+        /// The stop string.
+        stop: String,
+    },
+    /// The constraint accepted and nothing but EOS could follow.
+    ConstraintComplete,
+    /// `num_predict` tokens were generated.
+    NumPredict,
+    /// The context is full.
+    ContextFull,
+    /// The text callback returned `Break`.
+    Cancelled,
+}
+
+impl StopDetail {
+    /// The coarse reason.
+    pub fn reason(&self) -> StopReason {
+        match self {
+            StopDetail::EndOfTurn { .. } | StopDetail::StopString { .. } | StopDetail::ConstraintComplete => StopReason::Stop,
+            StopDetail::NumPredict | StopDetail::ContextFull => StopReason::Length,
+            StopDetail::Cancelled => StopReason::Cancelled,
+        }
+    }
+}
+
+impl std::fmt::Display for StopDetail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopDetail::EndOfTurn { token } => write!(f, "end-of-turn token {token}"),
+            StopDetail::StopString { stop } => write!(f, "stop string {stop:?}"),
+            StopDetail::ConstraintComplete => f.write_str("output complete (the grammar allows nothing more)"),
+            StopDetail::NumPredict => f.write_str("num-predict tokens generated"),
+            StopDetail::ContextFull => f.write_str("context full"),
+            StopDetail::Cancelled => f.write_str("cancelled by the receiver"),
+        }
+    }
+}
+
 /// How the constraint was applied during a generation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ConstraintStats {
@@ -142,6 +190,8 @@ pub struct Generation {
     pub tokens: Vec<TokenId>,
     /// Why it ended.
     pub done_reason: StopReason,
+    /// What exactly ended it.
+    pub stop: StopDetail,
     /// Prompt length in tokens.
     pub prompt_tokens: usize,
     /// Of those, how many were reused from the model's cache (not evaluated again).
@@ -285,14 +335,14 @@ pub fn generate(
     let mut generated: Vec<TokenId> = Vec::new();
     let eos = vocab.eos_tokens().to_vec();
 
-    let done_reason = loop {
+    let stop = loop {
         if opts.num_predict.is_some_and(|n| generated.len() >= n) {
-            break StopReason::Length;
+            break StopDetail::NumPredict;
         }
         let t = pick(&mut sampler, logits, &history, constraint.as_deref_mut(), &vocab, &mut mask, &mut stats)?;
         generated.push(t);
         if eos.contains(&t) {
-            break StopReason::Stop;
+            break StopDetail::EndOfTurn { token: t };
         }
         if let Some(c) = constraint.as_deref_mut() {
             let t0 = Instant::now();
@@ -304,37 +354,38 @@ pub fn generate(
         if vocab.kind(t) != TokenKind::Special {
             match stream.push(vocab.token_bytes(t), on_text) {
                 Pushed::Continue => {}
-                Pushed::StopString => break StopReason::Stop,
-                Pushed::Cancelled => break StopReason::Cancelled,
+                Pushed::StopString(stop) => break StopDetail::StopString { stop },
+                Pushed::Cancelled => break StopDetail::Cancelled,
             }
         }
         if let Some(c) = constraint.as_deref_mut() {
             if is_complete(c, &vocab, &mut mask, &mut stats) {
-                break StopReason::Stop;
+                break StopDetail::ConstraintComplete;
             }
         }
         if opts.num_predict.is_some_and(|n| generated.len() >= n) {
-            break StopReason::Length;
+            break StopDetail::NumPredict;
         }
         if history.len() >= ctx {
             tracing::debug!(ctx, "context full");
-            break StopReason::Length;
+            break StopDetail::ContextFull;
         }
         logits = check_logits(model.decode(&[t])?, vocab.len())?;
     };
-    let done_reason = match done_reason {
-        StopReason::Stop | StopReason::Length => match stream.finish(on_text) {
-            Pushed::Cancelled => StopReason::Cancelled,
-            _ => done_reason,
+    let stop = match stop {
+        StopDetail::StopString { .. } | StopDetail::Cancelled => stop,
+        _ => match stream.finish(on_text) {
+            Pushed::Cancelled => StopDetail::Cancelled,
+            _ => stop,
         },
-        StopReason::Cancelled => done_reason,
     };
 
     Ok(Generation {
         text: stream.text().to_string(),
         eval_tokens: generated.len(),
         tokens: generated,
-        done_reason,
+        done_reason: stop.reason(),
+        stop,
         prompt_tokens: prompt_tokens.len(),
         cached_prompt_tokens: reuse,
         load_duration: Duration::ZERO,
@@ -423,6 +474,9 @@ fn fill_mask(c: &mut (dyn Constraint + '_), vocab: &Vocabulary, mask: &mut Token
 fn is_complete(c: &mut (dyn Constraint + '_), vocab: &Vocabulary, mask: &mut TokenMask, stats: &mut ConstraintStats) -> bool {
     if !c.is_accepting() {
         return false;
+    }
+    if let Some(done) = c.is_complete() {
+        return done;
     }
     let t0 = Instant::now();
     fill_mask(c, vocab, mask);

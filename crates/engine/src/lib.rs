@@ -13,7 +13,7 @@
 //! - [`GenerateOptions`]: sampler options, `num_predict`, stop strings, `num_ctx`.
 //! - [`Constraint`]: what a grammar must provide (`compute_mask`, `is_allowed`, `commit`,
 //!   `is_accepting`); [`GrammarConstraint`] adapts the grammar matcher.
-//! - [`Generation`]: text, tokens, [`StopReason`], token counts, durations, constraint stats.
+//! - [`Generation`]: text, tokens, [`StopReason`] (and the exact [`StopDetail`]), token counts, durations, constraint stats.
 //! - [`ChatTemplate`]: Jinja chat templates via minijinja (see [`template`]).
 //!
 //! ## The loop a caller writes
@@ -80,10 +80,10 @@ pub mod template;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use constraint::Constraint;
+pub use constraint::{Constraint, GrammarConstraint};
 pub use generate::{
     generate, render_prompt, tokenize_prompt, ChatMessage, ConstraintStats, EngineError, GenerateOptions, Generation,
-    Prompt, StopReason, ToolCall, ToolCallFunction,
+    Prompt, StopDetail, StopReason, ToolCall, ToolCallFunction,
 };
 pub use model::{Model, ModelError, ModelInfo};
 pub use template::{ChatTemplate, TemplateError};

@@ -10,12 +10,12 @@
 use std::ops::ControlFlow;
 
 /// What happened to a push.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Pushed {
     /// Keep generating.
     Continue,
-    /// A stop string completed; the text before it was emitted.
-    StopString,
+    /// This stop string completed; the text before it was emitted.
+    StopString(String),
     /// The callback asked to stop (client disconnect).
     Cancelled,
 }
@@ -56,13 +56,14 @@ impl TextStream {
             return Pushed::Continue;
         }
         self.held.push_str(&decoded);
-        if let Some(pos) = self.first_stop() {
+        if let Some((pos, stop)) = self.first_stop() {
+            let stop = stop.to_string();
             let before = self.held[..pos].to_string();
             self.held.clear();
             self.pending.clear();
             // The generation ends either way; a Break here changes nothing.
             let _ = self.emit(&before, emit);
-            return Pushed::StopString;
+            return Pushed::StopString(stop);
         }
         let keep = self.hold_back();
         let cut = self.held.len() - keep;
@@ -96,8 +97,8 @@ impl TextStream {
     }
 
     /// Byte position in `held` of the earliest stop-string match.
-    fn first_stop(&self) -> Option<usize> {
-        self.stops.iter().filter_map(|s| self.held.find(s.as_str())).min()
+    fn first_stop(&self) -> Option<(usize, &str)> {
+        self.stops.iter().filter_map(|s| self.held.find(s.as_str()).map(|p| (p, s.as_str()))).min_by_key(|x| x.0)
     }
 
     /// Length of the longest suffix of `held` that is a proper prefix of a stop string.
@@ -203,7 +204,7 @@ mod tests {
     #[test]
     fn stop_string_across_token_boundaries_is_not_emitted() {
         let (chunks, last, text) = run(&["</answer>"], &[b"42 </", b"ans", b"wer> trailing"]);
-        assert_eq!(last, Pushed::StopString);
+        assert_eq!(last, Pushed::StopString("</answer>".into()));
         assert_eq!(text, "42 ");
         assert_eq!(chunks.concat(), "42 ");
     }
@@ -222,14 +223,14 @@ mod tests {
     #[test]
     fn earliest_of_several_stop_strings_wins() {
         let (_, last, text) = run(&["bb", "a b"], &[b"xa bb"]);
-        assert_eq!(last, Pushed::StopString);
+        assert_eq!(last, Pushed::StopString("a b".into()));
         assert_eq!(text, "x");
     }
 
     #[test]
     fn stop_string_with_multibyte_characters() {
         let (_, last, text) = run(&["é!"], &[b"ok \xC3", b"\xA9", b"!no"]);
-        assert_eq!(last, Pushed::StopString);
+        assert_eq!(last, Pushed::StopString("é!".into()));
         assert_eq!(text, "ok ");
     }
 

@@ -3,7 +3,7 @@
 use formwork_engine::testing::ScriptedModel;
 use formwork_engine::{
     generate, ChatMessage, Constraint, EngineError, GenerateOptions, Model, ModelError, Prompt, SamplerOptions,
-    StopReason,
+    StopDetail, StopReason,
 };
 use formwork_vocab::{TokenId, TokenMask};
 use std::ops::ControlFlow;
@@ -41,6 +41,7 @@ fn follows_the_script_and_stops_at_eos() {
     assert_eq!(chunks.concat(), g.text);
     assert!(chunks.len() >= 5, "streamed token by token: {chunks:?}");
     assert_eq!(g.done_reason, StopReason::Stop);
+    assert_eq!(g.stop, StopDetail::EndOfTurn { token: m.token("<|im_end|>") });
     assert_eq!(g.prompt_tokens, 1);
     // Hel lo " wor" ld ! + the end-of-turn token
     assert_eq!(g.eval_tokens, 6);
@@ -56,6 +57,7 @@ fn num_predict_limits_tokens() {
     assert_eq!(g.text, "Hello wor");
     assert_eq!(g.eval_tokens, 3);
     assert_eq!(g.done_reason, StopReason::Length);
+    assert_eq!(g.stop, StopDetail::NumPredict);
 }
 
 #[test]
@@ -68,6 +70,7 @@ fn stop_string_across_token_boundaries_is_not_emitted() {
     assert_eq!(chunks.concat(), "Hello ");
     assert!(!chunks.iter().any(|c| c.contains('<')), "{chunks:?}");
     assert_eq!(g.done_reason, StopReason::Stop);
+    assert_eq!(g.stop, StopDetail::StopString { stop: "</s>".into() });
 }
 
 #[test]
@@ -111,6 +114,7 @@ fn callback_break_cancels_the_generation() {
     })
     .unwrap();
     assert_eq!(g.done_reason, StopReason::Cancelled);
+    assert_eq!(g.stop, StopDetail::Cancelled);
     assert_eq!(g.text, "Hello");
     assert_eq!(g.eval_tokens, 2);
 }
@@ -143,7 +147,7 @@ fn a_full_context_ends_with_length() {
     let mut m = model().with_context_length(5);
     m.script_text("abcabcabc");
     let (g, _) = collect(&mut m, &raw("Hi"), &greedy());
-    assert_eq!(g.done_reason, StopReason::Length);
+    assert_eq!(g.stop, StopDetail::ContextFull);
     // 1 prompt token + 4 generated fill the 5 slots
     assert_eq!(g.text, "abca");
 }
@@ -235,7 +239,7 @@ fn constraint_fast_path_checks_tokens_and_masks_only_on_rejection() {
     let g = generate(&mut m, &raw("Hi"), &greedy(), Some(&mut k), &mut |_| ControlFlow::Continue(())).unwrap();
     assert_eq!(g.text, "ac");
     // Complete after "c": accepting and only EOS may follow, so it stops without sampling EOS.
-    assert_eq!(g.done_reason, StopReason::Stop);
+    assert_eq!(g.stop, StopDetail::ConstraintComplete);
     let stats = g.constraint.unwrap();
     assert!(stats.fast_path);
     assert_eq!(stats.fast_accepts, 1, "'a' accepted without a mask");
