@@ -44,7 +44,9 @@
 //! 3. **top-k** with a binary heap, O(n log k): the one pass over the whole vocabulary; everything
 //!    after works on ≤ k candidates. The pass goes in 64-token blocks aligned with the mask's
 //!    words, skipping all-masked blocks and blocks whose maximum cannot enter the heap.
-//! 4. **temperature**, then 5. **softmax** (stable: subtract the max): temperature reshapes the
+//! 4. **temperature**, then 5. **softmax** (stable: subtract the max; a branch-free `exp` good
+//!    to ~1e-7 relative, [`transform::exp_nonpositive`], so a full-vocabulary softmax
+//!    vectorises): temperature reshapes the
 //!    distribution, so it must precede normalisation; top-k is unaffected by it (dividing by a
 //!    positive constant keeps the order), which is why top-k can run first and cheaply.
 //! 6. **top-p**, then 7. **min-p**: both need probabilities, and on best-first candidates both are
