@@ -400,7 +400,7 @@ pub fn softmax(c: &[Candidate], probs: &mut Vec<f32>) {
 #[inline]
 pub fn exp_nonpositive(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_375; // 355/512: n * LN2_HI is exact for |n| < 2^15
+    const LN2_HI: f32 = 355.0 / 512.0; // 0.693359375: n * LN2_HI is exact for |n| < 2^15
     const LN2_LO: f32 = -2.121_944_4e-4; // ln 2 - LN2_HI
     const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23: adding and subtracting rounds to an integer
     const C: [f32; 7] = [1.0 / 2.0, 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0, 1.0 / 5040.0, 1.0 / 40320.0];
