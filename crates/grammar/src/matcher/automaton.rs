@@ -57,6 +57,8 @@ pub(crate) struct Automaton {
     max_stacks: usize,
     /// Indexed by node id: `(pos, parent)`.
     nodes: Vec<(u32, u32)>,
+    /// Indexed by node id: frames from the bottom (BOTTOM and CTX are 0).
+    heights: Vec<u32>,
     node_ids: FxHashMap<(u32, u32), u32>,
     /// Indexed by state id.
     states: Vec<StateInfo>,
@@ -79,6 +81,7 @@ impl Automaton {
             flat,
             max_stacks: max_stacks.max(1),
             nodes: vec![(u32::MAX, u32::MAX), (u32::MAX, u32::MAX)],
+            heights: vec![0, 0],
             node_ids: FxHashMap::default(),
             states: Vec::new(),
             state_ids: FxHashMap::default(),
@@ -168,7 +171,7 @@ impl Automaton {
     /// Heap bytes used.
     pub fn memory_usage(&self) -> usize {
         self.flat.memory_usage()
-            + self.nodes.capacity() * 8
+            + self.nodes.capacity() * 12
             + self.node_ids.capacity() * 12
             + self.states.iter().map(|s| s.stacks.len() * 4 + s.tokens.len() * 4 + 72).sum::<usize>()
             + self.state_ids.capacity() * 24
@@ -180,6 +183,7 @@ impl Automaton {
         let id = *self.node_ids.entry((pos, parent)).or_insert(next);
         if id == next {
             self.nodes.push((pos, parent));
+            self.heights.push(self.heights[parent as usize] + 1);
         }
         id
     }
@@ -288,21 +292,26 @@ impl Automaton {
         self.ctx[s as usize]
     }
 
-    /// State `s` with every stack cut to its top `k` frames, the rest replaced by [`CTX`].
-    /// Stacks no deeper than `k` are kept as they are, so a state of shallow stacks is its
-    /// own truncation.
+    /// State `s` with its stacks cut below a common height: frames more than `k` below the
+    /// tallest stack's top are replaced by [`CTX`]. The cut is one height for all stacks (so
+    /// stacks sharing frames are cut alike, and a step that stays above the cut maps the
+    /// truncation of `s` to the truncation of the next state); stacks that reach the bottom
+    /// above the cut are kept whole, so a state of shallow stacks is its own truncation.
     pub fn truncate(&mut self, s: u32, k: usize) -> u32 {
+        let tallest = self.states[s as usize].stacks.iter().map(|&n| self.heights[n as usize]).max().unwrap_or(0);
+        let cut = tallest.saturating_sub(k as u32);
         let mut out: Vec<u32> = Vec::with_capacity(self.states[s as usize].stacks.len());
         let mut path: Vec<u32> = Vec::with_capacity(k);
         for i in 0..self.states[s as usize].stacks.len() {
             let n = self.states[s as usize].stacks[i];
-            if n == BOTTOM || n == CTX {
+            if n == BOTTOM || n == CTX || cut == 0 {
                 out.push(n);
                 continue;
             }
             path.clear();
             let mut x = n;
-            while x != BOTTOM && x != CTX && path.len() < k {
+            // Keep at least each stack's top frame (its next terminal).
+            while x != BOTTOM && x != CTX && (path.is_empty() || self.heights[x as usize] > cut) {
                 path.push(x);
                 x = self.nodes[x as usize].1;
             }

@@ -33,8 +33,8 @@ pub struct CompiledGrammar {
     limits: Limits,
 }
 
-struct Shared {
-    aut: Automaton,
+pub(super) struct Shared {
+    pub(super) aut: Automaton,
     /// Indexed by state: its full mask, once computed.
     masks: FxHashMap<u32, Arc<TokenMask>>,
     mask_bytes: usize,
@@ -111,7 +111,7 @@ impl CompiledGrammar {
             + sh.trunc.capacity() * 8
     }
 
-    fn lock(&self) -> MutexGuard<'_, Shared> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Shared> {
         // A panic while holding the lock leaves caches that are still consistent (every
         // write is a complete insert), so poisoning is ignored.
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
@@ -133,6 +133,7 @@ impl CompiledGrammar {
                 t
             }
         };
+        let mut walked = 0;
         let ci = match sh.ci.get(&t) {
             Some(c) => c.clone(),
             None => {
@@ -144,11 +145,11 @@ impl CompiledGrammar {
                 }
                 sh.ci_bytes += c.memory_usage();
                 sh.ci.insert(t, c.clone());
+                walked = c.walked;
                 c
             }
         };
         let mut m = ci.mask.clone();
-        let mut walked = ci.walked;
         for (node, prefix) in &ci.nodes {
             let mut x = s;
             for &b in prefix.iter() {
@@ -220,7 +221,7 @@ pub struct MatchStats {
 pub struct Matcher {
     g: Arc<CompiledGrammar>,
     /// `states[0]` is the start; one more per commit.
-    states: Vec<u32>,
+    pub(super) states: Vec<u32>,
     stats: MatchStats,
 }
 

@@ -310,10 +310,15 @@ fn deep_expressions_lower_without_recursion() {
 /// deeply nested document, so truncated (context-independent) masks are exercised.
 #[test]
 fn masks_equal_brute_force_in_deep_contexts() {
+    for g in [mini_json(), crate::json::grammar(&Default::default())] {
+        brute_force_along(&g);
+    }
+}
+
+fn brute_force_along(g: &Grammar) {
     let v = tiny_vocab();
-    let g = mini_json();
-    let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
-    let oracle_cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
+    let cg = CompiledGrammar::new(g, v.clone(), &Limits::default()).unwrap();
+    let oracle_cg = CompiledGrammar::new(g, v.clone(), &Limits::default()).unwrap();
     let text = "{\"a\": {\"b\": {\"ab\": {\"a\": \"é\\n\", \"b\": {}}, \"ab\": 1}}, \"b\": \"a\\\"\"}";
     let toks = tokenize(&v, text.as_bytes());
     let mut m = cg.matcher();
@@ -331,4 +336,29 @@ fn masks_equal_brute_force_in_deep_contexts() {
         m.commit(t).unwrap();
         o.commit(t).unwrap();
     }
+}
+
+#[test]
+fn string_states_self_loop() {
+    let v = tiny_vocab();
+    let g = crate::json::grammar(&Default::default());
+    let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
+    let mut m = cg.matcher();
+    m.commit_bytes(b"{\"a\": {\"b\": {\"c\": \"x").unwrap();
+    let s = *m.states.last().unwrap();
+    let mut sh = cg.lock();
+    let t = sh.aut.truncate(s, 4);
+    let mut c = 0;
+    for b in 0..=255u8 {
+        if sh.aut.step(t, b) == t {
+            c += 1;
+        }
+    }
+    let mut cs = 0;
+    for b in 0..=255u8 {
+        if sh.aut.step(s, b) == s {
+            cs += 1;
+        }
+    }
+    assert!(c > 80 && cs > 80, "self-loop bytes: truncated {c}, full {cs}");
 }
