@@ -18,7 +18,7 @@ const MAX_CLASSES: usize = 64;
 pub struct TokenIndex {
     vocab: Arc<Vocabulary>,
     trie: TokenTrie,
-    classes: Mutex<FxHashMap<ByteSet, Arc<ClassIndex>>>,
+    classes: Mutex<FxHashMap<(ByteSet, bool), Arc<ClassIndex>>>,
 }
 
 /// For a byte class `C`: the tokens made only of bytes in `C`, and a trie of the other
@@ -77,9 +77,10 @@ impl TokenIndex {
             + self.classes.lock().map(|c| c.values().map(|x| x.memory_usage()).sum::<usize>()).unwrap_or(0)
     }
 
-    /// The class index of `c` (built on first use, then shared).
-    pub(crate) fn class_index(&self, c: ByteSet) -> Arc<ClassIndex> {
-        if let Some(x) = self.classes.lock().unwrap_or_else(|e| e.into_inner()).get(&c) {
+    /// The class index of `c` (built on first use, then shared). With `utf8`, every
+    /// complete, valid multi-byte UTF-8 character also counts as inside the class.
+    pub(crate) fn class_index(&self, c: ByteSet, utf8: bool) -> Arc<ClassIndex> {
+        if let Some(x) = self.classes.lock().unwrap_or_else(|e| e.into_inner()).get(&(c, utf8)) {
             return x.clone();
         }
         let v = &self.vocab;
@@ -90,7 +91,7 @@ impl TokenIndex {
                 continue;
             }
             let b = v.token_bytes(t);
-            match b.iter().position(|&x| !c.contains(x)) {
+            match first_exit(b, &c, utf8) {
                 None => all_in.insert(t),
                 Some(k) => items.push((&b[k..], t)),
             }
@@ -101,7 +102,34 @@ impl TokenIndex {
         if classes.len() >= MAX_CLASSES {
             classes.clear();
         }
-        classes.insert(c, x.clone());
+        classes.insert((c, utf8), x.clone());
         x
     }
+}
+
+/// The index of the first byte of `b` outside the class: a byte not in `c`, or (with
+/// `utf8`) the start of an invalid or incomplete multi-byte character.
+fn first_exit(b: &[u8], c: &ByteSet, utf8: bool) -> Option<usize> {
+    let mut i = 0;
+    while i < b.len() {
+        let x = b[i];
+        if x < 0x80 || !utf8 {
+            if !c.contains(x) {
+                return Some(i);
+            }
+            i += 1;
+            continue;
+        }
+        let len = match x {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return Some(i),
+        };
+        if i + len > b.len() || std::str::from_utf8(&b[i..i + len]).is_err() {
+            return Some(i);
+        }
+        i += len;
+    }
+    None
 }

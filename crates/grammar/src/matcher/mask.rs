@@ -80,8 +80,46 @@ impl Accel {
         if c.len() < MIN_CLASS {
             return None;
         }
-        Some(std::sync::Arc::new(Accel { class: index.class_index(c) }))
+        let utf8 = utf8_loops(aut, s);
+        Some(std::sync::Arc::new(Accel { class: index.class_index(c, utf8) }))
     }
+}
+
+/// Does every valid multi-byte UTF-8 character lead from `s` back to `s`? Checked exactly
+/// (per lead byte, every continuation byte of its valid range must give one same state).
+fn utf8_loops(aut: &mut Automaton, s: u32) -> bool {
+    // (lead bytes, ranges of the following bytes), from the UTF-8 definition.
+    const SEQS: &[((u8, u8), &[(u8, u8)])] = &[
+        ((0xC2, 0xDF), &[(0x80, 0xBF)]),
+        ((0xE0, 0xE0), &[(0xA0, 0xBF), (0x80, 0xBF)]),
+        ((0xE1, 0xEC), &[(0x80, 0xBF), (0x80, 0xBF)]),
+        ((0xED, 0xED), &[(0x80, 0x9F), (0x80, 0xBF)]),
+        ((0xEE, 0xEF), &[(0x80, 0xBF), (0x80, 0xBF)]),
+        ((0xF0, 0xF0), &[(0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
+        ((0xF1, 0xF3), &[(0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
+        ((0xF4, 0xF4), &[(0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)]),
+    ];
+    for &((lo, hi), rest) in SEQS {
+        for lead in lo..=hi {
+            let mut x = aut.step(s, lead);
+            for (k, &(a, b)) in rest.iter().enumerate() {
+                if x == DEAD || x == OVERFLOW {
+                    return false;
+                }
+                let next = aut.step(x, a);
+                for byte in a..=b {
+                    if aut.step(x, byte) != next {
+                        return false;
+                    }
+                }
+                x = next;
+                if k + 1 == rest.len() && x != s {
+                    return false;
+                }
+            }
+        }
+    }
+    true
 }
 
 /// The context-independent part of a truncated state's mask (see module docs).
