@@ -148,8 +148,7 @@ impl Cache {
             if self.is_cached(model) {
                 return Ok(self.path_of(model));
             }
-            say(progress, &format!("model `{}` is not in the cache ({}); pulling it", model.name, self.models_dir().display()));
-            return self.pull_model(model, progress).map(|p| p.path);
+            return self.fetch(model, progress, true).map(|p| p.path);
         }
         let looks_like_path = name_or_path.contains('/') || name_or_path.contains(std::path::MAIN_SEPARATOR) || name_or_path.ends_with(".gguf");
         if looks_like_path {
@@ -166,7 +165,19 @@ impl Cache {
 
     /// [`Cache::pull`] for a registry entry (or any [`KnownModel`] you describe yourself).
     pub fn pull_model(&self, model: &KnownModel, progress: Progress) -> Result<Pulled, ModelsError> {
+        self.fetch(model, progress, false)
+    }
+
+    /// Pulls `model`; with `for_resolve`, a copy that passes [`Cache::is_cached`] once the
+    /// lock is held (another thread pulled it meanwhile) is taken without hashing.
+    fn fetch(&self, model: &KnownModel, progress: Progress, for_resolve: bool) -> Result<Pulled, ModelsError> {
         let _lock = PULL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        if for_resolve {
+            if self.is_cached(model) {
+                return Ok(Pulled { path: self.path_of(model), downloaded: false });
+            }
+            say(progress, &format!("model `{}` is not in the cache ({}); pulling it", model.name, self.models_dir().display()));
+        }
         let dir = self.models_dir();
         fs::create_dir_all(&dir).map_err(ModelsError::io("cannot create the model cache directory", &dir))?;
         let dest = self.path_of(model);
