@@ -666,8 +666,10 @@ impl<'a> Cx<'a> {
             Value::Number(n) => {
                 // Integral floats print as `1.0`; accept the integer spelling too.
                 let s = n.to_string();
-                if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15 && !n.is_i64() && !n.is_u64()) {
-                    Expr::alt([Expr::lit(format!("{}", f as i64)), Expr::lit(s)])
+                if n.is_i64() || n.is_u64() {
+                    Expr::seq([Expr::lit(s), crate::number::zero_fraction()])
+                } else if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15) {
+                    Expr::alt([Expr::seq([Expr::lit(format!("{}", f as i64)), crate::number::zero_fraction()]), Expr::lit(s)])
                 } else {
                     Expr::lit(s)
                 }

@@ -220,6 +220,8 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part], int_only: bool, excluded: &[V
     } else {
         ranges_minus(ilo, ihi, &excl_ints)
     };
+    // `3.0` is the integer 3 in JSON Schema: integers may carry a zero fraction.
+    let ints = if crate::compile::is_nothing(&ints) { ints } else { Expr::seq([ints, zero_fraction()]) };
     if !frac_allowed {
         return Ok(ints);
     }
@@ -251,6 +253,11 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part], int_only: bool, excluded: &[V
         alts.push(Expr::seq([Expr::lit("-"), uint_range(neg_lo as u128, neg_hi.map(|h| h as u128)), frac]));
     }
     Ok(alt_of(alts))
+}
+
+/// `(\.0+)?`
+pub(crate) fn zero_fraction() -> Expr {
+    Expr::opt(Expr::seq([Expr::lit("."), Expr::plus(Expr::lit("0"))]))
 }
 
 fn ranges_minus(lo: Option<i128>, hi: Option<i128>, excl: &[i128]) -> Expr {

@@ -1,0 +1,71 @@
+//! Every MaskBench dev schema compiles or is refused, within a time bound, and the compiled
+//! grammars never accept an invalid test instance. Debug builds run every 8th file; release
+//! builds (or `FORMWORK_MASKBENCH_ALL=1`) run all of them. Figures go to stderr.
+
+mod common;
+
+use formwork_grammar::matcher::accepts;
+use formwork_schema::{compile, SchemaOptions};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+fn run() {
+    let dir = common::data_dir().join("maskbench-dev");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    files.sort();
+    let all = !cfg!(debug_assertions) || std::env::var("FORMWORK_MASKBENCH_ALL").is_ok_and(|v| v == "1");
+    let step = if all { 1 } else { 8 };
+    let (mut compiled, mut passed, mut valid_rejected, mut files_vr) = (0, 0, 0, 0);
+    let mut refused: BTreeMap<String, usize> = BTreeMap::new();
+    let mut invalid_accepted = Vec::new();
+    let mut slowest = (Duration::ZERO, String::new());
+    let opts = SchemaOptions::default();
+    for f in files.iter().step_by(step) {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        let t = Instant::now();
+        let r = compile(&v["schema"], &opts);
+        let el = t.elapsed();
+        if el > slowest.0 {
+            slowest = (el, name.clone());
+        }
+        assert!(el < Duration::from_secs(if all { 5 } else { 30 }), "{name}: compiling took {el:?}");
+        let g = match r {
+            Ok(g) => g,
+            Err(e) => {
+                *refused.entry(e.keyword().unwrap_or("limit").to_string()).or_default() += 1;
+                continue;
+            }
+        };
+        compiled += 1;
+        let mut ok = true;
+        for t in v["tests"].as_array().into_iter().flatten() {
+            let valid = t["valid"].as_bool().unwrap_or(true);
+            let text = serde_json::to_string(&t["data"]).unwrap();
+            let acc = accepts(&g, text.as_bytes(), &opts.limits).unwrap_or(false);
+            if acc && !valid {
+                invalid_accepted.push(format!("{name}: {}", &text[..text.len().min(200)]));
+                ok = false;
+            }
+            if !acc && valid {
+                valid_rejected += 1;
+                ok = false;
+            }
+        }
+        if ok {
+            passed += 1;
+        } else {
+            files_vr += 1;
+        }
+    }
+    let n = files.iter().step_by(step).count();
+    eprintln!("maskbench-dev: {n} files, compiled {compiled}, passed {passed}, files with errors {files_vr}, valid rejected {valid_rejected}, invalid accepted {}", invalid_accepted.len());
+    eprintln!("refused by keyword: {refused:?}");
+    eprintln!("slowest compile: {:?} ({})", slowest.0, slowest.1);
+    assert!(invalid_accepted.is_empty(), "invalid instances accepted:\n{}", invalid_accepted.join("\n"));
+}
+
+#[test]
+fn maskbench_dev_schemas() {
+    common::big_stack(run);
+}
