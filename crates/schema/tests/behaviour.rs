@@ -1,0 +1,97 @@
+//! Targeted behaviour of the schema compiler: what is accepted, what is rejected, what is
+//! refused and why.
+
+mod common;
+
+use formwork_grammar::matcher::accepts;
+use formwork_schema::{compile, compile_with_warnings, validate, SchemaOptions, Whitespace};
+use serde_json::json;
+
+fn check(schema: serde_json::Value, yes: &[&str], no: &[&str]) {
+    let opts = SchemaOptions::default();
+    let g = compile(&schema, &opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
+    for s in yes {
+        assert!(accepts(&g, s.as_bytes(), &opts.limits).unwrap(), "{schema} should accept {s}");
+        assert!(validate(&schema, s).is_ok(), "test bug: {s} is not valid for {schema}");
+    }
+    for s in no {
+        assert!(!accepts(&g, s.as_bytes(), &opts.limits).unwrap(), "{schema} should reject {s}");
+    }
+}
+
+#[test]
+fn objects_follow_property_order_and_exclude_listed_keys_from_additional_ones() {
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["b"]}),
+        &[r#"{"b":"x"}"#, r#"{"a":1,"b":"x"}"#, r#"{ "a" : 1 , "b" : "x" , "c" : null }"#, r#"{"b":"x","ab":[]}"#],
+        &[r#"{"a":1}"#, r#"{"a":"1","b":"x"}"#, r#"{"b":"x","a":1}"#, r#"{"b":"x","b":"y"}"#],
+    );
+    check(json!({"properties": {"a": {}}, "additionalProperties": false}), &[r#"{}"#, r#"{"a":[1]}"#, "3"], &[r#"{"b":1}"#]);
+}
+
+#[test]
+fn recursive_refs_become_recursive_rules() {
+    let s = json!({"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}, "additionalProperties": false}}, "$ref": "#/$defs/node"});
+    check(s, &[r#"{}"#, r#"{"next":{"next":{}}}"#], &[r#"{"next":1}"#, r#"{"x":{}}"#]);
+}
+
+#[test]
+fn patterns_lower_to_json_escaped_characters() {
+    check(json!({"type": "string", "pattern": "^a\"b\\\\c\\n$"}), &[r#""a\"b\\c\n""#], &[r#""a"b\c""#, r#""a\"b\\c""#]);
+    check(json!({"type": "string", "pattern": "\\d{3}"}), &[r#""x123y""#, r#""123""#], &[r#""12""#, r#""١٢٣""#]);
+    check(json!({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3}), &[r#""abc""#], &[r#""abcd""#, r#""""#]);
+}
+
+#[test]
+fn numbers_respect_bounds_and_multiples() {
+    check(json!({"type": "integer", "minimum": -5, "exclusiveMaximum": 10}), &["-5", "0", "9", "9.0"], &["-6", "10", "1.5", "01"]);
+    check(json!({"type": "number", "minimum": 0, "maximum": 1}), &["0", "0.5", "1", "1.0"], &["-0.5", "1.5", "2"]);
+    check(json!({"type": "integer", "multipleOf": 7}), &["0", "14", "-21"], &["15", "1"]);
+}
+
+#[test]
+fn combinators() {
+    check(json!({"oneOf": [{"type": "string"}, {"type": "integer"}]}), &[r#""a""#, "1"], &["null"]);
+    check(json!({"not": {"type": "string"}}), &["1", "null", "{}"], &[r#""a""#]);
+    check(
+        json!({"type": "object", "properties": {"k": {"enum": ["a", "b"]}, "x": {}}, "required": ["k"],
+               "if": {"properties": {"k": {"const": "a"}}}, "then": {"required": ["x"]}}),
+        &[r#"{"k":"a","x":1}"#, r#"{"k":"b"}"#],
+        &[r#"{"k":"a"}"#],
+    );
+    check(json!({"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": true}), &["[]", "[1,3]", "[3,2,1]"], &["[1,1]", "[1,2,1]"]);
+}
+
+#[test]
+fn refusals_name_the_keyword_and_pointer() {
+    let e = compile(&json!({"properties": {"t": {"type": "array", "uniqueItems": true}}}), &SchemaOptions::default()).unwrap_err();
+    assert_eq!(e.keyword(), Some("uniqueItems"));
+    assert!(e.to_string().starts_with("unsupported keyword `uniqueItems` at /properties/t"), "{e}");
+    let e = compile(&json!({"type": "string", "pattern": "(?=a)"}), &SchemaOptions::default()).unwrap_err();
+    assert_eq!(e.keyword(), Some("pattern"));
+    let e = compile(&json!({"oneOf": [{"type": "string"}, {"minLength": 2}]}), &SchemaOptions::default()).unwrap_err();
+    assert_eq!(e.keyword(), Some("oneOf"));
+    let (_, w) = compile_with_warnings(&json!({"type": "string", "format": "x-custom"}), &SchemaOptions { lenient: true, ..Default::default() }).unwrap();
+    assert_eq!(w[0].keyword, "format");
+}
+
+#[test]
+fn strict_and_compact_options() {
+    let s = json!({"type": "object", "properties": {"a": {"type": "boolean"}}});
+    let opts = SchemaOptions { strict: true, whitespace: Whitespace::Compact, ..Default::default() };
+    let g = compile(&s, &opts).unwrap();
+    assert!(accepts(&g, br#"{"a":true}"#, &opts.limits).unwrap());
+    assert!(!accepts(&g, br#"{ "a":true}"#, &opts.limits).unwrap());
+    assert!(!accepts(&g, br#"{}"#, &opts.limits).unwrap());
+    assert!(!accepts(&g, br#"{"a":true,"b":1}"#, &opts.limits).unwrap());
+}
+
+#[test]
+fn limits_are_reported() {
+    let mut deep = json!({"type": "integer"});
+    for _ in 0..300 {
+        deep = json!({"type": "array", "items": deep});
+    }
+    let e = common::big_stack(move || compile(&deep, &SchemaOptions::default()).unwrap_err());
+    assert!(e.to_string().contains("max_nesting"), "{e}");
+}
