@@ -397,12 +397,31 @@ impl<'a> Cx<'a> {
                     sigs.push(crate::negate::signature(self, &parts, br)?);
                 }
                 let live: Vec<usize> = (0..n).filter(|&j| !sigs[j].empty).collect();
+                let overlapping = (0..live.len()).any(|a| (a + 1..live.len()).any(|b| !sigs[live[a]].disjoint(&sigs[live[b]])));
+                if overlapping && live.len() <= 6 {
+                    // Exact form: branch i and the negation of every other branch.
+                    let negs: Result<Vec<Part>, SchemaError> = live.iter().map(|&j| crate::negate::negate(self, &branches[j])).collect();
+                    if let Ok(negs) = negs {
+                        let mut alts = Vec::new();
+                        for (a, &i) in live.iter().enumerate() {
+                            let mut v = parts.clone();
+                            v.push(branches[i].clone());
+                            for (b, neg) in negs.iter().enumerate() {
+                                if a != b && !sigs[i].disjoint(&sigs[live[b]]) {
+                                    v.push(neg.clone());
+                                }
+                            }
+                            alts.push(self.schema(v)?);
+                        }
+                        return Ok(alt_of(alts));
+                    }
+                }
                 for a in 0..live.len() {
                     for b in a + 1..live.len() {
                         if !sigs[live[a]].disjoint(&sigs[live[b]]) {
                             self.refuse(
                                 "oneOf",
-                                format!("branches {} and {} may both match the same instance (formwork enforces oneOf only when branches are provably disjoint, by type or by a const/enum property)", live[a], live[b]),
+                                format!("branches {} and {} may both match the same instance (formwork enforces oneOf only when branches are provably disjoint, by type or by a const/enum property, or when every branch can be negated)", live[a], live[b]),
                                 p.kw_ptr("oneOf"),
                             )?;
                         }
