@@ -4,18 +4,19 @@ from typing import Annotated, List, Literal
 
 from pydantic import BaseModel, Field
 
-Short = Annotated[str, Field(min_length=1, max_length=40)]
+Short = Annotated[str, Field(min_length=1, max_length=24)]
+Age = Annotated[int, Field(ge=0, le=120)]
 
 
 class Person(BaseModel):
     name: Short
-    age: int
+    age: Age
 
 
 class Event(BaseModel):
     name: Short
     day: Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
-    participants: Annotated[List[Person], Field(max_length=3)]
+    participants: Annotated[List[Person], Field(max_length=2)]
 
 
 class CalendarEvents(BaseModel):

@@ -27,7 +27,7 @@ def test_parse_nested_pydantic(oai, model):
         ],
         response_format=CalendarEvents,
         temperature=0,
-        max_tokens=400,
+        max_tokens=600,
     )
     msg = completion.choices[0].message
     assert isinstance(msg.parsed, CalendarEvents), msg
