@@ -115,7 +115,7 @@ fn walk_doc(cg: &Arc<CompiledGrammar>, toks: &[TokenId], mask: &mut TokenMask, t
         m.compute_mask(mask);
         let el = s.elapsed();
         times.push(el);
-        if std::env::var("FORMWORK_BENCH_DEBUG").is_ok() && el > Duration::from_micros(300) {
+        if std::env::var("FORMWORK_BENCH_DEBUG").is_ok() && el > Duration::from_micros(60) {
             let prev: Vec<u8> = toks[..k].iter().flat_map(|&t| cg.vocab().token_bytes(t).to_vec()).collect();
             let tail = String::from_utf8_lossy(&prev[prev.len().saturating_sub(30)..]).into_owned();
             eprintln!("slow mask {:?} walked {} allowed {} after {:?}", el, m.stats().trie_nodes_walked - w0, mask.count_ones(), tail);

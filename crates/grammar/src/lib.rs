@@ -37,4 +37,4 @@ pub mod matcher;
 
 pub use limits::Limits;
 pub use ir::{Expr, Grammar, GrammarBuilder, IrError, RuleId, TokenRef};
-pub use matcher::{accepts, CompileError, CompiledGrammar, MatchError, MatchStats, Matcher, TokenIndex};
+pub use matcher::{accepts, CompileError, CompiledGrammar, GrammarCache, MatchError, MatchStats, Matcher, TokenIndex};

@@ -23,7 +23,9 @@
 //! 4. **Sharing**: a [`CompiledGrammar`] holds the automaton and the mask cache behind one
 //!    mutex, so all requests using the grammar share the warm-up (the built-in JSON grammar
 //!    compiled once per vocabulary is warm after the first few requests). A [`Matcher`] is
-//!    just a history of state ids: `commit` pushes, `rollback(n)` truncates.
+//!    just a history of state ids: `commit` pushes, `rollback(n)` truncates. A
+//!    [`GrammarCache`] (held by the server/engine) shares compiled grammars across requests,
+//!    keyed by grammar and vocabulary.
 //!
 //! ## Semantics
 //! - Special tokens are never produced by grammar text; EOS tokens are allowed exactly when
@@ -52,12 +54,14 @@
 //! ```
 
 mod automaton;
+mod cache;
 mod compiled;
 mod error;
 mod index;
 mod lower;
 mod mask;
 
+pub use cache::GrammarCache;
 pub use compiled::{accepts, CompiledGrammar, MatchStats, Matcher};
 pub use error::{CompileError, MatchError};
 pub use index::TokenIndex;

@@ -1,0 +1,126 @@
+//! [`GrammarCache`]: compiled grammars shared across requests, keyed by grammar and
+//! vocabulary, so that every request with the same grammar (the built-in JSON grammar above
+//! all) reuses one [`CompiledGrammar`] and its warm mask cache.
+
+use super::{CompileError, CompiledGrammar, TokenIndex};
+use crate::{Grammar, Limits};
+use formwork_vocab::Vocabulary;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// A bounded cache of compiled grammars, keyed by the grammar's
+/// [`fingerprint`](Grammar::fingerprint) (checked by equality), the vocabulary (by `Arc`
+/// identity) and the limits. When full, the least recently used entry is dropped. Cheap to
+/// share: put one in the server state.
+#[derive(Debug)]
+pub struct GrammarCache {
+    capacity: usize,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    tick: u64,
+    map: HashMap<(u64, usize), Vec<Entry>>,
+    len: usize,
+}
+
+#[derive(Debug)]
+struct Entry {
+    grammar: Grammar,
+    limits: Limits,
+    compiled: Arc<CompiledGrammar>,
+    used: u64,
+}
+
+impl GrammarCache {
+    /// A cache holding at most `capacity` compiled grammars.
+    pub fn new(capacity: usize) -> Self {
+        GrammarCache { capacity: capacity.max(1), inner: Mutex::new(Inner::default()) }
+    }
+
+    /// The compiled form of `g` for `vocab`, compiling it on a miss.
+    pub fn get_or_compile(
+        &self,
+        g: &Grammar,
+        vocab: &Arc<Vocabulary>,
+        limits: &Limits,
+    ) -> Result<Arc<CompiledGrammar>, CompileError> {
+        let key = (g.fingerprint(), Arc::as_ptr(vocab) as usize);
+        {
+            let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            inner.tick += 1;
+            let tick = inner.tick;
+            if let Some(e) = inner
+                .map
+                .get_mut(&key)
+                .and_then(|v| v.iter_mut().find(|e| e.grammar == *g && e.limits == *limits && Arc::ptr_eq(e.compiled.vocab(), vocab)))
+            {
+                e.used = tick;
+                return Ok(e.compiled.clone());
+            }
+        }
+        // Compile outside the lock.
+        let compiled = CompiledGrammar::with_index(g, TokenIndex::for_vocab(vocab), limits)?;
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.tick += 1;
+        let used = inner.tick;
+        if inner.len >= self.capacity {
+            let oldest = inner
+                .map
+                .iter()
+                .flat_map(|(k, v)| v.iter().enumerate().map(move |(i, e)| (e.used, *k, i)))
+                .min();
+            if let Some((_, k, i)) = oldest {
+                let v = inner.map.get_mut(&k).unwrap();
+                v.swap_remove(i);
+                if v.is_empty() {
+                    inner.map.remove(&k);
+                }
+                inner.len -= 1;
+            }
+        }
+        inner.map.entry(key).or_default().push(Entry { grammar: g.clone(), limits: limits.clone(), compiled: compiled.clone(), used });
+        inner.len += 1;
+        Ok(compiled)
+    }
+
+    /// Number of compiled grammars held.
+    pub fn len(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Expr, GrammarBuilder};
+
+    fn g(lit: &str) -> Grammar {
+        let mut b = GrammarBuilder::new();
+        b.define("root", Expr::lit(lit));
+        b.build("root").unwrap()
+    }
+
+    #[test]
+    fn shares_and_evicts_least_recently_used() {
+        let v = Arc::new(Vocabulary::from_strings(&["a", "b"], &["</s>"]));
+        let c = GrammarCache::new(2);
+        let l = Limits::default();
+        let a1 = c.get_or_compile(&g("a"), &v, &l).unwrap();
+        let a2 = c.get_or_compile(&g("a"), &v, &l).unwrap();
+        assert!(Arc::ptr_eq(&a1, &a2));
+        c.get_or_compile(&g("b"), &v, &l).unwrap();
+        c.get_or_compile(&g("a"), &v, &l).unwrap(); // `a` is now the most recent
+        c.get_or_compile(&g("ab"), &v, &l).unwrap(); // evicts `b`
+        assert_eq!(c.len(), 2);
+        assert!(Arc::ptr_eq(&a1, &c.get_or_compile(&g("a"), &v, &l).unwrap()));
+        let other = Arc::new(Vocabulary::from_strings(&["a", "b"], &["</s>"]));
+        assert!(!Arc::ptr_eq(&a1, &c.get_or_compile(&g("a"), &other, &l).unwrap()));
+    }
+}
