@@ -11,7 +11,8 @@
 //!
 //! then runs criterion micro-benchmarks of a mask hit, a miss in a string state and
 //! `is_allowed`. Set `FORMWORK_BENCH_DOCS=N` to change how many documents are walked
-//! (default 200), `FORMWORK_BENCH_QUICK=1` to skip criterion.
+//! (default 200), `FORMWORK_BENCH_QUICK=1` to skip criterion, `FORMWORK_BENCH_DEBUG=1` to
+//! print every mask over 60 µs with the text before it.
 
 use criterion::Criterion;
 use formwork_grammar::json::{grammar, JsonGrammarOptions};
@@ -24,24 +25,37 @@ use std::time::{Duration, Instant};
 
 fn data_dir() -> PathBuf {
     let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    assert!(d.is_dir(), "shared data folder missing at {} (tokenizers and maskbench-dev are needed)", d.display());
+    assert!(
+        d.is_dir(),
+        "shared data folder missing at {} (tokenizers and maskbench-dev are needed)",
+        d.display()
+    );
     d
 }
 
 fn load_vocab(name: &str) -> Arc<Vocabulary> {
     let path = data_dir().join("tokenizers").join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    Arc::new(Vocabulary::from_tokenizer_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+    Arc::new(
+        Vocabulary::from_tokenizer_json(&text)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
 }
 
 /// JSON documents: every valid object test instance in maskbench-dev, compact and pretty.
 fn documents(n: usize) -> Vec<String> {
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(data_dir().join("maskbench-dev")).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(data_dir().join("maskbench-dev"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     let mut docs = Vec::new();
     for f in files {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&f).unwrap()) else { continue };
+        let Ok(v) =
+            serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&f).unwrap())
+        else {
+            continue;
+        };
         for t in v["tests"].as_array().into_iter().flatten() {
             if t["valid"] == true && t["data"].is_object() {
                 let s = if docs.len() % 2 == 0 {
@@ -69,7 +83,9 @@ fn tokenize(trie: &TokenTrie, vocab: &Vocabulary, text: &[u8]) -> Vec<TokenId> {
         let mut best = None;
         let mut j = i;
         while j < text.len() {
-            let Some(c) = trie.child(node, text[j]) else { break };
+            let Some(c) = trie.child(node, text[j]) else {
+                break;
+            };
             node = c;
             j += 1;
             if let Some(&t) = trie.tokens_at(c).first() {
@@ -107,7 +123,12 @@ fn report(label: &str, mut times: Vec<Duration>) {
 }
 
 /// Walks `doc` through a matcher, timing each mask; checks every token is allowed.
-fn walk_doc(cg: &Arc<CompiledGrammar>, toks: &[TokenId], mask: &mut TokenMask, times: &mut Vec<Duration>) {
+fn walk_doc(
+    cg: &Arc<CompiledGrammar>,
+    toks: &[TokenId],
+    mask: &mut TokenMask,
+    times: &mut Vec<Duration>,
+) {
     let mut m = cg.matcher();
     for (k, &t) in toks.iter().enumerate() {
         let w0 = m.stats().trie_nodes_walked;
@@ -116,9 +137,18 @@ fn walk_doc(cg: &Arc<CompiledGrammar>, toks: &[TokenId], mask: &mut TokenMask, t
         let el = s.elapsed();
         times.push(el);
         if std::env::var("FORMWORK_BENCH_DEBUG").is_ok() && el > Duration::from_micros(60) {
-            let prev: Vec<u8> = toks[..k].iter().flat_map(|&t| cg.vocab().token_bytes(t).to_vec()).collect();
+            let prev: Vec<u8> = toks[..k]
+                .iter()
+                .flat_map(|&t| cg.vocab().token_bytes(t).to_vec())
+                .collect();
             let tail = String::from_utf8_lossy(&prev[prev.len().saturating_sub(30)..]).into_owned();
-            eprintln!("slow mask {:?} walked {} allowed {} after {:?}", el, m.stats().trie_nodes_walked - w0, mask.count_ones(), tail);
+            eprintln!(
+                "slow mask {:?} walked {} allowed {} after {:?}",
+                el,
+                m.stats().trie_nodes_walked - w0,
+                mask.count_ones(),
+                tail
+            );
         }
         assert!(mask.contains(t), "token {t} rejected");
         m.commit(t).unwrap();
@@ -126,7 +156,10 @@ fn walk_doc(cg: &Arc<CompiledGrammar>, toks: &[TokenId], mask: &mut TokenMask, t
     let s = Instant::now();
     m.compute_mask(mask);
     times.push(s.elapsed());
-    assert!(cg.vocab().eos_tokens().iter().all(|&e| mask.contains(e)), "EOS not allowed at the end");
+    assert!(
+        cg.vocab().eos_tokens().iter().all(|&e| mask.contains(e)),
+        "EOS not allowed at the end"
+    );
 }
 
 fn run_vocab(name: &str, docs: &[String], c: Option<&mut Criterion>) {
@@ -138,7 +171,10 @@ fn run_vocab(name: &str, docs: &[String], c: Option<&mut Criterion>) {
     let index_time = t.elapsed();
     let g = grammar(&JsonGrammarOptions::default());
     let limits = Limits::default();
-    let toks: Vec<Vec<TokenId>> = docs.iter().map(|d| tokenize(index.trie(), &vocab, d.as_bytes())).collect();
+    let toks: Vec<Vec<TokenId>> = docs
+        .iter()
+        .map(|d| tokenize(index.trie(), &vocab, d.as_bytes()))
+        .collect();
     let n_toks: usize = toks.iter().map(|t| t.len()).sum();
     println!(
         "{name}: {} tokens, trie {} nodes; load {:.0} ms, index {:.1} ms; {} docs, {} tokens",
@@ -174,7 +210,10 @@ fn run_vocab(name: &str, docs: &[String], c: Option<&mut Criterion>) {
         mem = mem.max(cg.memory_usage());
     }
     report("cold (grammar per doc)", cold);
-    println!("  max memory per compiled grammar after one doc: {:.1} KiB", mem as f64 / 1024.0);
+    println!(
+        "  max memory per compiled grammar after one doc: {:.1} KiB",
+        mem as f64 / 1024.0
+    );
 
     // Warm: one shared compiled grammar; first pass warms it, second is measured.
     let cg = CompiledGrammar::with_index(&g, index.clone(), &limits).unwrap();
@@ -199,7 +238,9 @@ fn run_vocab(name: &str, docs: &[String], c: Option<&mut Criterion>) {
         let doc = &toks[0];
         let mut m = cg.matcher();
         m.commit(doc[0]).unwrap();
-        group.bench_function("mask hit", |b| b.iter(|| m.compute_mask(black_box(&mut mask))));
+        group.bench_function("mask hit", |b| {
+            b.iter(|| m.compute_mask(black_box(&mut mask)))
+        });
         group.bench_function("is_allowed", |b| b.iter(|| m.is_allowed(black_box(doc[1]))));
         group.bench_function("miss: fresh grammar, mask inside a string", |b| {
             b.iter_batched(
@@ -218,10 +259,16 @@ fn run_vocab(name: &str, docs: &[String], c: Option<&mut Criterion>) {
 }
 
 fn main() {
-    let n: usize = std::env::var("FORMWORK_BENCH_DOCS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let n: usize = std::env::var("FORMWORK_BENCH_DOCS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
     let quick = std::env::var("FORMWORK_BENCH_QUICK").is_ok();
     let docs = documents(n);
-    let mut c = Criterion::default().configure_from_args().measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    let mut c = Criterion::default()
+        .configure_from_args()
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
     for name in ["smollm2.json", "llama3_1.json"] {
         run_vocab(name, &docs, if quick { None } else { Some(&mut c) });
     }

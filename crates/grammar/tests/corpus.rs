@@ -37,7 +37,8 @@ fn cases() -> Vec<(String, Case)> {
     let mut out = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
-        let cs: Vec<Case> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let cs: Vec<Case> =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
         out.extend(cs.into_iter().map(|c| (stem.clone(), c)));
     }
@@ -53,25 +54,45 @@ fn through_masks(cg: &Arc<CompiledGrammar>, toks: &[TokenId], what: &str) -> boo
         m.compute_mask(&mut mask);
         let allowed = mask.contains(t);
         let committed = m.commit(t).is_ok();
-        assert_eq!(allowed, committed, "{what}: mask says {allowed} but commit {committed} for token {t}");
+        assert_eq!(
+            allowed, committed,
+            "{what}: mask says {allowed} but commit {committed} for token {t}"
+        );
         if !allowed {
             return false;
         }
     }
     m.compute_mask(&mut mask);
     let eos = cg.vocab().eos_tokens().iter().all(|&e| mask.contains(e));
-    assert_eq!(eos, m.is_accepting(), "{what}: EOS in mask disagrees with is_accepting");
+    assert_eq!(
+        eos,
+        m.is_accepting(),
+        "{what}: EOS in mask disagrees with is_accepting"
+    );
     eos
 }
 
-fn check_vocab(g: &Grammar, index: &Arc<TokenIndex>, case: &str, accept: &[String], reject: &[String], vocab_name: &str) {
+fn check_vocab(
+    g: &Grammar,
+    index: &Arc<TokenIndex>,
+    case: &str,
+    accept: &[String],
+    reject: &[String],
+    vocab_name: &str,
+) {
     let cg = CompiledGrammar::with_index(g, index.clone(), &Limits::default())
         .unwrap_or_else(|e| panic!("{case}: compile for {vocab_name}: {e}"));
     for (inputs, want) in [(accept, true), (reject, false)] {
         for s in inputs {
-            let Some(toks) = greedy_tokenize(index.vocab(), s.as_bytes()) else { continue };
+            let Some(toks) = greedy_tokenize(index.vocab(), s.as_bytes()) else {
+                continue;
+            };
             let what = format!("{case} [{vocab_name}] {s:?}");
-            assert_eq!(through_masks(&cg, &toks, &what), want, "{what}: expected accept={want}");
+            assert_eq!(
+                through_masks(&cg, &toks, &what),
+                want,
+                "{what}: expected accept={want}"
+            );
         }
     }
 }
@@ -86,11 +107,19 @@ fn corpus_bytes_tiny_and_byte_vocabularies() {
         let case = format!("{file}/{}", c.name);
         let g = gbnf::parse(&c.grammar, &limits).unwrap_or_else(|e| panic!("{case}: {e}"));
         for s in &c.accept {
-            assert_eq!(accepts(&g, s.as_bytes(), &limits), Ok(true), "{case}: should accept {s:?}");
+            assert_eq!(
+                accepts(&g, s.as_bytes(), &limits),
+                Ok(true),
+                "{case}: should accept {s:?}"
+            );
             n += 1;
         }
         for s in &c.reject {
-            assert_eq!(accepts(&g, s.as_bytes(), &limits), Ok(false), "{case}: should reject {s:?}");
+            assert_eq!(
+                accepts(&g, s.as_bytes(), &limits),
+                Ok(false),
+                "{case}: should reject {s:?}"
+            );
             n += 1;
         }
         check_vocab(&g, &tiny, &case, &c.accept, &c.reject, "tiny");
@@ -116,7 +145,10 @@ fn real_vocab(tok: SharedTokenizer, every: usize) {
                 continue;
             }
             let toks = tok.tokenize(s);
-            assert!(through_masks(&cg, &toks, &format!("{case} [{tok:?}] {s:?}")), "{case} [{tok:?}]: {s:?} rejected");
+            assert!(
+                through_masks(&cg, &toks, &format!("{case} [{tok:?}] {s:?}")),
+                "{case} [{tok:?}]: {s:?} rejected"
+            );
         }
     }
 }
@@ -128,5 +160,8 @@ fn corpus_smollm2_real_tokenization() {
 
 #[test]
 fn corpus_llama3_real_tokenization() {
-    real_vocab(SharedTokenizer::Llama3, if cfg!(debug_assertions) { 5 } else { 1 });
+    real_vocab(
+        SharedTokenizer::Llama3,
+        if cfg!(debug_assertions) { 5 } else { 1 },
+    );
 }

@@ -60,7 +60,11 @@ fn derive(g: &Grammar, e: &Expr, rng: &mut Rng, depth: usize, out: &mut String) 
         }
         Expr::Repeat { expr, min, max } => {
             let hi = max.unwrap_or(min + 4).min(min + 4);
-            let n = if depth > 6 { *min } else { min + rng.below((hi - min + 1) as u64) as u32 };
+            let n = if depth > 6 {
+                *min
+            } else {
+                min + rng.below((hi - min + 1) as u64) as u32
+            };
             for _ in 0..n {
                 derive(g, expr, rng, depth + 1, out);
             }
@@ -76,9 +80,20 @@ fn grammars() -> &'static Vec<Grammar> {
         let l = Limits::default();
         vec![
             json_grammar(&JsonGrammarOptions::default()),
-            json_grammar(&JsonGrammarOptions { root_object_only: false, max_ws_run: Some(2) }),
-            gbnf::parse("root ::= item (\", \" item)*\nitem ::= [a-z]+ | \"<\" [0-9]{1,3} \">\" | \"é\"+", &l).unwrap(),
-            gbnf::parse("root ::= (\"ab\" | \"a\" | \"b\")* \"!\"? [^\\x00-\\x1F]{0,5}", &l).unwrap(),
+            json_grammar(&JsonGrammarOptions {
+                root_object_only: false,
+                max_ws_run: Some(2),
+            }),
+            gbnf::parse(
+                "root ::= item (\", \" item)*\nitem ::= [a-z]+ | \"<\" [0-9]{1,3} \">\" | \"é\"+",
+                &l,
+            )
+            .unwrap(),
+            gbnf::parse(
+                "root ::= (\"ab\" | \"a\" | \"b\")* \"!\"? [^\\x00-\\x1F]{0,5}",
+                &l,
+            )
+            .unwrap(),
         ]
     })
 }
@@ -87,8 +102,8 @@ fn synthetic_vocab() -> Arc<Vocabulary> {
     static V: OnceLock<Arc<Vocabulary>> = OnceLock::new();
     V.get_or_init(|| {
         let alphabet: Vec<&str> = vec![
-            "{", "}", "[", "]", "\"", ":", ",", " ", "\n", "a", "b", "e", "0", "1", "-", ".", "é", "\\", "<", ">", "!", "u",
-            "t", "r", "f", "n", "l", "s", "x", "z",
+            "{", "}", "[", "]", "\"", ":", ",", " ", "\n", "a", "b", "e", "0", "1", "-", ".", "é",
+            "\\", "<", ">", "!", "u", "t", "r", "f", "n", "l", "s", "x", "z",
         ];
         let mut toks: Vec<Vec<u8>> = Vec::new();
         for a in &alphabet {
@@ -124,7 +139,11 @@ fn check(cg: &Arc<CompiledGrammar>, toks: &[TokenId], text: &str) -> Result<(), 
         m.commit(t).unwrap();
     }
     m.compute_mask(&mut mask);
-    prop_assert!(cg.vocab().eos_tokens().iter().all(|&e| mask.contains(e)), "EOS not allowed after {:?}", text);
+    prop_assert!(
+        cg.vocab().eos_tokens().iter().all(|&e| mask.contains(e)),
+        "EOS not allowed after {:?}",
+        text
+    );
     // Rolling back restores each earlier mask.
     if !toks.is_empty() {
         let k = toks.len() / 2;

@@ -51,8 +51,11 @@ pub struct TokenTrie {
 impl TokenTrie {
     /// Builds the trie of `vocab`'s text tokens.
     pub fn new(vocab: &Vocabulary) -> Self {
-        let mut items: Vec<(&[u8], TokenId)> =
-            vocab.ids().filter(|&t| vocab.is_text(t)).map(|t| (vocab.token_bytes(t), t)).collect();
+        let mut items: Vec<(&[u8], TokenId)> = vocab
+            .ids()
+            .filter(|&t| vocab.is_text(t))
+            .map(|t| (vocab.token_bytes(t), t))
+            .collect();
         Self::from_items(&mut items, vocab.len())
     }
 
@@ -102,7 +105,14 @@ impl TokenTrie {
             tokens.extend_from_slice(v);
         }
         tok_start.push(tokens.len() as u32);
-        TokenTrie { bytes, ends, tok_start, tokens, node_of, max_depth }
+        TokenTrie {
+            bytes,
+            ends,
+            tok_start,
+            tokens,
+            node_of,
+            max_depth,
+        }
     }
 
     /// Number of nodes (the root included).
@@ -136,7 +146,10 @@ impl TokenTrie {
 
     /// The node where `t` ends, if `t` is in the trie.
     pub fn node_of(&self, t: TokenId) -> Option<usize> {
-        self.node_of.get(t.index()).filter(|&&n| n != u32::MAX).map(|&n| n as usize)
+        self.node_of
+            .get(t.index())
+            .filter(|&&n| n != u32::MAX)
+            .map(|&n| n as usize)
     }
 
     /// The child of node `i` on byte `b` (a linear scan of the children).
@@ -169,7 +182,8 @@ impl TokenTrie {
 
     /// Heap bytes used.
     pub fn memory_usage(&self) -> usize {
-        self.bytes.capacity() + 4 * (self.ends.capacity() + self.tok_start.capacity() + self.tokens.capacity())
+        self.bytes.capacity()
+            + 4 * (self.ends.capacity() + self.tok_start.capacity() + self.tokens.capacity())
             + 4 * self.node_of.capacity()
     }
 }
@@ -215,9 +229,16 @@ mod tests {
         assert_eq!(trie.len(), 6);
         let a = trie.find(b"a").unwrap();
         assert_eq!(trie.end(a), trie.find(b"b").unwrap());
-        assert_eq!(trie.tokens_at(trie.find(b"ab").unwrap()), &[TokenId(0), TokenId(6)]);
+        assert_eq!(
+            trie.tokens_at(trie.find(b"ab").unwrap()),
+            &[TokenId(0), TokenId(6)]
+        );
         assert_eq!(trie.node_of(TokenId(2)), trie.find(b"abc"));
-        assert_eq!(trie.node_of(TokenId(7)), None, "EOS is special, not in the trie");
+        assert_eq!(
+            trie.node_of(TokenId(7)),
+            None,
+            "EOS is special, not in the trie"
+        );
         assert_eq!(trie.max_depth(), 3);
         assert!(trie.find(b"ac").is_none());
     }

@@ -69,6 +69,7 @@ pub(crate) struct Automaton {
     ctx: Vec<bool>,
     // Scratch for closures.
     visited: FxHashSet<(u32, u32)>,
+    visited_small: Vec<(u32, u32)>,
     work: Vec<(u32, u32)>,
     out: Vec<u32>,
     seeds: Vec<(u32, u32)>,
@@ -88,6 +89,7 @@ impl Automaton {
             trans: Vec::new(),
             ctx: Vec::new(),
             visited: FxHashSet::default(),
+            visited_small: Vec::new(),
             work: Vec::new(),
             out: Vec::new(),
             seeds: Vec::new(),
@@ -173,9 +175,17 @@ impl Automaton {
         self.flat.memory_usage()
             + self.nodes.capacity() * 12
             + self.node_ids.capacity() * 12
-            + self.states.iter().map(|s| s.stacks.len() * 4 + s.tokens.len() * 4 + 72).sum::<usize>()
+            + self
+                .states
+                .iter()
+                .map(|s| s.stacks.len() * 4 + s.tokens.len() * 4 + 72)
+                .sum::<usize>()
             + self.state_ids.capacity() * 24
-            + self.trans.iter().map(|t| if t.is_some() { 1024 + 8 } else { 8 }).sum::<usize>()
+            + self
+                .trans
+                .iter()
+                .map(|t| if t.is_some() { 1024 + 8 } else { 8 })
+                .sum::<usize>()
     }
 
     fn intern_node(&mut self, pos: u32, parent: u32) -> u32 {
@@ -197,12 +207,24 @@ impl Automaton {
         let mut accepting = false;
         let mut ctx = false;
         let budget = self.max_stacks.saturating_mul(8).max(1024);
+        // Small closures (the common case) dedupe with a linear scan; big ones use the set.
+        self.visited_small.clear();
         while let Some((pos, parent)) = self.work.pop() {
-            if !self.visited.insert((pos, parent)) {
-                continue;
-            }
-            if self.visited.len() > budget {
-                return OVERFLOW;
+            if self.visited_small.len() < 32 {
+                if self.visited_small.contains(&(pos, parent)) {
+                    continue;
+                }
+                self.visited_small.push((pos, parent));
+                if self.visited_small.len() == 32 {
+                    self.visited.extend(self.visited_small.iter().copied());
+                }
+            } else {
+                if !self.visited.insert((pos, parent)) {
+                    continue;
+                }
+                if self.visited.len() > budget {
+                    return OVERFLOW;
+                }
             }
             match self.flat.elems[pos as usize] {
                 Elem::End => {
@@ -244,7 +266,10 @@ impl Automaton {
         }
         stacks.sort_unstable();
         stacks.dedup();
-        let id = self.intern_state(stacks.clone());
+        let id = match self.state_ids.get(stacks.as_slice()) {
+            Some(&id) => id,
+            None => self.intern_state(stacks.clone()),
+        };
         stacks.clear();
         self.out = stacks;
         id
@@ -280,7 +305,12 @@ impl Automaton {
         }
         let stacks: Box<[u32]> = stacks.into_boxed_slice();
         self.state_ids.insert(stacks.clone(), id);
-        self.states.push(StateInfo { stacks, accepting, first, tokens: tokens.into_boxed_slice() });
+        self.states.push(StateInfo {
+            stacks,
+            accepting,
+            first,
+            tokens: tokens.into_boxed_slice(),
+        });
         self.trans.push(None);
         self.ctx.push(ctx);
         id
@@ -298,7 +328,12 @@ impl Automaton {
     /// truncation of `s` to the truncation of the next state); stacks that reach the bottom
     /// above the cut are kept whole, so a state of shallow stacks is its own truncation.
     pub fn truncate(&mut self, s: u32, k: usize) -> u32 {
-        let tallest = self.states[s as usize].stacks.iter().map(|&n| self.heights[n as usize]).max().unwrap_or(0);
+        let tallest = self.states[s as usize]
+            .stacks
+            .iter()
+            .map(|&n| self.heights[n as usize])
+            .max()
+            .unwrap_or(0);
         let cut = tallest.saturating_sub(k as u32);
         let mut out: Vec<u32> = Vec::with_capacity(self.states[s as usize].stacks.len());
         let mut path: Vec<u32> = Vec::with_capacity(k);

@@ -36,7 +36,10 @@ struct Entry {
 impl GrammarCache {
     /// A cache holding at most `capacity` compiled grammars.
     pub fn new(capacity: usize) -> Self {
-        GrammarCache { capacity: capacity.max(1), inner: Mutex::new(Inner::default()) }
+        GrammarCache {
+            capacity: capacity.max(1),
+            inner: Mutex::new(Inner::default()),
+        }
     }
 
     /// The compiled form of `g` for `vocab`, compiling it on a miss.
@@ -51,11 +54,11 @@ impl GrammarCache {
             let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             inner.tick += 1;
             let tick = inner.tick;
-            if let Some(e) = inner
-                .map
-                .get_mut(&key)
-                .and_then(|v| v.iter_mut().find(|e| e.grammar == *g && e.limits == *limits && Arc::ptr_eq(e.compiled.vocab(), vocab)))
-            {
+            if let Some(e) = inner.map.get_mut(&key).and_then(|v| {
+                v.iter_mut().find(|e| {
+                    e.grammar == *g && e.limits == *limits && Arc::ptr_eq(e.compiled.vocab(), vocab)
+                })
+            }) {
                 e.used = tick;
                 return Ok(e.compiled.clone());
             }
@@ -80,7 +83,12 @@ impl GrammarCache {
                 inner.len -= 1;
             }
         }
-        inner.map.entry(key).or_default().push(Entry { grammar: g.clone(), limits: limits.clone(), compiled: compiled.clone(), used });
+        inner.map.entry(key).or_default().push(Entry {
+            grammar: g.clone(),
+            limits: limits.clone(),
+            compiled: compiled.clone(),
+            used,
+        });
         inner.len += 1;
         Ok(compiled)
     }
@@ -119,8 +127,14 @@ mod tests {
         c.get_or_compile(&g("a"), &v, &l).unwrap(); // `a` is now the most recent
         c.get_or_compile(&g("ab"), &v, &l).unwrap(); // evicts `b`
         assert_eq!(c.len(), 2);
-        assert!(Arc::ptr_eq(&a1, &c.get_or_compile(&g("a"), &v, &l).unwrap()));
+        assert!(Arc::ptr_eq(
+            &a1,
+            &c.get_or_compile(&g("a"), &v, &l).unwrap()
+        ));
         let other = Arc::new(Vocabulary::from_strings(&["a", "b"], &["</s>"]));
-        assert!(!Arc::ptr_eq(&a1, &c.get_or_compile(&g("a"), &other, &l).unwrap()));
+        assert!(!Arc::ptr_eq(
+            &a1,
+            &c.get_or_compile(&g("a"), &other, &l).unwrap()
+        ));
     }
 }

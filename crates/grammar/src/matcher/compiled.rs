@@ -47,7 +47,9 @@ pub(super) struct Shared {
 
 impl std::fmt::Debug for CompiledGrammar {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CompiledGrammar").field("vocab_len", &self.index.vocab().len()).finish_non_exhaustive()
+        f.debug_struct("CompiledGrammar")
+            .field("vocab_len", &self.index.vocab().len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -55,16 +57,28 @@ impl CompiledGrammar {
     /// Compiles `g` for `vocab`: lowers it to bytes, checks it (left recursion, nothing
     /// matched, sizes) and computes the start state. The vocabulary's token trie is built
     /// once per vocabulary and shared (see [`TokenIndex::for_vocab`]).
-    pub fn new(g: &Grammar, vocab: Arc<Vocabulary>, limits: &Limits) -> Result<Arc<Self>, CompileError> {
+    pub fn new(
+        g: &Grammar,
+        vocab: Arc<Vocabulary>,
+        limits: &Limits,
+    ) -> Result<Arc<Self>, CompileError> {
         Self::with_index(g, TokenIndex::for_vocab(&vocab), limits)
     }
 
     /// Compiles `g` against a prebuilt [`TokenIndex`].
-    pub fn with_index(g: &Grammar, index: Arc<TokenIndex>, limits: &Limits) -> Result<Arc<Self>, CompileError> {
+    pub fn with_index(
+        g: &Grammar,
+        index: Arc<TokenIndex>,
+        limits: &Limits,
+    ) -> Result<Arc<Self>, CompileError> {
         let flat = lower(g, Some(index.vocab()), limits)?;
-        let (aut, initial) =
-            Automaton::new(flat, limits.max_stacks).map_err(|limit| CompileError::TooManyStacks { limit })?;
-        tracing::debug!(rules = aut.flat.alts.len(), elems = aut.flat.elems.len(), "compiled grammar");
+        let (aut, initial) = Automaton::new(flat, limits.max_stacks)
+            .map_err(|limit| CompileError::TooManyStacks { limit })?;
+        tracing::debug!(
+            rules = aut.flat.alts.len(),
+            elems = aut.flat.elems.len(),
+            "compiled grammar"
+        );
         Ok(Arc::new(CompiledGrammar {
             index,
             initial,
@@ -82,7 +96,11 @@ impl CompiledGrammar {
 
     /// A fresh matcher at the start of the grammar.
     pub fn matcher(self: &Arc<Self>) -> Matcher {
-        Matcher { g: self.clone(), states: vec![self.initial], stats: MatchStats::default() }
+        Matcher {
+            g: self.clone(),
+            states: vec![self.initial],
+            stats: MatchStats::default(),
+        }
     }
 
     /// The vocabulary.
@@ -296,7 +314,10 @@ impl Matcher {
         let s = self.cur();
         let vocab = self.g.index.vocab().clone();
         if t.index() >= vocab.len() {
-            return Err(MatchError::TokenOutOfRange { token: t, len: vocab.len() });
+            return Err(MatchError::TokenOutOfRange {
+                token: t,
+                len: vocab.len(),
+            });
         }
         if s == ENDED {
             return Err(MatchError::Ended);
@@ -324,7 +345,9 @@ impl Matcher {
                 token: t,
                 text: String::from_utf8_lossy(vocab.token_bytes(t)).into_owned(),
             }),
-            OVERFLOW => Err(MatchError::TooManyStacks { limit: self.g.limits.max_stacks }),
+            OVERFLOW => Err(MatchError::TooManyStacks {
+                limit: self.g.limits.max_stacks,
+            }),
             n => {
                 self.states.push(n);
                 self.stats.commits += 1;
@@ -345,10 +368,15 @@ impl Matcher {
         for (i, &b) in bytes.iter().enumerate() {
             x = sh.aut.step(x, b);
             if x == DEAD {
-                return Err(MatchError::BytesRejected { offset: i, len: bytes.len() });
+                return Err(MatchError::BytesRejected {
+                    offset: i,
+                    len: bytes.len(),
+                });
             }
             if x == OVERFLOW {
-                return Err(MatchError::TooManyStacks { limit: self.g.limits.max_stacks });
+                return Err(MatchError::TooManyStacks {
+                    limit: self.g.limits.max_stacks,
+                });
             }
         }
         drop(sh);
@@ -361,7 +389,10 @@ impl Matcher {
     pub fn rollback(&mut self, n: usize) -> Result<(), MatchError> {
         let available = self.states.len() - 1;
         if n > available {
-            return Err(MatchError::RollbackTooFar { requested: n, available });
+            return Err(MatchError::RollbackTooFar {
+                requested: n,
+                available,
+            });
         }
         self.states.truncate(self.states.len() - n);
         Ok(())
@@ -480,8 +511,8 @@ impl Matcher {
 /// named by the grammar never match here.
 pub fn accepts(g: &Grammar, input: &[u8], limits: &Limits) -> Result<bool, CompileError> {
     let flat = lower(g, None, limits)?;
-    let (mut aut, mut s) =
-        Automaton::new(flat, limits.max_stacks).map_err(|limit| CompileError::TooManyStacks { limit })?;
+    let (mut aut, mut s) = Automaton::new(flat, limits.max_stacks)
+        .map_err(|limit| CompileError::TooManyStacks { limit })?;
     for &b in input {
         s = aut.step(s, b);
         if s == DEAD || s == OVERFLOW {

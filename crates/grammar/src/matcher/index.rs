@@ -46,14 +46,22 @@ impl TokenIndex {
     /// Builds the index of `vocab` (no sharing; see [`for_vocab`](Self::for_vocab)).
     pub fn new(vocab: Arc<Vocabulary>) -> Arc<Self> {
         let trie = TokenTrie::new(&vocab);
-        Arc::new(TokenIndex { vocab, trie, classes: Mutex::new(FxHashMap::default()) })
+        Arc::new(TokenIndex {
+            vocab,
+            trie,
+            classes: Mutex::new(FxHashMap::default()),
+        })
     }
 
     /// The index of `vocab`, shared with every other live user of the same `Arc`.
     pub fn for_vocab(vocab: &Arc<Vocabulary>) -> Arc<Self> {
         let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
         reg.retain(|w| w.strong_count() > 0);
-        if let Some(ix) = reg.iter().filter_map(|w| w.upgrade()).find(|ix| Arc::ptr_eq(&ix.vocab, vocab)) {
+        if let Some(ix) = reg
+            .iter()
+            .filter_map(|w| w.upgrade())
+            .find(|ix| Arc::ptr_eq(&ix.vocab, vocab))
+        {
             return ix;
         }
         let ix = Self::new(vocab.clone());
@@ -74,13 +82,22 @@ impl TokenIndex {
     /// Heap bytes used (vocabulary excluded).
     pub fn memory_usage(&self) -> usize {
         self.trie.memory_usage()
-            + self.classes.lock().map(|c| c.values().map(|x| x.memory_usage()).sum::<usize>()).unwrap_or(0)
+            + self
+                .classes
+                .lock()
+                .map(|c| c.values().map(|x| x.memory_usage()).sum::<usize>())
+                .unwrap_or(0)
     }
 
     /// The class index of `c` (built on first use, then shared). With `utf8`, every
     /// complete, valid multi-byte UTF-8 character also counts as inside the class.
     pub(crate) fn class_index(&self, c: ByteSet, utf8: bool) -> Arc<ClassIndex> {
-        if let Some(x) = self.classes.lock().unwrap_or_else(|e| e.into_inner()).get(&(c, utf8)) {
+        if let Some(x) = self
+            .classes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(c, utf8))
+        {
             return x.clone();
         }
         let v = &self.vocab;

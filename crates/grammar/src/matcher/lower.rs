@@ -107,7 +107,11 @@ impl Flat {
     pub fn memory_usage(&self) -> usize {
         self.elems.capacity() * std::mem::size_of::<Elem>()
             + self.sets.capacity() * 32
-            + self.alts.iter().map(|a| a.capacity() * 4 + 24).sum::<usize>()
+            + self
+                .alts
+                .iter()
+                .map(|a| a.capacity() * 4 + 24)
+                .sum::<usize>()
             + self.names.iter().map(|n| n.capacity() + 24).sum::<usize>()
     }
 }
@@ -129,7 +133,11 @@ struct Lowerer<'a> {
 
 /// Lowers `g`. With a vocabulary, named tokens are resolved (an unknown one is an error);
 /// without, token elements never match.
-pub(crate) fn lower(g: &Grammar, vocab: Option<&Vocabulary>, limits: &Limits) -> Result<Flat, CompileError> {
+pub(crate) fn lower(
+    g: &Grammar,
+    vocab: Option<&Vocabulary>,
+    limits: &Limits,
+) -> Result<Flat, CompileError> {
     let n_user = g.rules().len();
     let mut lw = Lowerer {
         limits,
@@ -144,7 +152,10 @@ pub(crate) fn lower(g: &Grammar, vocab: Option<&Vocabulary>, limits: &Limits) ->
         cur: 0,
     };
     if n_user > limits.max_rules {
-        return Err(CompileError::TooManyRules { rule: g.rule(g.root()).name.clone(), limit: limits.max_rules });
+        return Err(CompileError::TooManyRules {
+            rule: g.rule(g.root()).name.clone(),
+            limit: limits.max_rules,
+        });
     }
     for (i, rule) in g.rules().iter().enumerate() {
         lw.cur = i as u32;
@@ -173,7 +184,10 @@ impl Lowerer<'_> {
     fn push(&mut self, out: &mut Vec<Elem>, e: Elem) -> Result<(), CompileError> {
         self.n_elems += 1;
         if self.n_elems > self.limits.max_elements {
-            return Err(CompileError::TooManyElements { rule: self.err_name(), limit: self.limits.max_elements });
+            return Err(CompileError::TooManyElements {
+                rule: self.err_name(),
+                limit: self.limits.max_elements,
+            });
         }
         out.push(e);
         Ok(())
@@ -181,11 +195,15 @@ impl Lowerer<'_> {
 
     fn new_rule(&mut self, what: &str) -> Result<u32, CompileError> {
         if self.rules.len() >= self.limits.max_rules {
-            return Err(CompileError::TooManyRules { rule: self.err_name(), limit: self.limits.max_rules });
+            return Err(CompileError::TooManyRules {
+                rule: self.err_name(),
+                limit: self.limits.max_rules,
+            });
         }
         let id = self.rules.len() as u32;
         let origin = self.origin[self.cur as usize];
-        self.names.push(format!("{}/{}{}", self.names[origin as usize], what, id));
+        self.names
+            .push(format!("{}/{}{}", self.names[origin as usize], what, id));
         self.origin.push(origin);
         self.rules.push(Vec::new());
         self.n_elems += 1; // each alternative's End is counted with its rule
@@ -209,9 +227,19 @@ impl Lowerer<'_> {
             /// Lower `expr` into buffer `buf` at nesting `depth`.
             Lower(&'e Expr, usize, usize),
             /// Buffers `first..first + n` are the branches of rule `rule`; append it to `out`.
-            Alt { rule: u32, first: usize, n: usize, out: usize },
+            Alt {
+                rule: u32,
+                first: usize,
+                n: usize,
+                out: usize,
+            },
             /// Buffer `unit` is a repeated expression; append the repetition to `out`.
-            Repeat { unit: usize, min: u32, max: Option<u32>, out: usize },
+            Repeat {
+                unit: usize,
+                min: u32,
+                max: Option<u32>,
+                out: usize,
+            },
         }
         let max_depth = self.limits.max_nesting.saturating_mul(4).max(64);
         let mut bufs: Vec<Vec<Elem>> = vec![std::mem::take(out)];
@@ -220,7 +248,10 @@ impl Lowerer<'_> {
             match t {
                 Task::Lower(e, buf, depth) => {
                     if depth > max_depth {
-                        return Err(CompileError::NestingTooDeep { rule: self.err_name(), limit: max_depth });
+                        return Err(CompileError::NestingTooDeep {
+                            rule: self.err_name(),
+                            limit: max_depth,
+                        });
                     }
                     match e {
                         Expr::Literal(s) => {
@@ -233,13 +264,25 @@ impl Lowerer<'_> {
                             let el = self.class_elem(r)?;
                             self.push_buf(&mut bufs[buf], el)?;
                         }
-                        Expr::Seq(v) => tasks.extend(v.iter().rev().map(|x| Task::Lower(x, buf, depth + 1))),
+                        Expr::Seq(v) => {
+                            tasks.extend(v.iter().rev().map(|x| Task::Lower(x, buf, depth + 1)))
+                        }
                         Expr::Alt(v) => {
                             let rule = self.new_rule("alt")?;
                             let first = bufs.len();
                             bufs.extend(v.iter().map(|_| Vec::new()));
-                            tasks.push(Task::Alt { rule, first, n: v.len(), out: buf });
-                            tasks.extend(v.iter().enumerate().rev().map(|(i, x)| Task::Lower(x, first + i, depth + 1)));
+                            tasks.push(Task::Alt {
+                                rule,
+                                first,
+                                n: v.len(),
+                                out: buf,
+                            });
+                            tasks.extend(
+                                v.iter()
+                                    .enumerate()
+                                    .rev()
+                                    .map(|(i, x)| Task::Lower(x, first + i, depth + 1)),
+                            );
                         }
                         Expr::Rule(id) => self.push_buf(&mut bufs[buf], Elem::Rule(id.0))?,
                         Expr::Token(t) => {
@@ -250,21 +293,43 @@ impl Lowerer<'_> {
                             let limit = self.limits.max_repeat;
                             let biggest = max.unwrap_or(*min).max(*min);
                             if biggest > limit {
-                                return Err(CompileError::RepeatTooLarge { rule: self.err_name(), count: biggest, limit });
+                                return Err(CompileError::RepeatTooLarge {
+                                    rule: self.err_name(),
+                                    count: biggest,
+                                    limit,
+                                });
                             }
                             let unit = bufs.len();
                             bufs.push(Vec::new());
-                            tasks.push(Task::Repeat { unit, min: *min, max: *max, out: buf });
+                            tasks.push(Task::Repeat {
+                                unit,
+                                min: *min,
+                                max: *max,
+                                out: buf,
+                            });
                             tasks.push(Task::Lower(expr, unit, depth + 1));
                         }
                     }
                 }
-                Task::Alt { rule, first, n, out } => {
-                    let alts: Vec<Vec<Elem>> = bufs[first..first + n].iter_mut().map(std::mem::take).collect();
+                Task::Alt {
+                    rule,
+                    first,
+                    n,
+                    out,
+                } => {
+                    let alts: Vec<Vec<Elem>> = bufs[first..first + n]
+                        .iter_mut()
+                        .map(std::mem::take)
+                        .collect();
                     self.rules[rule as usize] = alts;
                     self.push_buf(&mut bufs[out], Elem::Rule(rule))?;
                 }
-                Task::Repeat { unit, min, max, out } => {
+                Task::Repeat {
+                    unit,
+                    min,
+                    max,
+                    out,
+                } => {
                     let unit = std::mem::take(&mut bufs[unit]);
                     let mut o = std::mem::take(&mut bufs[out]);
                     self.repeat(unit, min, max, &mut o)?;
@@ -280,7 +345,13 @@ impl Lowerer<'_> {
         self.push(out, e)
     }
 
-    fn repeat(&mut self, unit: Vec<Elem>, min: u32, max: Option<u32>, out: &mut Vec<Elem>) -> Result<(), CompileError> {
+    fn repeat(
+        &mut self,
+        unit: Vec<Elem>,
+        min: u32,
+        max: Option<u32>,
+        out: &mut Vec<Elem>,
+    ) -> Result<(), CompileError> {
         let unit = if unit.len() == 1 {
             unit[0]
         } else {
@@ -306,7 +377,10 @@ impl Lowerer<'_> {
                     a.extend(prev.map(Elem::Rule));
                     self.n_elems += a.len() + 1;
                     if self.n_elems > self.limits.max_elements {
-                        return Err(CompileError::TooManyElements { rule: self.err_name(), limit: self.limits.max_elements });
+                        return Err(CompileError::TooManyElements {
+                            rule: self.err_name(),
+                            limit: self.limits.max_elements,
+                        });
                     }
                     self.rules[o as usize] = vec![a, vec![]];
                     prev = Some(o);
@@ -321,7 +395,9 @@ impl Lowerer<'_> {
 
     #[inline(never)]
     fn token(&mut self, t: &TokenRef) -> Result<TokenId, CompileError> {
-        let Some(v) = self.vocab else { return Ok(TokenId(u32::MAX)) };
+        let Some(v) = self.vocab else {
+            return Ok(TokenId(u32::MAX));
+        };
         let found = match t {
             TokenRef::Id(id) => (id.index() < v.len()).then_some(*id),
             TokenRef::Name(n) => v
@@ -400,7 +476,13 @@ impl Lowerer<'_> {
             }
             alts.push(starts);
         }
-        Flat { elems, sets: std::mem::take(&mut self.sets), alts, names: std::mem::take(&mut self.names), root }
+        Flat {
+            elems,
+            sets: std::mem::take(&mut self.sets),
+            alts,
+            names: std::mem::take(&mut self.names),
+            root,
+        }
     }
 }
 
@@ -464,7 +546,9 @@ fn check(flat: &Flat, origin: &[u32]) -> Result<(), CompileError> {
         _ => true,
     });
     if !productive[flat.root as usize] {
-        return Err(CompileError::MatchesNothing { rule: flat.names[flat.root as usize].clone() });
+        return Err(CompileError::MatchesNothing {
+            rule: flat.names[flat.root as usize].clone(),
+        });
     }
     let nullable = nullable(flat);
     // Left-edge graph: r -> (x, pushes a frame?) for each rule x reachable at r's left edge.
@@ -501,7 +585,10 @@ fn check(flat: &Flat, origin: &[u32]) -> Result<(), CompileError> {
                 }
                 let first = names[0].clone();
                 names.push(first.clone());
-                return Err(CompileError::LeftRecursion { rule: first, path: names.join(" -> ") });
+                return Err(CompileError::LeftRecursion {
+                    rule: first,
+                    path: names.join(" -> "),
+                });
             }
         }
     }
@@ -617,7 +704,9 @@ mod tests {
             b.define("root", Expr::any_char());
         });
         let f = lower(&g, None, &Limits::default()).unwrap();
-        let Elem::Rule(r) = f.elems[f.alts[0][0] as usize] else { panic!("expected a class rule") };
+        let Elem::Rule(r) = f.elems[f.alts[0][0] as usize] else {
+            panic!("expected a class rule")
+        };
         let leads: Vec<ByteSet> = f.alts[r as usize]
             .iter()
             .map(|&s| match f.elems[s as usize] {
@@ -641,19 +730,34 @@ mod tests {
     fn left_recursion_is_refused_with_the_cycle() {
         let g = build(|b| {
             let x = b.rule_id("x");
-            b.define("x", Expr::alt([Expr::seq([Expr::Rule(x), Expr::lit("+"), Expr::lit("1")]), Expr::lit("1")]));
+            b.define(
+                "x",
+                Expr::alt([
+                    Expr::seq([Expr::Rule(x), Expr::lit("+"), Expr::lit("1")]),
+                    Expr::lit("1"),
+                ]),
+            );
             b.define("root", Expr::Rule(x));
         });
         let e = lower(&g, None, &Limits::default()).unwrap_err();
-        assert!(matches!(&e, CompileError::LeftRecursion { rule, .. } if rule == "x"), "{e}");
+        assert!(
+            matches!(&e, CompileError::LeftRecursion { rule, .. } if rule == "x"),
+            "{e}"
+        );
         // Indirect, through a nullable prefix.
         let g = build(|b| {
             let a = b.rule_id("a");
             let n = b.rule_id("n");
             b.define("n", Expr::opt(Expr::lit("z")));
-            b.define("b", Expr::seq([Expr::Rule(n), Expr::Rule(a), Expr::lit("y")]));
+            b.define(
+                "b",
+                Expr::seq([Expr::Rule(n), Expr::Rule(a), Expr::lit("y")]),
+            );
             let bb = b.rule_id("b");
-            b.define("a", Expr::alt([Expr::seq([Expr::Rule(bb), Expr::lit("x")]), Expr::lit("q")]));
+            b.define(
+                "a",
+                Expr::alt([Expr::seq([Expr::Rule(bb), Expr::lit("x")]), Expr::lit("q")]),
+            );
             b.define("root", Expr::Rule(a));
         });
         let e = lower(&g, None, &Limits::default()).unwrap_err();
@@ -670,25 +774,47 @@ mod tests {
         let g = build(|b| {
             b.define("root", Expr::seq([Expr::lit("a"), Expr::Class(vec![])]));
         });
-        assert!(matches!(lower(&g, None, &Limits::default()), Err(CompileError::MatchesNothing { .. })));
+        assert!(matches!(
+            lower(&g, None, &Limits::default()),
+            Err(CompileError::MatchesNothing { .. })
+        ));
         let g = build(|b| {
             let r = b.rule_id("root");
             b.define("root", Expr::seq([Expr::lit("a"), Expr::Rule(r)]));
         });
-        assert!(matches!(lower(&g, None, &Limits::default()), Err(CompileError::MatchesNothing { .. })));
+        assert!(matches!(
+            lower(&g, None, &Limits::default()),
+            Err(CompileError::MatchesNothing { .. })
+        ));
         let g = build(|b| {
             b.define("root", Expr::repeat(Expr::lit("a"), 0, Some(1_000_000)));
         });
-        assert!(matches!(lower(&g, None, &Limits::default()), Err(CompileError::RepeatTooLarge { .. })));
+        assert!(matches!(
+            lower(&g, None, &Limits::default()),
+            Err(CompileError::RepeatTooLarge { .. })
+        ));
         // Nested repetitions share their unit rule: linear size, no blow-up.
         let g = build(|b| {
-            b.define("root", Expr::repeat(Expr::repeat(Expr::repeat(Expr::lit("ab"), 0, Some(1000)), 1000, None), 0, Some(1000)));
+            b.define(
+                "root",
+                Expr::repeat(
+                    Expr::repeat(Expr::repeat(Expr::lit("ab"), 0, Some(1000)), 1000, None),
+                    0,
+                    Some(1000),
+                ),
+            );
         });
         assert!(lower(&g, None, &Limits::default()).unwrap().elems.len() < 20_000);
         let g = build(|b| {
             b.define("root", Expr::lit("x".repeat(500)));
         });
-        let small = Limits { max_elements: 100, ..Limits::default() };
-        assert!(matches!(lower(&g, None, &small), Err(CompileError::TooManyElements { .. })));
+        let small = Limits {
+            max_elements: 100,
+            ..Limits::default()
+        };
+        assert!(matches!(
+            lower(&g, None, &small),
+            Err(CompileError::TooManyElements { .. })
+        ));
     }
 }

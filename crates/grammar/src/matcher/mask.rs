@@ -22,7 +22,13 @@ use formwork_vocab::{TokenMask, TokenTrie};
 
 /// Sets in `mask` every token in the subtree of trie node `root` whose bytes (after the
 /// node's prefix, which led to state `s0`) can be fully consumed. Returns nodes visited.
-pub(crate) fn walk_from(aut: &mut Automaton, trie: &TokenTrie, root: usize, s0: u32, mask: &mut TokenMask) -> usize {
+pub(crate) fn walk_from(
+    aut: &mut Automaton,
+    trie: &TokenTrie,
+    root: usize,
+    s0: u32,
+    mask: &mut TokenMask,
+) -> usize {
     let words = mask.words_mut();
     let mut visited = 0usize;
     // (end of the subtree, state at its root)
@@ -81,7 +87,9 @@ impl Accel {
             return None;
         }
         let utf8 = utf8_loops(aut, s);
-        Some(std::sync::Arc::new(Accel { class: index.class_index(c, utf8) }))
+        Some(std::sync::Arc::new(Accel {
+            class: index.class_index(c, utf8),
+        }))
     }
 }
 
@@ -137,13 +145,25 @@ pub(crate) struct CiMask {
 
 impl CiMask {
     pub(crate) fn memory_usage(&self) -> usize {
-        self.mask.memory_usage() + self.nodes.iter().map(|(_, p)| p.len() + 24).sum::<usize>() + self.tokens.len() * 4
+        self.mask.memory_usage()
+            + self.nodes.iter().map(|(_, p)| p.len() + 24).sum::<usize>()
+            + self.tokens.len() * 4
     }
 
     /// Computes the context-independent mask of truncated state `t`.
-    pub(crate) fn build(aut: &mut Automaton, index: &super::index::TokenIndex, t: u32, accel: Option<&Accel>) -> CiMask {
+    pub(crate) fn build(
+        aut: &mut Automaton,
+        index: &super::index::TokenIndex,
+        t: u32,
+        accel: Option<&Accel>,
+    ) -> CiMask {
         let n = index.vocab().len();
-        let mut ci = CiMask { mask: TokenMask::new(n), nodes: Vec::new(), tokens: Vec::new(), walked: 0 };
+        let mut ci = CiMask {
+            mask: TokenMask::new(n),
+            nodes: Vec::new(),
+            tokens: Vec::new(),
+            walked: 0,
+        };
         match accel {
             Some(a) => {
                 ci.mask.words_mut().copy_from_slice(a.class.all_in.words());
@@ -167,7 +187,13 @@ impl CiMask {
 
 /// Like [`walk_from`] from the root, but a node whose state popped into `CTX` is recorded
 /// in `uncertain` (with its path) and its subtree skipped.
-fn walk_ci(aut: &mut Automaton, trie: &TokenTrie, s0: u32, mask: &mut TokenMask, uncertain: &mut Vec<(u32, Box<[u8]>)>) -> usize {
+fn walk_ci(
+    aut: &mut Automaton,
+    trie: &TokenTrie,
+    s0: u32,
+    mask: &mut TokenMask,
+    uncertain: &mut Vec<(u32, Box<[u8]>)>,
+) -> usize {
     let words = mask.words_mut();
     let mut visited = 0usize;
     let mut stack: Vec<(u32, u32)> = Vec::with_capacity(trie.max_depth() + 2);

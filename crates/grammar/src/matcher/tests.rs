@@ -18,19 +18,31 @@ fn mini_json() -> Grammar {
         let string = b.rule_id("string");
         let ws = b.rule_id("ws");
         let object = b.rule_id("object");
-        b.define("ws", Expr::repeat(Expr::class([(' ', ' '), ('\n', '\n')], false), 0, Some(3)));
+        b.define(
+            "ws",
+            Expr::repeat(Expr::class([(' ', ' '), ('\n', '\n')], false), 0, Some(3)),
+        );
         b.define(
             "string",
             Expr::seq([
                 Expr::lit("\""),
                 Expr::star(Expr::alt([
                     Expr::class([('"', '"'), ('\\', '\\'), ('\0', '\x1f')], true),
-                    Expr::seq([Expr::lit("\\"), Expr::class([('"', '"'), ('\\', '\\'), ('n', 'n')], false)]),
+                    Expr::seq([
+                        Expr::lit("\\"),
+                        Expr::class([('"', '"'), ('\\', '\\'), ('n', 'n')], false),
+                    ]),
                 ])),
                 Expr::lit("\""),
             ]),
         );
-        let member = Expr::seq([Expr::Rule(string), Expr::Rule(ws), Expr::lit(":"), Expr::Rule(ws), Expr::Rule(value)]);
+        let member = Expr::seq([
+            Expr::Rule(string),
+            Expr::Rule(ws),
+            Expr::lit(":"),
+            Expr::Rule(ws),
+            Expr::Rule(value),
+        ]);
         b.define(
             "object",
             Expr::seq([
@@ -38,7 +50,12 @@ fn mini_json() -> Grammar {
                 Expr::Rule(ws),
                 Expr::opt(Expr::seq([
                     member.clone(),
-                    Expr::star(Expr::seq([Expr::Rule(ws), Expr::lit(","), Expr::Rule(ws), member])),
+                    Expr::star(Expr::seq([
+                        Expr::Rule(ws),
+                        Expr::lit(","),
+                        Expr::Rule(ws),
+                        member,
+                    ])),
                     Expr::Rule(ws),
                 ])),
                 Expr::lit("}"),
@@ -46,16 +63,48 @@ fn mini_json() -> Grammar {
         );
         b.define(
             "value",
-            Expr::alt([Expr::Rule(object), Expr::Rule(string), Expr::plus(Expr::class([('0', '9')], false))]),
+            Expr::alt([
+                Expr::Rule(object),
+                Expr::Rule(string),
+                Expr::plus(Expr::class([('0', '9')], false)),
+            ]),
         );
-        b.define("root", Expr::seq([Expr::Rule(ws), Expr::Rule(object), Expr::Rule(ws)]));
+        b.define(
+            "root",
+            Expr::seq([Expr::Rule(ws), Expr::Rule(object), Expr::Rule(ws)]),
+        );
     })
 }
 
 fn tiny_vocab() -> Arc<Vocabulary> {
     let toks = [
-        "{", "}", "\"", ":", ",", " ", "\n", "a", "b", "1", "12", "{\"", "\":", "\",", "\"}", "\": ", ", \"", "ab", "é", "\\", "\\n",
-        "\"a\"", "}}", " {", "x\"", "\u{1F600}", "\u{C3}",
+        "{",
+        "}",
+        "\"",
+        ":",
+        ",",
+        " ",
+        "\n",
+        "a",
+        "b",
+        "1",
+        "12",
+        "{\"",
+        "\":",
+        "\",",
+        "\"}",
+        "\": ",
+        ", \"",
+        "ab",
+        "é",
+        "\\",
+        "\\n",
+        "\"a\"",
+        "}}",
+        " {",
+        "x\"",
+        "\u{1F600}",
+        "\u{C3}",
     ];
     let mut v: Vec<Vec<u8>> = toks.iter().map(|s| s.as_bytes().to_vec()).collect();
     v[26] = vec![0xC3]; // half of "é": a byte-level token
@@ -82,15 +131,32 @@ fn tokenize(v: &Vocabulary, text: &[u8]) -> Vec<TokenId> {
 fn accepts_byte_level() {
     let g = mini_json();
     let l = Limits::default();
-    for ok in ["{}", " {\"a\": 1}\n", "{\"a\":{\"b\":\"x\\\"é😀\"}, \"c\":12}", "{\n}"] {
+    for ok in [
+        "{}",
+        " {\"a\": 1}\n",
+        "{\"a\":{\"b\":\"x\\\"é😀\"}, \"c\":12}",
+        "{\n}",
+    ] {
         assert!(accepts(&g, ok.as_bytes(), &l).unwrap(), "{ok}");
     }
-    for bad in ["", "{", "{\"a\"}", "{\"a\":1,}", "{}x", "{    }", "{\"\x01\":1}", "{\"a\":1}}"] {
+    for bad in [
+        "",
+        "{",
+        "{\"a\"}",
+        "{\"a\":1,}",
+        "{}x",
+        "{    }",
+        "{\"\x01\":1}",
+        "{\"a\":1}}",
+    ] {
         assert!(!accepts(&g, bad.as_bytes(), &l).unwrap(), "{bad:?}");
     }
     // Invalid UTF-8 inside a string is rejected.
     assert!(!accepts(&g, b"{\"\xC3\":1}", &l).unwrap());
-    assert!(!accepts(&g, b"{\"\xED\xA0\x80\":1}", &l).unwrap(), "surrogates are not text");
+    assert!(
+        !accepts(&g, b"{\"\xED\xA0\x80\":1}", &l).unwrap(),
+        "surrogates are not text"
+    );
 }
 
 #[test]
@@ -101,14 +167,20 @@ fn masks_follow_the_grammar_and_eos_only_when_accepting() {
     let mut mask = TokenMask::new(v.len());
     m.compute_mask(&mut mask);
     let names = |mask: &TokenMask| -> Vec<String> {
-        mask.iter_ones().map(|t| String::from_utf8_lossy(v.token_bytes(t)).into_owned()).collect()
+        mask.iter_ones()
+            .map(|t| String::from_utf8_lossy(v.token_bytes(t)).into_owned())
+            .collect()
     };
     assert_eq!(names(&mask), vec!["{", " ", "\n", "{\"", " {"]);
     let text = "{\"a\": {\"ab\":12}, \"b\":\"é\\n\"}";
     let toks = tokenize(&v, text.as_bytes());
     for &t in &toks {
         m.compute_mask(&mut mask);
-        assert!(mask.contains(t), "token {:?} not allowed", String::from_utf8_lossy(v.token_bytes(t)));
+        assert!(
+            mask.contains(t),
+            "token {:?} not allowed",
+            String::from_utf8_lossy(v.token_bytes(t))
+        );
         assert!(!mask.contains(TokenId(27)), "EOS before the end");
         assert!(m.is_allowed(t));
         m.commit(t).unwrap();
@@ -149,7 +221,11 @@ fn tokens_crossing_rule_boundaries_and_partial_utf8() {
     assert!(mask.contains(TokenId(26)));
     m.commit(TokenId(26)).unwrap();
     m.compute_mask(&mut mask);
-    assert!(mask.is_none(), "no token is a lone continuation byte: {:?}", mask.iter_ones().collect::<Vec<_>>());
+    assert!(
+        mask.is_none(),
+        "no token is a lone continuation byte: {:?}",
+        mask.iter_ones().collect::<Vec<_>>()
+    );
     assert!(m.commit_bytes(b"\xA9").is_ok());
 }
 
@@ -168,8 +244,17 @@ fn rollback_restores_state() {
     m.rollback(2).unwrap();
     m.compute_mask(&mut after);
     assert_eq!(before, after);
-    assert_eq!(m.rollback(5), Err(MatchError::RollbackTooFar { requested: 5, available: 1 }));
-    assert!(m.commit(TokenId(1)).is_ok(), "a closing brace is text inside a key");
+    assert_eq!(
+        m.rollback(5),
+        Err(MatchError::RollbackTooFar {
+            requested: 5,
+            available: 1
+        })
+    );
+    assert!(
+        m.commit(TokenId(1)).is_ok(),
+        "a closing brace is text inside a key"
+    );
     assert!(m.commit(TokenId(0)).is_ok());
     assert!(m.commit(TokenId(12)).is_ok());
     assert!(m.commit(TokenId(3)).is_err(), "a second `:`");
@@ -180,9 +265,20 @@ fn rollback_restores_state() {
 #[test]
 fn forced_bytes_and_tokens() {
     let g = grammar(|b| {
-        b.define("root", Expr::seq([Expr::lit("{\"name\": "), Expr::alt([Expr::lit("1"), Expr::lit("2")])]));
+        b.define(
+            "root",
+            Expr::seq([
+                Expr::lit("{\"name\": "),
+                Expr::alt([Expr::lit("1"), Expr::lit("2")]),
+            ]),
+        );
     });
-    let v = Arc::new(Vocabulary::from_strings(&["{", "\"", "{\"", "name", "\":", "\": ", ":", " ", "1", "2", "n"], &["</s>"]));
+    let v = Arc::new(Vocabulary::from_strings(
+        &[
+            "{", "\"", "{\"", "name", "\":", "\": ", ":", " ", "1", "2", "n",
+        ],
+        &["</s>"],
+    ));
     let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
     let mut m = cg.matcher();
     assert_eq!(m.forced_bytes(), b"{\"name\": ");
@@ -194,7 +290,14 @@ fn forced_bytes_and_tokens() {
     assert!(m.forced_tokens().is_empty());
     // A token that could run past the forced bytes is not emitted.
     let g = grammar(|b| {
-        b.define("root", Expr::seq([Expr::lit("\""), Expr::star(Expr::class([('a', 'z')], false)), Expr::lit("\"")]));
+        b.define(
+            "root",
+            Expr::seq([
+                Expr::lit("\""),
+                Expr::star(Expr::class([('a', 'z')], false)),
+                Expr::lit("\""),
+            ]),
+        );
     });
     let v = Arc::new(Vocabulary::from_strings(&["\"", "\"a", "a"], &[]));
     let cg = CompiledGrammar::new(&g, v, &Limits::default()).unwrap();
@@ -210,13 +313,24 @@ fn named_special_tokens_only_where_named() {
     let v = Arc::new(
         Vocabulary::new(
             toks,
-            vec![formwork_vocab::TokenKind::Normal, formwork_vocab::TokenKind::Special, formwork_vocab::TokenKind::Special],
+            vec![
+                formwork_vocab::TokenKind::Normal,
+                formwork_vocab::TokenKind::Special,
+                formwork_vocab::TokenKind::Special,
+            ],
             vec![TokenId(2)],
         )
         .unwrap(),
     );
     let g = grammar(|b| {
-        b.define("root", Expr::seq([Expr::lit("a"), Expr::Token(TokenRef::Name("<|tool|>".into())), Expr::lit("a")]));
+        b.define(
+            "root",
+            Expr::seq([
+                Expr::lit("a"),
+                Expr::Token(TokenRef::Name("<|tool|>".into())),
+                Expr::lit("a"),
+            ]),
+        );
     });
     let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
     let mut m = cg.matcher();
@@ -236,7 +350,10 @@ fn named_special_tokens_only_where_named() {
     let bad = grammar(|b| {
         b.define("root", Expr::Token(TokenRef::Name("<|nope|>".into())));
     });
-    assert!(matches!(CompiledGrammar::new(&bad, v, &Limits::default()), Err(CompileError::UnknownToken { .. })));
+    assert!(matches!(
+        CompiledGrammar::new(&bad, v, &Limits::default()),
+        Err(CompileError::UnknownToken { .. })
+    ));
 }
 
 #[test]
@@ -245,10 +362,20 @@ fn ambiguity_is_bounded() {
     // stacks genuinely multiply hits the limit with an error, not a hang.
     let g = grammar(|b| {
         let x = b.rule_id("x");
-        b.define("x", Expr::alt([Expr::seq([Expr::lit("a"), Expr::Rule(x), Expr::lit("b")]), Expr::seq([Expr::lit("a"), Expr::Rule(x), Expr::lit("c")]), Expr::lit("z")]));
+        b.define(
+            "x",
+            Expr::alt([
+                Expr::seq([Expr::lit("a"), Expr::Rule(x), Expr::lit("b")]),
+                Expr::seq([Expr::lit("a"), Expr::Rule(x), Expr::lit("c")]),
+                Expr::lit("z"),
+            ]),
+        );
         b.define("root", Expr::Rule(x));
     });
-    let limits = Limits { max_stacks: 64, ..Limits::default() };
+    let limits = Limits {
+        max_stacks: 64,
+        ..Limits::default()
+    };
     let v = Arc::new(Vocabulary::from_strings(&["a", "z", "b"], &[]));
     let cg = CompiledGrammar::new(&g, v, &limits).unwrap();
     let mut m = cg.matcher();
@@ -268,17 +395,26 @@ fn huge_and_bad_grammars_fail_fast() {
     let g = grammar(|b| {
         b.define("root", Expr::repeat(Expr::lit("a"), 0, Some(u32::MAX)));
     });
-    assert!(matches!(accepts(&g, b"a", &Limits::default()), Err(CompileError::RepeatTooLarge { .. })));
+    assert!(matches!(
+        accepts(&g, b"a", &Limits::default()),
+        Err(CompileError::RepeatTooLarge { .. })
+    ));
     let g = grammar(|b| {
         let r = b.rule_id("root");
-        b.define("root", Expr::alt([Expr::seq([Expr::Rule(r), Expr::lit("a")]), Expr::lit("b")]));
+        b.define(
+            "root",
+            Expr::alt([Expr::seq([Expr::Rule(r), Expr::lit("a")]), Expr::lit("b")]),
+        );
     });
     let e = accepts(&g, b"ba", &Limits::default()).unwrap_err();
     assert!(e.to_string().contains("left-recursive"), "{e}");
     let g = grammar(|b| {
         b.define("root", Expr::Class(vec![]));
     });
-    assert!(matches!(accepts(&g, b"", &Limits::default()), Err(CompileError::MatchesNothing { .. })));
+    assert!(matches!(
+        accepts(&g, b"", &Limits::default()),
+        Err(CompileError::MatchesNothing { .. })
+    ));
     // Deep nesting built by hand.
     let mut e = Expr::lit("x");
     for _ in 0..5000 {
@@ -287,10 +423,12 @@ fn huge_and_bad_grammars_fail_fast() {
     let g = grammar(|b| {
         b.define("root", e);
     });
-    assert!(matches!(accepts(&g, b"z", &Limits::default()), Err(CompileError::NestingTooDeep { .. })));
+    assert!(matches!(
+        accepts(&g, b"z", &Limits::default()),
+        Err(CompileError::NestingTooDeep { .. })
+    ));
     assert!(t.elapsed().as_secs() < 5);
 }
-
 
 #[test]
 fn deep_expressions_lower_without_recursion() {
@@ -302,7 +440,18 @@ fn deep_expressions_lower_without_recursion() {
         let g = grammar(|b| {
             b.define("root", e);
         });
-        assert_eq!(accepts(&g, b"z", &Limits { max_nesting: 100_000, ..Limits::default() }), Ok(true), "{d}");
+        assert_eq!(
+            accepts(
+                &g,
+                b"z",
+                &Limits {
+                    max_nesting: 100_000,
+                    ..Limits::default()
+                }
+            ),
+            Ok(true),
+            "{d}"
+        );
     }
 }
 
@@ -319,7 +468,8 @@ fn brute_force_along(g: &Grammar) {
     let v = tiny_vocab();
     let cg = CompiledGrammar::new(g, v.clone(), &Limits::default()).unwrap();
     let oracle_cg = CompiledGrammar::new(g, v.clone(), &Limits::default()).unwrap();
-    let text = "{\"a\": {\"b\": {\"ab\": {\"a\": \"é\\n\", \"b\": {}}, \"ab\": 1}}, \"b\": \"a\\\"\"}";
+    let text =
+        "{\"a\": {\"b\": {\"ab\": {\"a\": \"é\\n\", \"b\": {}}, \"ab\": 1}}, \"b\": \"a\\\"\"}";
     let toks = tokenize(&v, text.as_bytes());
     let mut m = cg.matcher();
     let mut o = oracle_cg.matcher();
@@ -331,7 +481,12 @@ fn brute_force_along(g: &Grammar) {
             if ok {
                 o.rollback(1).unwrap();
             }
-            assert_eq!(mask.contains(u), ok, "token {u} after {} commits", o.committed());
+            assert_eq!(
+                mask.contains(u),
+                ok,
+                "token {u} after {} commits",
+                o.committed()
+            );
         }
         m.commit(t).unwrap();
         o.commit(t).unwrap();
@@ -360,5 +515,8 @@ fn string_states_self_loop() {
             cs += 1;
         }
     }
-    assert!(c > 80 && cs > 80, "self-loop bytes: truncated {c}, full {cs}");
+    assert!(
+        c > 80 && cs > 80,
+        "self-loop bytes: truncated {c}, full {cs}"
+    );
 }
