@@ -295,11 +295,7 @@ impl Automaton {
             }
             match self.flat.elems[self.nodes[n as usize].0 as usize] {
                 Elem::Bytes(k) => first.union(&self.flat.sets[k as usize]),
-                Elem::Token(t) if t.0 != u32::MAX => {
-                    if !tokens.contains(&t) {
-                        tokens.push(t)
-                    }
-                }
+                Elem::Token(t) if t.0 != u32::MAX && !tokens.contains(&t) => tokens.push(t),
                 _ => {}
             }
         }

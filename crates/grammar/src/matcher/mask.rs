@@ -97,7 +97,8 @@ impl Accel {
 /// (per lead byte, every continuation byte of its valid range must give one same state).
 fn utf8_loops(aut: &mut Automaton, s: u32) -> bool {
     // (lead bytes, ranges of the following bytes), from the UTF-8 definition.
-    const SEQS: &[((u8, u8), &[(u8, u8)])] = &[
+    type Seq = ((u8, u8), &'static [(u8, u8)]);
+    const SEQS: &[Seq] = &[
         ((0xC2, 0xDF), &[(0x80, 0xBF)]),
         ((0xE0, 0xE0), &[(0xA0, 0xBF), (0x80, 0xBF)]),
         ((0xE1, 0xEC), &[(0x80, 0xBF), (0x80, 0xBF)]),
