@@ -520,3 +520,62 @@ fn string_states_self_loop() {
         "self-loop bytes: truncated {c}, full {cs}"
     );
 }
+
+/// Ambiguity plus depth: several stacks share their top frames but differ below, so
+/// truncated masks must defer to the full state for tokens that close rules.
+#[test]
+fn masks_equal_brute_force_with_ambiguous_contexts() {
+    let g = grammar(|b| {
+        let x = b.rule_id("x");
+        let inner = Expr::alt([
+            Expr::seq([Expr::lit("("), Expr::Rule(x), Expr::lit(")")]),
+            Expr::seq([Expr::lit("("), Expr::Rule(x), Expr::lit("]")]),
+            Expr::star(Expr::class([('a', 'b')], false)),
+        ]);
+        b.define("x", inner);
+        b.define("root", Expr::seq([Expr::Rule(x), Expr::lit(";")]));
+    });
+    let v = Arc::new(Vocabulary::from_strings(
+        &[
+            "(", ")", "]", ";", "a", "b", "ab", "((", "))", ")]", "])", "]]", "a)", "b]", "a))",
+            ")];", "];", ");", "aa(",
+        ],
+        &["</s>"],
+    ));
+    let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
+    let oracle = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
+    let text: &[u8] = b"((((((ab)])])];";
+    for k in 0..=text.len() {
+        let ok = (0..=k).all(|j| {
+            let mut mm = cg.matcher();
+            mm.commit_bytes(&text[..j]).is_ok()
+        });
+        assert!(
+            ok,
+            "prefix {:?} rejected",
+            String::from_utf8_lossy(&text[..k])
+        );
+    }
+    assert_eq!(accepts(&g, text, &Limits::default()), Ok(true));
+    let mut m = cg.matcher();
+    let mut o = oracle.matcher();
+    let mut mask = TokenMask::new(v.len());
+    for &byte in text.iter() {
+        m.compute_mask(&mut mask);
+        for u in v.ids() {
+            let ok = o.commit(u).is_ok();
+            if ok {
+                o.rollback(1).unwrap();
+            }
+            assert_eq!(
+                mask.contains(u),
+                ok,
+                "token {u} after {} bytes",
+                o.committed()
+            );
+        }
+        m.commit_bytes(&[byte]).unwrap();
+        o.commit_bytes(&[byte]).unwrap();
+    }
+    assert!(m.is_accepting());
+}
