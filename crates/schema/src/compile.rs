@@ -95,6 +95,7 @@ pub(crate) struct Cx<'a> {
     ref_expansions: usize,
     pub depth: usize,
     validators: HashMap<usize, Option<Rc<jsonschema::ValidatorMap>>>,
+    local_validators: HashMap<(usize, String), Rc<jsonschema::Validator>>,
     pub ws: Expr,
     /// `SchemaOptions::force_first_key`, applied to objects at the root.
     pub force_first: Option<String>,
@@ -172,6 +173,7 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
         ref_expansions: 0,
         depth: 0,
         validators: HashMap::new(),
+        local_validators: HashMap::new(),
         ws: Expr::Rule(ws_id),
         force_first: None,
         uid: 0,
@@ -625,18 +627,11 @@ impl<'a> Cx<'a> {
     }
 
     fn validate_at(&mut self, p: &Part, v: &Value) -> R<bool> {
-        if !self.validators.contains_key(&p.doc) {
-            let root = self.res.docs[p.doc].value.clone();
-            let map = crate::validator_options(&root, self.opts).ok().and_then(|o| o.build_map(&root).ok()).map(Rc::new);
-            self.validators.insert(p.doc, map);
+        let ck = (p.doc, p.ptr.clone());
+        if let Some(val) = self.local_validators.get(&ck) {
+            return Ok(val.is_valid(v));
         }
-        let key = format!("#{}", p.ptr);
-        if let Some(Some(m)) = self.validators.get(&p.doc) {
-            if let Some(val) = m.get(&key) {
-                return Ok(val.is_valid(v));
-            }
-        }
-        // Fall back to the subschema alone when it has no references.
+        // Fast path: a subschema without references validates on its own.
         let sub = p.value().clone();
         if !serde_json::to_string(&sub).unwrap_or_default().contains("\"$ref\"") {
             let draft = self.draft(p);
@@ -648,8 +643,22 @@ impl<'a> Cx<'a> {
             let opts = SchemaOptions { draft, ..Default::default() };
             if let Ok(o) = crate::validator_options(&wrapped, &opts) {
                 if let Ok(val) = o.build(&wrapped) {
-                    return Ok(val.is_valid(v));
+                    let ok = val.is_valid(v);
+                    self.local_validators.insert(ck, Rc::new(val));
+                    return Ok(ok);
                 }
+            }
+        }
+        // Otherwise the validator of that location within its document.
+        if !self.validators.contains_key(&p.doc) {
+            let root = self.res.docs[p.doc].value.clone();
+            let map = crate::validator_options(&root, self.opts).ok().and_then(|o| o.build_map(&root).ok()).map(Rc::new);
+            self.validators.insert(p.doc, map);
+        }
+        let key = format!("#{}", p.ptr);
+        if let Some(Some(m)) = self.validators.get(&p.doc) {
+            if let Some(val) = m.get(&key) {
+                return Ok(val.is_valid(v));
             }
         }
         Err(unsupported("enum", "cannot check enum values against this subschema", p.at.clone()))

@@ -198,10 +198,12 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part], int_only: bool, excluded: &[V
     }
     // multipleOf
     let mut int_step: u128 = 1;
+    let mut int_mult = false;
     let mut frac_digits: Option<u32> = None; // multipleOf 10^-d
     for (m, at) in &k.mult {
         if m.fract() == 0.0 && *m < 1e15 {
             let m = *m as u128;
+            int_mult = true;
             int_step = lcm(int_step, m);
             if int_step > 1_000_000 {
                 cx.refuse("multipleOf", "a multiple larger than 10^6", at.clone())?;
@@ -213,7 +215,7 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part], int_only: bool, excluded: &[V
             cx.refuse("multipleOf", format!("multipleOf {m} is supported only for integers and powers of ten"), at.clone())?;
         }
     }
-    let frac_allowed = !int_only && int_step == 1 && excl_ints.is_empty();
+    let frac_allowed = !int_only && !int_mult && excl_ints.is_empty();
     // Integers.
     let ints = if int_step > 1 {
         ints_multiple(cx, ilo, ihi, int_step, &parts[0])?
