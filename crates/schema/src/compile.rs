@@ -346,22 +346,27 @@ impl<'a> Cx<'a> {
                     continue; // a conjunction is idempotent
                 }
             }
+            let mut children: Vec<Part> = Vec::new();
             if p.consumed & C_REF == 0 && p.obj().is_some_and(|o| o.contains_key("$ref")) {
                 let target = self.resolve_ref(&p, "$ref")?;
                 p.consumed |= C_REF;
                 if self.draft(&p).ref_overrides_siblings() {
                     p.consumed |= C_REF_ONLY;
                 }
-                queue.push_back(target);
+                children.push(target);
             }
             if p.consumed & C_ALLOF == 0 {
                 if let Some(all) = p.get("allOf") {
                     let n = all.as_array().ok_or_else(|| invalid("allOf", "must be an array", p.kw_ptr("allOf")))?.len();
                     for i in 0..n {
-                        queue.push_back(p.sub(&format!("/allOf/{i}")));
+                        children.push(p.sub(&format!("/allOf/{i}")));
                     }
                     p.consumed |= C_ALLOF;
                 }
+            }
+            // Depth-first, so properties keep the order in which the schema lists them.
+            for c in children.into_iter().rev() {
+                queue.push_front(c);
             }
             out.push(p);
         }

@@ -48,6 +48,9 @@ fn run() {
                 ok = false;
             }
             if !acc && valid {
+                if valid_rejected < 40 {
+                    eprintln!("valid rejected: {name}: {}", &text[..text.len().min(160)]);
+                }
                 valid_rejected += 1;
                 ok = false;
             }
