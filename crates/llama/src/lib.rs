@@ -1,2 +1,50 @@
-//! formwork-llama (see the crate docs once written).
+//! # formwork-llama: the llama.cpp backend
+//!
+//! Implements [`formwork_engine::Model`] with llama.cpp (through the `llama-cpp-2` crate,
+//! pinned to an exact version, which builds llama.cpp from source with cmake). This is the
+//! only formwork crate with FFI and `unsafe`.
+//!
+//! ## What comes from where
+//! - **Vocabulary, chat template, BOS/EOS, `add_bos`, trained context length**: the GGUF
+//!   metadata, read by formwork's own pure-Rust reader ([`formwork_vocab::gguf`]), so the
+//!   token table the constraint engine uses is exactly the file's.
+//! - **Tokenization and evaluation**: llama.cpp. [`Model::decode`](formwork_engine::Model::decode)
+//!   returns the raw logits after the last token; llama.cpp's sampler chain is not used —
+//!   formwork samples itself (`formwork-sampler`).
+//!
+//! ## Key items
+//! - [`LlamaModel::load`] with [`LoadOptions`] (context length, threads, batch size).
+//! - [`default_threads`]: physical cores, capped — over-subscription is what hurts most on
+//!   small machines.
+//!
+//! ## The loop a user writes
+//! ```no_run
+//! use formwork_engine::Model;
+//! use formwork_llama::{LlamaModel, LoadOptions};
+//! let mut m = LlamaModel::load("model.gguf", LoadOptions::default())?;
+//! let prompt = m.tokenize("Hello", m.info().add_bos, false)?;
+//! let logits = m.decode(&prompt)?; // one f32 per vocabulary entry
+//! let next = (0..logits.len()).max_by(|&a, &b| logits[a].total_cmp(&logits[b])).unwrap();
+//! let logits = m.decode(&[formwork_vocab::TokenId(next as u32)])?;
+//! # let _ = logits;
+//! # Ok::<(), formwork_engine::ModelError>(())
+//! ```
+//!
+//! ## Behaviour worth knowing
+//! - A prompt that does not fit the context is [`ModelError::ContextOverflow`](formwork_engine::ModelError::ContextOverflow),
+//!   checked before anything is evaluated; the sequence is left as it was.
+//! - [`Model::truncate`](formwork_engine::Model::truncate) removes KV-cache entries, so a
+//!   shared prefix is kept without re-evaluation.
+//! - llama.cpp's log is silent unless `FORMWORK_LOG` is set ([`LOG_ENV`]); then it goes to
+//!   `tracing` under the target `llama-cpp-2`.
+//! - Builds: llama.cpp's CPU kernels get their instruction sets from the `GGML_*` cmake
+//!   options (`GGML_AVX2=ON`, ...), forwarded from the environment by `llama-cpp-sys-2`.
 #![deny(missing_docs)]
+
+mod backend;
+mod model;
+mod options;
+
+pub use backend::LOG_ENV;
+pub use model::LlamaModel;
+pub use options::{default_threads, LoadOptions, DEFAULT_MAX_CONTEXT, MAX_DEFAULT_THREADS};
