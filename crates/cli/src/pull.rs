@@ -1,10 +1,43 @@
-//! `formwork pull`.
+//! `formwork pull`: fetch a named model into the model cache.
+
+use anyhow::Context as _;
+use formwork_models::{known_models, Cache, Progress, DEFAULT_MODEL};
 
 /// Flags of `formwork pull`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The model to fetch (a known name; see --list).
+    #[arg(default_value = DEFAULT_MODEL)]
+    pub name: String,
+    /// List the known model names and whether each is in the cache, then exit.
+    #[arg(long)]
+    pub list: bool,
+    /// No progress bar or messages on stderr (errors are still reported).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
 
 /// Runs `formwork pull`.
-pub fn main(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`formwork pull` is not built yet")
+pub fn main(args: Args) -> anyhow::Result<()> {
+    let cache = Cache::from_env()?;
+    if args.list {
+        println!("model cache: {}", cache.models_dir().display());
+        for m in known_models() {
+            let state = if cache.is_cached(m) { "cached" } else { "not pulled" };
+            println!("{:<10} {:<11} {}", m.name, state, m.description);
+        }
+        return Ok(());
+    }
+    let progress = if args.quiet { Progress::Quiet } else { Progress::Stderr };
+    let pulled = cache.pull(&args.name, progress).with_context(|| format!("formwork pull {}", args.name))?;
+    if !args.quiet {
+        if pulled.downloaded {
+            eprintln!("done: {} is ready", args.name);
+        } else {
+            eprintln!("{} is already present and verified", args.name);
+        }
+    }
+    // The path on stdout, for scripts: `model=$(formwork pull -q)`.
+    println!("{}", pulled.path.display());
+    Ok(())
 }
