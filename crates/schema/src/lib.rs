@@ -130,6 +130,10 @@ pub struct SchemaOptions {
     pub limits: Limits,
     /// When set, objects at the root must start with this key (for tool-call names).
     pub force_first_key: Option<String>,
+    /// Treat formats formwork does not know as annotations (JSON Schema's own default: any
+    /// string is accepted, and the `jsonschema` validator ignores them too), recording a
+    /// [`Warning`]. Off by default: unknown formats are refused.
+    pub unknown_formats_as_annotations: bool,
     /// The draft assumed when the schema has no `$schema`.
     pub draft: Draft,
     /// Documents that `$ref`s may point at, by absolute URI (e.g. `http://localhost:1234/x.json`).

@@ -190,6 +190,8 @@ fn collect(cx: &mut Cx, parts: &[Part]) -> R<StrKw> {
                     if !k.formats.iter().any(|(q, _)| q == s) {
                         k.formats.push((s.to_string(), p.kw_ptr("format")));
                     }
+                } else if cx.opts.unknown_formats_as_annotations {
+                    cx.warnings.push(crate::Warning { keyword: "format".into(), pointer: p.kw_ptr("format"), why: format!("unknown format `{s}` treated as an annotation") });
                 } else if !crate::format::is_lax_ok(s) {
                     cx.refuse("format", format!("format `{s}` is not supported (supported: {})", crate::format::SUPPORTED.join(", ")), p.kw_ptr("format"))?;
                 }
