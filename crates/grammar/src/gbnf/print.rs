@@ -4,7 +4,8 @@
 //! alternatives, parentheses only where structure needs them. Literals and classes are
 //! escaped so the text is plain printable ASCII-or-Unicode without control characters;
 //! classes print in whichever of the positive and negated (`[^...]`) forms has fewer
-//! ranges, and the full range prints as `.`.
+//! ranges (on a tie, negated when the class reaches U+10FFFF), and the full range prints
+//! as `.`. `-` and `^` inside classes print as `\x2D` / `\x5E`, which llama.cpp also reads.
 //!
 //! Rule names that are not GBNF names (`[A-Za-z0-9_-]+`) are rewritten (other characters
 //! become `-`, clashes get a `-N` suffix), and the root rule is always printed as `root`.
