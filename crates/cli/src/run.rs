@@ -1,10 +1,299 @@
-//! `formwork run`.
+//! `formwork run`: generate an answer with a model, streamed to stdout.
+//!
+//! Two stages: [`Args`] are the raw flags; [`Settings::resolve`] reads the prompt, checks
+//! the flags against each other and builds the engine's options; [`main`] resolves and
+//! loads the model, compiles the constraint against its vocabulary and runs the loop.
+
+use anyhow::{bail, Context, Result};
+use formwork_engine::{
+    generate, ChatMessage, Constraint, GenerateOptions, Generation, GrammarConstraint, Model, Prompt, SamplerOptions,
+};
+use formwork_grammar::{matcher::CompiledGrammar, Grammar, Limits};
+use std::io::{IsTerminal, Read, Write};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// Flags of `formwork run`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Model: a known name (`smollm2`, fetched on first use) or a path to a GGUF file.
+    #[arg(long, short, env = "FORMWORK_MODEL", default_value = formwork_models::DEFAULT_MODEL)]
+    pub model: String,
+    /// System prompt.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Send PROMPT to the model as is, without the chat template.
+    #[arg(long)]
+    pub raw: bool,
+    /// Sampling temperature (0 = greedy). Default 0.8.
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// Keep only the K most likely tokens (0 = no limit). Default 40.
+    #[arg(long)]
+    pub top_k: Option<usize>,
+    /// Nucleus sampling threshold (1 = off). Default 0.9.
+    #[arg(long)]
+    pub top_p: Option<f32>,
+    /// Drop tokens less likely than P × the most likely one (0 = off). Default 0.
+    #[arg(long)]
+    pub min_p: Option<f32>,
+    /// Penalty for recently generated tokens (1 = off). Default 1.1.
+    #[arg(long)]
+    pub repeat_penalty: Option<f32>,
+    /// How many recent tokens the repeat penalty looks at (0 = off). Default 64.
+    #[arg(long)]
+    pub repeat_last_n: Option<usize>,
+    /// Random seed (a random one by default; `--verbose` prints it).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Most tokens to generate (default: until the model stops or the context is full).
+    #[arg(long, short = 'n')]
+    pub num_predict: Option<usize>,
+    /// Stop when this text appears (not printed); repeatable.
+    #[arg(long)]
+    pub stop: Vec<String>,
+    /// Evaluation threads (default: physical cores, at most 8).
+    #[arg(long, short = 't')]
+    pub threads: Option<usize>,
+    /// Context length in tokens (default: the model's, at most 8192).
+    #[arg(long, short = 'c')]
+    pub ctx_size: Option<usize>,
+    /// Constrain the answer: `json` (any JSON object) or a JSON Schema file.
+    #[arg(long, conflicts_with = "grammar")]
+    pub format: Option<String>,
+    /// Constrain the answer with a GBNF grammar file (llama.cpp syntax).
+    #[arg(long)]
+    pub grammar: Option<PathBuf>,
+    /// Print timings, token counts and rates, and the stop reason to stderr.
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// The prompt; `-` reads it from stdin.
+    pub prompt: String,
+}
+
+/// Where the constraint comes from.
+#[derive(Debug)]
+enum ConstraintSource {
+    /// `--format json`.
+    Json,
+    /// `--format FILE`: a JSON Schema.
+    Schema(PathBuf),
+    /// `--grammar FILE`.
+    Gbnf(PathBuf),
+}
+
+/// Resolved settings of one run.
+#[derive(Debug)]
+struct Settings {
+    model: String,
+    prompt: Prompt,
+    options: GenerateOptions,
+    threads: Option<usize>,
+    ctx_size: Option<usize>,
+    constraint: Option<ConstraintSource>,
+    verbose: bool,
+}
+
+impl Settings {
+    fn resolve(args: Args) -> Result<Settings> {
+        let text = if args.prompt == "-" {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s).context("reading the prompt from stdin")?;
+            s
+        } else {
+            args.prompt
+        };
+        if text.trim().is_empty() {
+            bail!("the prompt is empty; give it as an argument, or `-` to read it from stdin");
+        }
+        let prompt = if args.raw {
+            if args.system.is_some() {
+                bail!("--system has no effect with --raw (the prompt is sent as is); drop one of them");
+            }
+            Prompt::Raw(text)
+        } else {
+            let mut messages = Vec::new();
+            if let Some(s) = args.system {
+                messages.push(ChatMessage::new("system", s));
+            }
+            messages.push(ChatMessage::new("user", text));
+            Prompt::Chat { messages, tools: None }
+        };
+        let d = SamplerOptions::default();
+        let sampler = SamplerOptions {
+            temperature: args.temperature.unwrap_or(d.temperature),
+            top_k: args.top_k.unwrap_or(d.top_k),
+            top_p: args.top_p.unwrap_or(d.top_p),
+            min_p: args.min_p.unwrap_or(d.min_p),
+            repeat_penalty: args.repeat_penalty.unwrap_or(d.repeat_penalty),
+            repeat_last_n: args.repeat_last_n.unwrap_or(d.repeat_last_n),
+            seed: args.seed,
+            ..d
+        };
+        sampler.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+        if args.threads == Some(0) {
+            bail!("--threads must be at least 1");
+        }
+        if args.ctx_size == Some(0) {
+            bail!("--ctx-size must be at least 1");
+        }
+        let constraint = match (args.format, args.grammar) {
+            (Some(f), _) if f == "json" => Some(ConstraintSource::Json),
+            (Some(f), _) => {
+                let p = PathBuf::from(&f);
+                if !p.is_file() {
+                    bail!("--format takes `json` or a JSON Schema file; `{f}` is neither (no such file)");
+                }
+                Some(ConstraintSource::Schema(p))
+            }
+            (None, Some(g)) => Some(ConstraintSource::Gbnf(g)),
+            (None, None) => None,
+        };
+        Ok(Settings {
+            model: args.model,
+            prompt,
+            options: GenerateOptions { sampler, num_predict: args.num_predict, stop: args.stop, num_ctx: args.ctx_size },
+            threads: args.threads,
+            ctx_size: args.ctx_size,
+            constraint,
+            verbose: args.verbose,
+        })
+    }
+}
+
+/// Reads and compiles the constraint's grammar (before the model loads, so that a bad
+/// grammar fails fast).
+fn load_grammar(src: &ConstraintSource, limits: &Limits) -> Result<Grammar> {
+    Ok(match src {
+        ConstraintSource::Json => formwork_grammar::json::grammar(&formwork_grammar::json::JsonGrammarOptions::default()),
+        ConstraintSource::Gbnf(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading the grammar {}", path.display()))?;
+            formwork_grammar::gbnf::parse(&text, limits)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        }
+        ConstraintSource::Schema(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading the schema {}", path.display()))?;
+            let schema: serde_json::Value =
+                serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+            let opts = formwork_schema::SchemaOptions::default();
+            formwork_schema::compile(&schema, &opts).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        }
+    })
+}
 
 /// Runs `formwork run`.
-pub fn main(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`formwork run` is not built yet")
+pub fn main(args: Args) -> Result<()> {
+    let s = Settings::resolve(args)?;
+    let limits = Limits::default();
+    let grammar = s.constraint.as_ref().map(|c| load_grammar(c, &limits)).transpose()?;
+
+    let path = formwork_models::resolve(&s.model)?;
+    let t_load = Instant::now();
+    let load = formwork_llama::LoadOptions { n_ctx: s.ctx_size, n_threads: s.threads, ..Default::default() };
+    let mut model = formwork_llama::LlamaModel::load(&path, load)
+        .with_context(|| format!("loading the model {}", path.display()))?;
+    let load_duration = t_load.elapsed();
+
+    let mut constraint = match &grammar {
+        Some(g) => {
+            let compiled = CompiledGrammar::new(g, model.vocab().clone(), &limits)
+                .context("compiling the grammar against the model's vocabulary")?;
+            Some(GrammarConstraint::new(&compiled))
+        }
+        None => None,
+    };
+
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut write_failed: Option<std::io::Error> = None;
+    let mut ends_with_newline = true;
+    let mut on_text = |t: &str| {
+        ends_with_newline = t.ends_with('\n');
+        match out.write_all(t.as_bytes()).and_then(|_| out.flush()) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                write_failed = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    };
+    let mut g = generate(
+        &mut model,
+        &s.prompt,
+        &s.options,
+        constraint.as_mut().map(|c| c as &mut dyn Constraint),
+        &mut on_text,
+    )?;
+    g.load_duration = load_duration;
+    match write_failed {
+        // A closed pipe (`formwork run ... | head`) is a normal way to stop reading.
+        Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Some(e) => return Err(e).context("writing the answer to stdout"),
+        None => {}
+    }
+    if !ends_with_newline {
+        let _ = writeln!(out);
+    }
+    drop(out);
+    if s.verbose {
+        print_stats(&g, constraint.as_ref());
+    }
+    Ok(())
+}
+
+fn print_stats(g: &Generation, constraint: Option<&GrammarConstraint>) {
+    let color = std::io::stderr().is_terminal();
+    let mut e = std::io::stderr().lock();
+    let (dim, reset) = if color { ("\x1b[2m", "\x1b[0m") } else { ("", "") };
+    let total = g.total_duration + g.load_duration;
+    let lines = [
+        ("total duration", fmt_duration(total)),
+        ("load duration", fmt_duration(g.load_duration)),
+        ("prompt eval count", format!("{} token(s) ({} reused from the cache)", g.prompt_tokens, g.cached_prompt_tokens)),
+        ("prompt eval duration", fmt_duration(g.prompt_eval_duration)),
+        ("prompt eval rate", format!("{:.2} tokens/s", g.prompt_rate())),
+        ("eval count", format!("{} token(s)", g.eval_tokens)),
+        ("eval duration", fmt_duration(g.eval_duration)),
+        ("eval rate", format!("{:.2} tokens/s", g.eval_rate())),
+        ("done reason", describe_reason(g)),
+        ("seed", g.seed.to_string()),
+    ];
+    for (k, v) in lines {
+        let _ = writeln!(e, "{dim}{:<21}{reset} {v}", format!("{k}:"));
+    }
+    if let Some(c) = g.constraint {
+        let path = if c.fast_path { "fast path (sample, then check)" } else { "mask first" };
+        let _ = writeln!(
+            e,
+            "{dim}{:<21}{reset} {path}; {} fast accepts, {} masks, {} total",
+            "constraint:",
+            c.fast_accepts,
+            c.masks,
+            fmt_duration(c.time)
+        );
+        if let Some(gc) = constraint {
+            let st = gc.matcher().stats();
+            let _ = writeln!(
+                e,
+                "{dim}{:<21}{reset} {} masks ({} cached), {} trie nodes walked, {} parser states",
+                "matcher:", st.masks, st.mask_cache_hits, st.trie_nodes_walked, st.states
+            );
+        }
+    }
+}
+
+fn describe_reason(g: &Generation) -> String {
+    format!("{} ({})", g.done_reason, g.stop)
+}
+
+fn fmt_duration(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 1.0 {
+        format!("{s:.3}s")
+    } else if s >= 0.001 {
+        format!("{:.3}ms", s * 1e3)
+    } else {
+        format!("{:.1}µs", s * 1e6)
+    }
 }
