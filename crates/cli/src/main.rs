@@ -46,7 +46,7 @@ enum Command {
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FORMWORK_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("FORMWORK_LOG").unwrap_or_else(|_| "warn,formwork_server=info".into()),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -1,10 +1,147 @@
-//! `formwork serve`.
+//! `formwork serve`: the Ollama- and OpenAI-compatible HTTP server.
+//!
+//! Raw flags ([`Args`]) are resolved into a [`formwork_server::ServerConfig`] and a list of
+//! models; each model is loaded with llama.cpp, wrapped in the engine backend (sharing one
+//! compiled-grammar cache) and given its own worker thread. The server binds 127.0.0.1 unless
+//! `--host` says otherwise, prints where it listens, and stops gracefully on ctrl-c/SIGTERM.
+
+use anyhow::Context;
+use formwork_server::engine_backend::{EngineBackend, GrammarCache};
+use formwork_server::{AppState, ModelMeta, ModelWorker, ServerConfig};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Flags of `formwork serve`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Address to bind. The default serves this machine only; pass `--host 0.0.0.0` to
+    /// accept connections from the network.
+    #[arg(long, default_value = "127.0.0.1", env = "FORMWORK_HOST")]
+    pub host: String,
+    /// Port to listen on (Ollama's port by default; 0 picks a free one).
+    #[arg(long, default_value_t = 11434, env = "FORMWORK_PORT")]
+    pub port: u16,
+    /// A model to serve: a known name (`smollm2`) or a GGUF path. Repeat to serve several;
+    /// clients address them by name (a path's file stem). Default: smollm2.
+    #[arg(long = "model", short = 'm')]
+    pub models: Vec<String>,
+    /// Context length per model (default: the model's, capped at 8192).
+    #[arg(long)]
+    pub ctx_size: Option<usize>,
+    /// Threads per model (default: physical cores, at most 8).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Largest request body in bytes.
+    #[arg(long, default_value_t = 2 << 20)]
+    pub max_body_bytes: usize,
+    /// Largest JSON Schema in bytes.
+    #[arg(long, default_value_t = 256 << 10)]
+    pub max_schema_bytes: usize,
+    /// Most tokens one request may generate.
+    #[arg(long, default_value_t = 4096)]
+    pub max_num_predict: u32,
+    /// Wall-clock limit per request, in seconds (queueing included).
+    #[arg(long, default_value_t = 300)]
+    pub max_wall_time: u64,
+}
 
 /// Runs `formwork serve`.
-pub fn main(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`formwork serve` is not built yet")
+pub fn main(args: Args) -> anyhow::Result<()> {
+    let ip: IpAddr = args.host.parse().with_context(|| format!("--host {:?} is not an IP address (try 127.0.0.1 or 0.0.0.0)", args.host))?;
+    let addr = SocketAddr::new(ip, args.port);
+    let config = ServerConfig {
+        max_body_bytes: args.max_body_bytes,
+        max_schema_bytes: args.max_schema_bytes,
+        max_num_predict: args.max_num_predict,
+        default_num_predict: args.max_num_predict.min(ServerConfig::default().default_num_predict),
+        max_wall_time: Duration::from_secs(args.max_wall_time),
+        ..ServerConfig::default()
+    };
+    let names = if args.models.is_empty() { vec!["smollm2".to_string()] } else { args.models.clone() };
+    let cache = Arc::new(GrammarCache::new(config.grammar_cache_entries));
+    let mut workers: Vec<ModelWorker> = Vec::new();
+    for name in &names {
+        let w = load(name, &args, &config, cache.clone())?;
+        if workers.iter().any(|x| x.meta().name == w.meta().name) {
+            anyhow::bail!("two models are called {:?}; rename one of the files", w.meta().name);
+        }
+        workers.push(w);
+    }
+    let served: Vec<String> = workers.iter().map(|w| w.meta().name.clone()).collect();
+    let state = AppState::new(config, workers);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+        let local = listener.local_addr()?;
+        if !ip.is_loopback() {
+            eprintln!("warning: serving on {ip}, reachable from the network");
+        }
+        println!("formwork serve: listening on http://{local} (models: {})", served.join(", "));
+        eprintln!("  Ollama API at http://{local}/api, OpenAI API at http://{local}/v1; ctrl-c to stop");
+        formwork_server::serve(listener, state, formwork_server::shutdown_signal()).await.context("server failed")
+    })
+}
+
+fn load(name: &str, args: &Args, config: &ServerConfig, cache: Arc<GrammarCache>) -> anyhow::Result<ModelWorker> {
+    let path = formwork_models::resolve(name).with_context(|| format!("cannot find model {name:?}"))?;
+    let display = if Path::new(name).exists() || name.ends_with(".gguf") {
+        path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| name.to_string())
+    } else {
+        name.strip_suffix(":latest").unwrap_or(name).to_string()
+    };
+    let t = Instant::now();
+    let opts = formwork_llama::LoadOptions { n_ctx: args.ctx_size, n_threads: args.threads, name: Some(display.clone()), ..Default::default() };
+    let model = formwork_llama::LlamaModel::load(&path, opts).with_context(|| format!("cannot load {}", path.display()))?;
+    let load_time = t.elapsed();
+    let meta = meta(&display, &path, &model);
+    eprintln!("loaded {display} from {} in {:.1?}", path.display(), load_time);
+    let backend = EngineBackend::new(Box::new(model), cache, config.grammar_limits.clone());
+    ModelWorker::spawn(meta, Box::new(backend), load_time).context("cannot start the model's worker thread")
+}
+
+fn meta(name: &str, path: &PathBuf, model: &formwork_llama::LlamaModel) -> ModelMeta {
+    use formwork_engine::Model;
+    let info = model.info();
+    let gguf = formwork_vocab::gguf::GgufFile::open(path).ok();
+    let get = |k: &str| gguf.as_ref().and_then(|g| g.get_str(k)).map(str::to_string);
+    let family = get("general.architecture").unwrap_or_else(|| "llama".into());
+    let file_type = gguf.as_ref().and_then(|g| g.get("general.file_type")).and_then(|v| v.as_i128());
+    ModelMeta {
+        name: name.to_string(),
+        path: Some(path.clone()),
+        size: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+        parameter_size: get("general.size_label").unwrap_or_default(),
+        quantization_level: file_type.map(quantization).unwrap_or_default().to_string(),
+        context_length: info.context_length as u32,
+        template: info.chat_template.clone(),
+        supports_tools: info.chat_template.as_deref().is_some_and(|t| t.contains("tools")),
+        supports_thinking: false,
+        family,
+    }
+}
+
+/// GGUF `general.file_type` in llama.cpp's names.
+fn quantization(t: i128) -> &'static str {
+    match t {
+        0 => "F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K",
+        11 => "Q3_K_S",
+        12 => "Q3_K_M",
+        13 => "Q3_K_L",
+        14 => "Q4_K_S",
+        15 => "Q4_K_M",
+        16 => "Q5_K_S",
+        17 => "Q5_K_M",
+        18 => "Q6_K",
+        32 => "BF16",
+        _ => "unknown",
+    }
 }
