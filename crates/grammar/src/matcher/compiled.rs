@@ -16,6 +16,8 @@ const ENDED: u32 = u32::MAX - 2;
 const MASK_CACHE_BYTES: usize = 64 << 20;
 /// Frames kept when truncating a state for its context-independent mask.
 const TRUNCATE_DEPTH: usize = 4;
+/// Fewest first bytes leading to one looping state for [`CompiledGrammar::dispatch_mask`].
+const DISPATCH_MIN: usize = 16;
 /// Longest run of forced bytes reported by [`Matcher::forced_bytes`].
 const MAX_FORCED: usize = 4096;
 
@@ -142,6 +144,102 @@ impl CompiledGrammar {
             return (m.clone(), true, 0);
         }
         let vocab = self.index.vocab();
+        let (m, walked) = match self.dispatch_mask(sh, s) {
+            Some(r) => r,
+            None => self.ci_mask(sh, s),
+        };
+        let mut m = m;
+        let info = sh.aut.info(s);
+        for &t in info.tokens.iter() {
+            m.insert(t);
+        }
+        if info.accepting {
+            for &t in vocab.eos_tokens() {
+                m.insert(t);
+            }
+        }
+        let m = Arc::new(m);
+        if sh.mask_bytes + m.memory_usage() > MASK_CACHE_BYTES {
+            sh.masks.clear();
+            sh.mask_bytes = 0;
+        }
+        sh.mask_bytes += m.memory_usage();
+        sh.masks.insert(s, m.clone());
+        (m, false, walked)
+    }
+
+    /// The text-token mask of `s` by first-byte dispatch, when `s` is not a loop itself but
+    /// many of its first bytes lead to one state `x` that loops on them (a partial object
+    /// key that may still become a listed key or already is an unlisted one; a bounded
+    /// counter). For such a byte `b`, a token `b·w` is allowed in `s` exactly when `w` is
+    /// allowed in `x = δ(s, b)`, and since `δ(x, b) = x`, exactly when `b·w` is allowed in
+    /// `x`: that part of the mask is `mask(x) ∩ first_byte(b)`, taken from `x`'s (cached,
+    /// usually accelerated) mask. The other first bytes walk their subtrees. `None` when no
+    /// such group exists (the caller walks normally).
+    fn dispatch_mask(&self, sh: &mut Shared, s: u32) -> Option<(TokenMask, usize)> {
+        let trie = self.index.trie();
+        // The root's children: (node, byte, state after the byte).
+        let mut kids: Vec<(usize, u8, u32)> = Vec::with_capacity(256);
+        let mut self_loops = 0;
+        let (mut i, n) = (1, trie.end(0));
+        while i < n {
+            let b = trie.byte(i);
+            let x = sh.aut.step(s, b);
+            if x == s {
+                self_loops += 1;
+            }
+            kids.push((i, b, x));
+            i = trie.end(i);
+        }
+        // A state that loops on many bytes has its own accelerator; a target of a group
+        // below loops on at least `DISPATCH_MIN` bytes, so it never dispatches in turn.
+        if self_loops >= DISPATCH_MIN {
+            return None;
+        }
+        let mut groups: Vec<(u32, Vec<u8>)> = Vec::new();
+        for &(_, b, x) in &kids {
+            if x == DEAD || x == OVERFLOW || x == s || sh.aut.step(x, b) != x {
+                continue;
+            }
+            match groups.iter_mut().find(|g| g.0 == x) {
+                Some(g) => g.1.push(b),
+                None => groups.push((x, vec![b])),
+            }
+        }
+        groups.retain(|g| g.1.len() >= DISPATCH_MIN);
+        if groups.is_empty() {
+            return None;
+        }
+        let mut m = TokenMask::new(self.index.vocab().len());
+        let mut walked = 0;
+        let fb = self.index.first_byte_masks();
+        let mut grouped = [false; 256];
+        for (x, bytes) in &groups {
+            let (mx, _, w) = self.mask_of(sh, *x);
+            walked += w;
+            let out = m.words_mut();
+            for &b in bytes {
+                grouped[b as usize] = true;
+                for ((o, a), f) in out.iter_mut().zip(mx.words()).zip(fb[b as usize].words()) {
+                    *o |= a & f;
+                }
+            }
+        }
+        for &(node, b, x) in &kids {
+            if grouped[b as usize] || x == DEAD || x == OVERFLOW {
+                continue;
+            }
+            for &tok in trie.tokens_at(node) {
+                m.insert(tok);
+            }
+            walked += 1 + walk_from(&mut sh.aut, trie, node, x, &mut m);
+        }
+        Some((m, walked))
+    }
+
+    /// The text-token mask of `s` through its truncation's context-independent mask.
+    fn ci_mask(&self, sh: &mut Shared, s: u32) -> (TokenMask, usize) {
+        let vocab = self.index.vocab();
         let trie = self.index.trie();
         let t = match sh.trunc.get(&s) {
             Some(&t) => t,
@@ -198,23 +296,7 @@ impl CompiledGrammar {
                 m.insert(tok);
             }
         }
-        let info = sh.aut.info(s);
-        for &t in info.tokens.iter() {
-            m.insert(t);
-        }
-        if info.accepting {
-            for &t in vocab.eos_tokens() {
-                m.insert(t);
-            }
-        }
-        let m = Arc::new(m);
-        if sh.mask_bytes + m.memory_usage() > MASK_CACHE_BYTES {
-            sh.masks.clear();
-            sh.mask_bytes = 0;
-        }
-        sh.mask_bytes += m.memory_usage();
-        sh.masks.insert(s, m.clone());
-        (m, false, walked)
+        (m, walked)
     }
 }
 

@@ -19,6 +19,8 @@ pub struct TokenIndex {
     vocab: Arc<Vocabulary>,
     trie: TokenTrie,
     classes: Mutex<FxHashMap<(ByteSet, bool), Arc<ClassIndex>>>,
+    /// Per byte `b`: the text tokens whose first byte is `b` (built on first use).
+    first_byte: std::sync::OnceLock<Vec<TokenMask>>,
 }
 
 /// For a byte class `C`: the tokens made only of bytes in `C`, and a trie of the other
@@ -50,6 +52,7 @@ impl TokenIndex {
             vocab,
             trie,
             classes: Mutex::new(FxHashMap::default()),
+            first_byte: std::sync::OnceLock::new(),
         })
     }
 
@@ -79,9 +82,29 @@ impl TokenIndex {
         &self.trie
     }
 
+    /// Per byte `b`: the text tokens whose first byte is `b` (256 masks, built on first
+    /// use and shared by every grammar on this vocabulary).
+    pub(crate) fn first_byte_masks(&self) -> &[TokenMask] {
+        self.first_byte.get_or_init(|| {
+            let v = &self.vocab;
+            let mut m = vec![TokenMask::new(v.len()); 256];
+            for t in v.ids() {
+                if let (true, Some(&b)) = (v.is_text(t), v.token_bytes(t).first()) {
+                    m[b as usize].insert(t);
+                }
+            }
+            m
+        })
+    }
+
     /// Heap bytes used (vocabulary excluded).
     pub fn memory_usage(&self) -> usize {
         self.trie.memory_usage()
+            + self
+                .first_byte
+                .get()
+                .map(|m| m.iter().map(|x| x.memory_usage()).sum::<usize>())
+                .unwrap_or(0)
             + self
                 .classes
                 .lock()

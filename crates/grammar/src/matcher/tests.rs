@@ -579,3 +579,69 @@ fn masks_equal_brute_force_with_ambiguous_contexts() {
     }
     assert!(m.is_accepting());
 }
+
+/// First-byte dispatch: a partial key that may still become a listed key (`alpha`,
+/// `alpine`) or is already any other word leads, on most letters, to the one looping
+/// "other word" state; the mask taken from that state's mask must equal brute force, also
+/// for tokens that cross the closing quote and for tokens that continue a listed key.
+#[test]
+fn masks_equal_brute_force_on_key_prefixes() {
+    let g = grammar(|b| {
+        let key = Expr::alt([
+            Expr::lit("alpha"),
+            Expr::lit("alpine"),
+            Expr::star(Expr::class([('a', 'z')], false)),
+        ]);
+        let pair = Expr::seq([Expr::lit("\""), key, Expr::lit("\":1")]);
+        b.define(
+            "root",
+            Expr::seq([
+                Expr::lit("{"),
+                pair.clone(),
+                Expr::star(Expr::seq([Expr::lit(","), pair])),
+                Expr::lit("}"),
+            ]),
+        );
+    });
+    let mut words: Vec<String> = Vec::new();
+    for a in 'a'..='z' {
+        words.push(a.to_string());
+        for c in ['a', 'e', 'h', 'i', 'l', 'n', 'p', 'z'] {
+            words.push(format!("{a}{c}"));
+        }
+        words.push(format!("{a}\""));
+        words.push(format!("{a}\":"));
+    }
+    for w in ["{\"", "\":", "1", ",\"", "}", "\"", "pha", "ph", "ine", "ha\"", "alp", "pine\":1", "\":1}"] {
+        words.push(w.to_string());
+    }
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    let v = Arc::new(Vocabulary::from_strings(&refs, &["</s>"]));
+    let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
+    let oracle = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
+    let text: &[u8] = b"{\"alpha\":1,\"alpx\":1,\"alpine\":1,\"zz\":1,\"al\":1}";
+    assert_eq!(accepts(&g, text, &Limits::default()), Ok(true));
+    let mut m = cg.matcher();
+    let mut o = oracle.matcher();
+    let mut mask = TokenMask::new(v.len());
+    for &byte in text.iter() {
+        m.compute_mask(&mut mask);
+        for u in v.ids() {
+            let ok = o.commit(u).is_ok();
+            if ok {
+                o.rollback(1).unwrap();
+            }
+            assert_eq!(
+                mask.contains(u),
+                ok,
+                "token {:?} after {:?}",
+                String::from_utf8_lossy(v.token_bytes(u)),
+                String::from_utf8_lossy(&text[..o.committed()])
+            );
+        }
+        m.commit_bytes(&[byte]).unwrap();
+        o.commit_bytes(&[byte]).unwrap();
+    }
+    m.compute_mask(&mut mask);
+    assert!(m.is_accepting());
+}
