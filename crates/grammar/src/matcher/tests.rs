@@ -612,7 +612,9 @@ fn masks_equal_brute_force_on_key_prefixes() {
         words.push(format!("{a}\""));
         words.push(format!("{a}\":"));
     }
-    for w in ["{\"", "\":", "1", ",\"", "}", "\"", "pha", "ph", "ine", "ha\"", "alp", "pine\":1", "\":1}"] {
+    for w in [
+        "{\"", "\":", "1", ",\"", "}", "\"", "pha", "ph", "ine", "ha\"", "alp", "pine\":1", "\":1}",
+    ] {
         words.push(w.to_string());
     }
     let refs: Vec<&str> = words.iter().map(String::as_str).collect();
