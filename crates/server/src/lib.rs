@@ -124,8 +124,37 @@ pub fn app(state: AppState) -> Router {
         .merge(openai)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn(move |req, next| refuse_oversized(limit, req, next)))
         .layer(middleware::from_fn(log_request))
         .with_state(state)
+}
+
+/// Bodies up to this size are read and discarded before a 413 is sent, so that a client still
+/// sending its body gets the 413 instead of a reset connection; larger ones are cut off.
+const DRAIN_LIMIT: usize = 64 << 20;
+
+/// Answers 413 for a body whose declared length is over `limit`, after draining it.
+async fn refuse_oversized(limit: usize, req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let Some(len) = declared.filter(|&n| n > limit) else {
+        return next.run(req).await;
+    };
+    let flavor = if req.uri().path().starts_with("/v1") { Flavor::OpenAi } else { Flavor::Ollama };
+    if len <= DRAIN_LIMIT {
+        use futures_util::StreamExt;
+        let mut body = req.into_body().into_data_stream();
+        while let Some(Ok(_)) = body.next().await {}
+    }
+    ApiError::new(
+        ErrorKind::TooLarge,
+        format!("request body is {len} bytes, over this server's limit of {limit} bytes (ServerConfig::max_body_bytes); send a smaller request"),
+    )
+    .flavor(flavor)
+    .into_response()
 }
 
 async fn not_found(req: Request) -> Response {
