@@ -29,6 +29,8 @@ pub enum Command {
     MaskEngine(MaskEngineArgs),
     /// Compare formwork with llguidance on grammars and MaskBench schemas, same run.
     Masks(MasksArgs),
+    /// Constrained vs unconstrained generation speed on a real model, alternating, same run.
+    E2e(crate::bench_e2e::E2eArgs),
 }
 
 /// Flags of `bench mask-engine`.
@@ -79,6 +81,7 @@ pub fn main(c: Command) -> anyhow::Result<()> {
     match c {
         Command::MaskEngine(a) => mask_engine(a),
         Command::Masks(a) => masks(a),
+        Command::E2e(a) => crate::bench_e2e::e2e(a),
     }
 }
 

@@ -8,12 +8,13 @@
 //! | `run` | `run` | generate with a model, optionally constrained by `--format` / `--grammar` |
 //! | `pull` | `pull` | fetch a named model into the cache |
 //! | `grammar` | `grammar_cmd` | `check`, `print`, `compile` grammars and schemas |
-//! | `bench` | `bench` | `masks`, `mask-engine`, `e2e` |
+//! | `bench` | `bench`, `bench_e2e` | `masks`, `mask-engine`, `e2e` |
 //! | `serve` | `serve` | the Ollama- and OpenAI-compatible HTTP server |
 
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_e2e;
 mod grammar_cmd;
 mod pull;
 mod run;
