@@ -99,6 +99,8 @@ pub(crate) struct Cx<'a> {
     pub ws: Expr,
     /// `SchemaOptions::force_first_key`, applied to objects at the root.
     pub force_first: Option<String>,
+    /// Some root object listed `force_first` (and starts with it).
+    pub force_first_applied: bool,
     pub uid: usize,
 }
 
@@ -176,11 +178,21 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
         local_validators: HashMap::new(),
         ws: Expr::Rule(ws_id),
         force_first: None,
+        force_first_applied: false,
         uid: 0,
     };
     cx.force_first = opts.force_first_key.clone();
     let root = cx.root_part();
     let body = cx.schema(vec![root])?;
+    if let Some(k) = opts.force_first_key.as_ref().filter(|_| !cx.force_first_applied) {
+        return Err(err(
+            SchemaErrorKind::Invalid {
+                keyword: "properties".into(),
+                why: format!("the key to put first, `{k}`, is not a property of the root object"),
+            },
+            "",
+        ));
+    }
     let ws = cx.ws.clone();
     cx.b.define("root", Expr::seq([ws.clone(), body, ws]));
     let g = cx.b.build("root").map_err(|e| err(SchemaErrorKind::Grammar(e.to_string()), ""))?;

@@ -19,6 +19,56 @@ fn pattern_matches(pat: &str, key: &str) -> Option<bool> {
     Some(re.is_match(key))
 }
 
+/// Key order control (annotations to a validator, so any order we pick stays valid):
+/// - `propertyOrdering` (as in Google's Gemini API): an array of property names that come
+///   first, in that order (each still optional unless required);
+/// - `x-formwork-first` (a property name), or [`crate::SchemaOptions::force_first_key`] for the
+///   root object: that key is required and comes first — e.g. a `reasoning` field generated
+///   before the answer it supports.
+fn order_keys(cx: &mut Cx, parts: &[Part], names: &mut Vec<String>, required: &mut Vec<String>) -> R<()> {
+    let mut first: Option<(String, String)> = None;
+    for p in parts {
+        if let Some(v) = p.get("propertyOrdering") {
+            let order = v
+                .as_array()
+                .and_then(|a| a.iter().map(|k| k.as_str().map(str::to_string)).collect::<Option<Vec<_>>>())
+                .ok_or_else(|| invalid("propertyOrdering", "must be an array of property names", p.kw_ptr("propertyOrdering")))?;
+            let mut head = Vec::new();
+            for k in order {
+                if !names.contains(&k) {
+                    return Err(invalid("propertyOrdering", format!("`{k}` is not a property of this object"), p.kw_ptr("propertyOrdering")));
+                }
+                if !head.contains(&k) {
+                    head.push(k);
+                }
+            }
+            names.retain(|n| !head.contains(n));
+            head.append(names);
+            *names = head;
+        }
+        if let Some(v) = p.get("x-formwork-first") {
+            let k = v.as_str().ok_or_else(|| invalid("x-formwork-first", "must be a property name", p.kw_ptr("x-formwork-first")))?;
+            first = Some((k.to_string(), p.kw_ptr("x-formwork-first")));
+        }
+    }
+    // The option applies to the root object(s) that list the key; `compile` fails if none did.
+    if let Some(k) = cx.force_first.clone().filter(|k| cx.depth <= 2 && names.contains(k)) {
+        cx.force_first_applied = true;
+        first = Some((k, parts[0].at.clone()));
+    }
+    if let Some((k, at)) = first {
+        if !names.contains(&k) {
+            return Err(invalid("x-formwork-first", format!("the key to put first, `{k}`, is not a property of this object"), at));
+        }
+        names.retain(|n| n != &k);
+        names.insert(0, k.clone());
+        if !required.contains(&k) {
+            required.push(k);
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
     let strict = cx.opts.strict;
     // Listed and required names.
@@ -59,16 +109,7 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
             names.push(r.clone());
         }
     }
-    if let Some(k) = cx.force_first.clone().filter(|_| cx.depth <= 2) {
-        if !names.contains(&k) {
-            return Err(unsupported("properties", format!("force_first_key `{k}` is not a property of the root object"), parts[0].at.clone()));
-        }
-        names.retain(|n| n != &k);
-        names.insert(0, k.clone());
-        if !required.contains(&k) {
-            required.push(k);
-        }
-    }
+    order_keys(cx, parts, &mut names, &mut required)?;
     // Value of each listed name.
     let mut members: Vec<(String, Expr, bool)> = Vec::new();
     for name in &names {

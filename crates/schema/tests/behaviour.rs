@@ -97,3 +97,32 @@ fn limits_are_reported() {
     let e = common::big_stack(move || compile(&deep, &SchemaOptions::default()).unwrap_err());
     assert!(e.to_string().contains("max_nesting"), "{e}");
 }
+
+#[test]
+fn key_order_can_be_chosen_by_the_schema() {
+    // `propertyOrdering` puts listed keys first, in that order; they stay optional.
+    check(
+        json!({"type": "object", "properties": {"answer": {"type": "integer"}, "reasoning": {"type": "string"}},
+               "propertyOrdering": ["reasoning", "answer"], "additionalProperties": false}),
+        &[r#"{"reasoning":"r","answer":1}"#, r#"{"answer":1}"#, r#"{}"#],
+        &[r#"{"answer":1,"reasoning":"r"}"#],
+    );
+    // `x-formwork-first` forces a key first and makes it required, at any depth.
+    let inner = json!({"type": "object", "properties": {"answer": {"type": "integer"}, "reasoning": {"type": "string"}},
+                       "required": ["answer"], "x-formwork-first": "reasoning"});
+    check(inner.clone(), &[r#"{"reasoning":"because","answer":2}"#], &[r#"{"answer":2}"#, r#"{"answer":2,"reasoning":"r"}"#]);
+    check(json!({"type": "array", "items": inner}), &[r#"[{"reasoning":"","answer":2}]"#], &[r#"[{"answer":2}]"#]);
+}
+
+#[test]
+fn key_order_errors_name_the_keyword() {
+    let opts = SchemaOptions::default();
+    let e = compile(&json!({"properties": {"a": {}}, "propertyOrdering": ["b"]}), &opts).unwrap_err();
+    assert!(e.to_string().contains("propertyOrdering") && e.to_string().contains("`b`"), "{e}");
+    let e = compile(&json!({"properties": {"a": {}}, "x-formwork-first": "b"}), &opts).unwrap_err();
+    assert!(e.to_string().contains("x-formwork-first"), "{e}");
+    let opts = SchemaOptions { force_first_key: Some("reasoning".into()), ..Default::default() };
+    let g = compile(&json!({"properties": {"answer": {}, "reasoning": {"type": "string"}}}), &opts).unwrap();
+    assert!(accepts(&g, br#"{"reasoning":"x","answer":1}"#, &opts.limits).unwrap());
+    assert!(!accepts(&g, br#"{"answer":1}"#, &opts.limits).unwrap());
+}
