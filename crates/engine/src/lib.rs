@@ -15,6 +15,8 @@
 //!   `is_accepting`); [`GrammarConstraint`] adapts the grammar matcher.
 //! - [`Generation`]: text, tokens, [`StopReason`] (and the exact [`StopDetail`]), token counts, durations, constraint stats.
 //! - [`ChatTemplate`]: Jinja chat templates via minijinja (see [`template`]).
+//! - [`retry::generate_validated`]: validate each answer (schema, extra rules, a command) and
+//!   retry with the errors fed back to the model (see [`retry`]).
 //!
 //! ## The loop a caller writes
 //! ```
@@ -75,6 +77,7 @@
 mod constraint;
 mod generate;
 mod model;
+pub mod retry;
 mod stream;
 pub mod template;
 #[cfg(feature = "testing")]

@@ -10,6 +10,9 @@
 //!
 //! [`validate`] is the final check on generated output, through the `jsonschema` crate.
 //!
+//! [`repair`] recovers JSON from the free text of systems without a constraint (code fences,
+//! prose around it, trailing commas, single quotes, comments...) and names each fix.
+//!
 //! ## How compilation works
 //! - `resolve`: documents, `$id`/`$anchor` indexes, `$ref` resolution (JSON pointers,
 //!   anchors, relative URIs, caller-supplied remote documents).
@@ -39,6 +42,8 @@ mod negate;
 mod number;
 mod object;
 mod regex;
+pub mod repair;
+mod repair_normalize;
 mod resolve;
 mod string;
 
@@ -240,6 +245,13 @@ pub fn validate_with(schema: &serde_json::Value, instance: &str, opts: &SchemaOp
     } else {
         Err(errs)
     }
+}
+
+/// Checks that `schema` is a valid JSON Schema for the `jsonschema` validator (the draft from
+/// its `$schema`, else 2020-12), so that a bad schema is reported once, up front, instead of as a
+/// validation error of every instance.
+pub fn check_schema(schema: &serde_json::Value) -> Result<(), String> {
+    build_validator(schema, &SchemaOptions::default()).map(|_| ())
 }
 
 pub(crate) fn effective_draft(schema: &serde_json::Value, opts: &SchemaOptions) -> Draft {
