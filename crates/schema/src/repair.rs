@@ -330,10 +330,10 @@ fn candidates(text: &str, opts: &RepairOptions, all: bool) -> Result<Vec<Candida
         }
         pos = f.1;
     }
-    if scan.too_deep {
-        return Err(RepairError::TooDeep { max: opts.max_depth });
-    }
     if scan.out.is_empty() {
+        if scan.too_deep {
+            return Err(RepairError::TooDeep { max: opts.max_depth });
+        }
         return Err(match scan.first_failure {
             None => RepairError::NoJson,
             Some((start, at, why)) => {

@@ -2,7 +2,8 @@
 //!
 //! Serves formwork's constrained generation to the official clients, unchanged: the Ollama
 //! API (`/api/chat`, `/api/generate`, `/api/tags`, `/api/show`, `/api/version`, `/`) and
-//! the OpenAI API (`/v1/chat/completions`, `/v1/completions`, `/v1/models`).
+//! the OpenAI API (`/v1/chat/completions`, `/v1/completions`, `/v1/models`); and
+//! `POST /api/repair` ([`repair`]), which recovers JSON from the output of other systems.
 //!
 //! ## Map
 //! - [`app`] builds the axum [`Router`] from an [`AppState`]; tests drive it without a
@@ -37,6 +38,8 @@ mod error;
 mod exec;
 pub mod ollama;
 pub mod openai;
+#[cfg(feature = "engine")]
+pub mod repair;
 pub mod testing;
 pub mod tools;
 pub mod util;
@@ -111,8 +114,10 @@ pub fn app(state: AppState) -> Router {
         .route("/api/generate", post(ollama::generate))
         .route("/api/tags", get(ollama::tags))
         .route("/api/show", post(ollama::show))
-        .route("/api/version", get(ollama::version))
-        .layer(CatchPanicLayer::custom(|p| panic_response(p, Flavor::Ollama)));
+        .route("/api/version", get(ollama::version));
+    #[cfg(feature = "engine")]
+    let ollama = ollama.route("/api/repair", post(repair::repair));
+    let ollama = ollama.layer(CatchPanicLayer::custom(|p| panic_response(p, Flavor::Ollama)));
     let openai = Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
