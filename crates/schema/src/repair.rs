@@ -379,7 +379,12 @@ impl Scan<'_> {
                     }
                     Err(e) => self.fail(start, start, format!("the repaired text is still not JSON ({e})")),
                 },
-                Err(NormalizeError::TooDeep) => self.too_deep = true,
+                Err(NormalizeError::TooDeep { at }) => {
+                    // Every start before `at` is as deep: go on from there.
+                    self.too_deep = true;
+                    pos = at.max(start + 1);
+                    continue;
+                }
                 Err(NormalizeError::Syntax { at, why }) => self.fail(start, at, why),
             }
             pos = start + 1;

@@ -19,8 +19,8 @@ use crate::repair::Fix;
 pub(crate) enum NormalizeError {
     /// Something that no fix explains, at this byte offset of the whole text.
     Syntax { at: usize, why: String },
-    /// Nesting deeper than the limit.
-    TooDeep,
+    /// Nesting deeper than the limit, at this byte offset.
+    TooDeep { at: usize },
 }
 
 /// A candidate read successfully.
@@ -401,7 +401,7 @@ pub(crate) fn normalize(text: &str, start: usize, max_depth: usize) -> Result<No
                 match tok {
                     Tok::Open(object) => {
                         if stack.len() >= max_depth {
-                            return Err(NormalizeError::TooDeep);
+                            return Err(NormalizeError::TooDeep { at });
                         }
                         out.push(if object { '{' } else { '[' });
                         stack.push(Frame { object, state: if object { State::Key } else { State::Element }, count: 0, member_start: out.len(), comma: false });

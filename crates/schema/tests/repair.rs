@@ -124,8 +124,11 @@ fn nesting_deeper_than_the_limit_is_an_error_not_a_stack_overflow() {
     let e = repair(&format!("x {deep}")).unwrap_err();
     assert!(matches!(e, RepairError::TooDeep { max: 100 }), "{e:?}");
     // A readable value after a too-deep one is still found.
-    let r = repair(&format!("{} {{\"a\": 1}}", "[".repeat(200) + &"]".repeat(200))).unwrap();
-    assert_eq!(r.json, r#"{"a":1}"#);
+    let text = format!("{}{} {{\"a\": 1}}", "[".repeat(200), "]".repeat(200));
+    let schema = serde_json::json!({"type": "object"});
+    let c = repair_and_validate(&text, &schema, &RepairOptions::default()).unwrap();
+    assert_eq!(c.repaired.json, r#"{"a":1}"#);
+    assert!(c.is_valid());
     // Within the limit, a cut-off deep document is closed.
     let r = repair(&"[".repeat(50)).unwrap();
     assert_eq!(r.json, format!("{}{}", "[".repeat(50), "]".repeat(50)));
