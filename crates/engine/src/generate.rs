@@ -210,6 +210,10 @@ pub struct Generation {
     pub constraint: Option<ConstraintStats>,
     /// The sampler's seed (the given one, or the random one drawn), to reproduce the run.
     pub seed: u64,
+    /// The reasoning section, without its markers, when
+    /// [`crate::reasoning::generate_with_reasoning`] produced this (then `text` is the
+    /// answer only); `None` from [`generate`].
+    pub thinking: Option<String>,
 }
 
 impl Generation {
@@ -394,6 +398,7 @@ pub fn generate(
         total_duration: start.elapsed(),
         constraint: constraint.is_some().then_some(stats),
         seed: sampler.seed(),
+        thinking: None,
     })
 }
 

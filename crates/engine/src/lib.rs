@@ -15,6 +15,8 @@
 //!   `is_accepting`); [`GrammarConstraint`] adapts the grammar matcher.
 //! - [`Generation`]: text, tokens, [`StopReason`] (and the exact [`StopDetail`]), token counts, durations, constraint stats.
 //! - [`ChatTemplate`]: Jinja chat templates via minijinja (see [`template`]).
+//! - [`reasoning`]: reasoning models in one pass — free reasoning, then the constrained
+//!   answer ([`reasoning::generate_with_reasoning`]), streamed as thinking/answer pieces.
 //! - [`retry::generate_validated`]: validate each answer (schema, extra rules, a command) and
 //!   retry with the errors fed back to the model (see [`retry`]).
 //!
@@ -78,6 +80,7 @@ mod constraint;
 mod generate;
 mod model;
 pub mod retry;
+pub mod reasoning;
 mod stream;
 pub mod template;
 #[cfg(feature = "testing")]

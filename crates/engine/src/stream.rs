@@ -122,7 +122,7 @@ impl TextStream {
 /// Decodes the longest valid UTF-8 prefix of `buf` and removes it from `buf`. Invalid
 /// sequences become U+FFFD. An incomplete sequence at the end stays in `buf`, unless
 /// `flush`, when it becomes U+FFFD too.
-fn decode_prefix(buf: &mut Vec<u8>, flush: bool) -> String {
+pub(crate) fn decode_prefix(buf: &mut Vec<u8>, flush: bool) -> String {
     let mut out = String::new();
     let mut rest: &[u8] = buf;
     loop {

@@ -105,6 +105,19 @@ impl ChatTemplate {
         tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
     ) -> Result<String, TemplateError> {
+        self.render_with(messages, tools, add_generation_prompt, &serde_json::Map::new())
+    }
+
+    /// [`ChatTemplate::render`] with extra template variables, for the switches some
+    /// templates read (Qwen3's `enable_thinking`, gpt-oss's `reasoning_effort`). A variable
+    /// named like a standard one (`messages`, `bos_token`, ...) is ignored.
+    pub fn render_with(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+        vars: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<String, TemplateError> {
         let tmpl = self.env.get_template(TEMPLATE_NAME).map_err(|e| TemplateError::Syntax(describe(&e)))?;
         let mut ctx = serde_json::Map::new();
         ctx.insert("messages".into(), serde_json::to_value(messages).map_err(|e| TemplateError::Render(e.to_string()))?);
@@ -114,6 +127,9 @@ impl ChatTemplate {
         ctx.insert("date_string".into(), format_date("%d %b %Y").into());
         if let Some(t) = tools {
             ctx.insert("tools".into(), t.clone());
+        }
+        for (k, v) in vars {
+            ctx.entry(k.clone()).or_insert_with(|| v.clone());
         }
         tmpl.render(Value::from_serialize(&ctx)).map_err(|e| {
             if let Some(msg) = raised_message(&e) {
@@ -315,6 +331,17 @@ mod tests {
         m.tool_calls = vec![crate::ToolCall::new("f", serde_json::json!({"x": 1}))];
         let out = t.render(&[m], None, false).unwrap();
         assert_eq!(out, "assistant|f({\"x\":1})[hmm]a_b_c;");
+    }
+
+    #[test]
+    fn extra_variables_reach_the_template_but_do_not_override_standard_ones() {
+        let src = "{% if enable_thinking is defined and not enable_thinking %}off{% else %}on{% endif %}|{{ messages | length }}";
+        let t = ChatTemplate::new(Some(src), None, None).unwrap();
+        assert_eq!(t.render(&[msg("user", "a")], None, true).unwrap(), "on|1");
+        let mut vars = serde_json::Map::new();
+        vars.insert("enable_thinking".into(), false.into());
+        vars.insert("messages".into(), serde_json::json!([]));
+        assert_eq!(t.render_with(&[msg("user", "a")], None, true, &vars).unwrap(), "off|1");
     }
 
     #[test]
