@@ -10,6 +10,7 @@
 //! | `grammar` | `grammar_cmd` | `check`, `print`, `compile` grammars and schemas |
 //! | `bench` | `bench`, `bench_e2e` | `masks`, `mask-engine`, `e2e` |
 //! | `serve` | `serve` | the Ollama- and OpenAI-compatible HTTP server |
+//! | `repair` | `repair_cmd` | recover JSON from free text (fences, prose, common faults), optionally validate |
 
 use clap::{Parser, Subcommand};
 
@@ -17,6 +18,7 @@ mod bench;
 mod bench_e2e;
 mod grammar_cmd;
 mod pull;
+mod repair_cmd;
 mod run;
 mod serve;
 
@@ -42,6 +44,8 @@ enum Command {
     Bench(bench::Command),
     /// Serve the Ollama- and OpenAI-compatible HTTP APIs.
     Serve(serve::Args),
+    /// Recover JSON from free text on stdin (code fences, prose, trailing commas, quotes...).
+    Repair(repair_cmd::Args),
 }
 
 fn main() {
@@ -58,6 +62,7 @@ fn main() {
         Command::Grammar(c) => grammar_cmd::main(c),
         Command::Bench(c) => bench::main(c),
         Command::Serve(a) => serve::main(a),
+        Command::Repair(a) => repair_cmd::main(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

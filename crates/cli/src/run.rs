@@ -14,6 +14,8 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+mod retry;
+
 /// Flags of `formwork run`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -65,6 +67,9 @@ pub struct Args {
     /// Constrain the answer with a GBNF grammar file (llama.cpp syntax).
     #[arg(long)]
     pub grammar: Option<PathBuf>,
+    /// Validation and retry: --retries, --rules, --check, --repair.
+    #[command(flatten)]
+    pub retry: retry::RetryArgs,
     /// Print timings, token counts and rates, and the stop reason to stderr.
     #[arg(long, short)]
     pub verbose: bool,
@@ -92,6 +97,8 @@ struct Settings {
     threads: Option<usize>,
     ctx_size: Option<usize>,
     constraint: Option<ConstraintSource>,
+    /// Validation and retry (`None`: the answer is streamed, not checked).
+    retry: Option<retry::Plan>,
     verbose: bool,
 }
 
@@ -150,6 +157,7 @@ impl Settings {
             (None, Some(g)) => Some(ConstraintSource::Gbnf(g)),
             (None, None) => None,
         };
+        let retry = args.retry.resolve(matches!(constraint, Some(ConstraintSource::Json | ConstraintSource::Schema(_))))?;
         Ok(Settings {
             model: args.model,
             prompt,
@@ -157,6 +165,7 @@ impl Settings {
             threads: args.threads,
             ctx_size: args.ctx_size,
             constraint,
+            retry,
             verbose: args.verbose,
         })
     }
@@ -194,6 +203,10 @@ pub fn main(args: Args) -> Result<()> {
     let mut model = formwork_llama::LlamaModel::load(&path, load)
         .with_context(|| format!("loading the model {}", path.display()))?;
     let load_duration = t_load.elapsed();
+
+    if let Some(plan) = &s.retry {
+        return retry::run(&s, plan, &mut model, grammar, &limits, load_duration);
+    }
 
     let mut constraint = match &grammar {
         Some(g) => {

@@ -1,0 +1,182 @@
+//! `formwork run --retries N --rules FILE --check CMD --repair`: validate the answer and, when it
+//! fails, ask again with the errors fed back (through `formwork_engine::retry`).
+//!
+//! Validation is on when any of these flags is given. The validators are the `--format`
+//! schema (or "a JSON object" for `--format json`), the `--rules` schema and each `--check`
+//! command. The answer is not streamed: each attempt is reported on stderr as it is checked
+//! and the final answer is printed to stdout at the end. When the retries are exhausted the
+//! last answer is still printed, and the command fails (exit status 1) saying so.
+
+use super::{fmt_duration, print_stats, ConstraintSource, Settings};
+use anyhow::{bail, Context, Result};
+use formwork_engine::retry::{generate_validated, Attempt, Validation, Validator};
+use formwork_engine::{Constraint, GrammarConstraint, Model};
+use formwork_grammar::{matcher::CompiledGrammar, Grammar, Limits};
+use std::borrow::Borrow;
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Flags of validation and retry (flattened into `formwork run`).
+#[derive(clap::Args, Debug, Default)]
+pub struct RetryArgs {
+    /// Validate the answer and, when it fails, ask again up to N times with the errors fed back
+    /// to the model. Validators: the --format schema, --rules, --check. Each attempt is
+    /// reported on stderr. Default 0 (validate once) when --rules, --check or --repair is given.
+    #[arg(long, value_name = "N", help_heading = "Validation")]
+    pub retries: Option<usize>,
+    /// Extra rules the answer must also satisfy: a JSON Schema file (any keyword, including
+    /// those a grammar cannot enforce).
+    #[arg(long, value_name = "FILE", help_heading = "Validation")]
+    pub rules: Option<PathBuf>,
+    /// A shell command that checks the answer, given on its stdin: exit status 0 passes;
+    /// otherwise its stderr (or stdout) is the error fed back. Repeatable.
+    #[arg(long, value_name = "CMD", help_heading = "Validation")]
+    pub check: Vec<String>,
+    /// Seconds a --check command may run before it is killed (an error, not a failed answer).
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, help_heading = "Validation")]
+    pub check_timeout: f64,
+    /// Extract and repair JSON from the answer (code fences, prose, trailing commas...) before
+    /// validating, and print the repaired JSON: for runs without --format.
+    #[arg(long, help_heading = "Validation")]
+    pub repair: bool,
+}
+
+/// Resolved validation settings.
+#[derive(Debug)]
+pub(super) struct Plan {
+    retries: usize,
+    rules: Option<serde_json::Value>,
+    checks: Vec<String>,
+    check_timeout: Duration,
+    repair: bool,
+}
+
+impl RetryArgs {
+    /// `None` when no validation flag is given; reads and checks the rules file.
+    /// `has_schema`: `--format` gives a schema to validate against.
+    pub(super) fn resolve(self, has_schema: bool) -> Result<Option<Plan>> {
+        if self.retries.is_none() && self.rules.is_none() && self.check.is_empty() && !self.repair {
+            return Ok(None);
+        }
+        if !has_schema && self.rules.is_none() && self.check.is_empty() && !self.repair {
+            bail!("--retries needs something to validate against: --format SCHEMA, --rules FILE, --check CMD or --repair");
+        }
+        let rules = match &self.rules {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).with_context(|| format!("reading the rules {}", p.display()))?;
+                let v: serde_json::Value =
+                    serde_json::from_str(&text).with_context(|| format!("the rules {} are not valid JSON", p.display()))?;
+                formwork_schema::check_schema(&v).map_err(|e| anyhow::anyhow!("--rules {}: {e}", p.display()))?;
+                Some(v)
+            }
+            None => None,
+        };
+        if !(self.check_timeout.is_finite() && self.check_timeout > 0.0) {
+            bail!("--check-timeout must be a positive number of seconds");
+        }
+        Ok(Some(Plan {
+            retries: self.retries.unwrap_or(0),
+            rules,
+            checks: self.check,
+            check_timeout: Duration::from_secs_f64(self.check_timeout),
+            repair: self.repair,
+        }))
+    }
+}
+
+/// Generates with validation and retry, prints the attempts (stderr) and the answer (stdout).
+pub(super) fn run(
+    s: &Settings,
+    plan: &Plan,
+    model: &mut formwork_llama::LlamaModel,
+    grammar: Option<impl Borrow<Grammar>>,
+    limits: &Limits,
+    load_duration: Duration,
+) -> Result<()> {
+    let mut validators = Vec::new();
+    match &s.constraint {
+        Some(ConstraintSource::Schema(path)) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading the schema {}", path.display()))?;
+            validators.push(Validator::Schema(serde_json::from_str(&text)?));
+        }
+        Some(ConstraintSource::Json) => validators.push(Validator::Schema(serde_json::json!({"type": "object"}))),
+        _ => {}
+    }
+    if let Some(r) = &plan.rules {
+        validators.push(Validator::Rules(r.clone()));
+    }
+    for c in &plan.checks {
+        validators.push(Validator::Command { command: c.clone(), timeout: plan.check_timeout });
+    }
+    let compiled = grammar
+        .map(|g| CompiledGrammar::new(g.borrow(), model.vocab().clone(), limits))
+        .transpose()
+        .context("compiling the grammar against the model's vocabulary")?;
+    let mut validation = Validation { validators, retries: plan.retries, repair: plan.repair };
+    let total = plan.retries + 1;
+    let verbose = s.verbose;
+    let mut report = |a: &Attempt| report_attempt(a, total, verbose);
+    let v = generate_validated(
+        model,
+        &s.prompt,
+        &s.options,
+        &mut || compiled.as_ref().map(|c| Box::new(GrammarConstraint::new(c)) as Box<dyn Constraint>),
+        &mut validation,
+        &mut |_, _| ControlFlow::Continue(()),
+        &mut report,
+    )?;
+    let mut out = std::io::stdout().lock();
+    let text = v.text.trim_end_matches('\n');
+    if let Err(e) = writeln!(out, "{text}").and_then(|_| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(e).context("writing the answer to stdout");
+        }
+    }
+    drop(out);
+    if s.verbose {
+        let mut g = v.generation.clone();
+        g.load_duration = load_duration;
+        print_stats(&g, None);
+    }
+    let n = v.attempts.len();
+    if !v.valid {
+        bail!("the answer failed validation after {n} attempt(s) (raise --retries, or loosen the rules)");
+    }
+    Ok(())
+}
+
+/// One attempt on stderr: its verdict and errors (with `--verbose`, its token counts too).
+fn report_attempt(a: &Attempt, total: usize, verbose: bool) {
+    let mut e = std::io::stderr().lock();
+    let verdict = if a.passed() {
+        "passed validation".to_string()
+    } else {
+        format!("failed validation ({} error(s))", a.errors.len())
+    };
+    let _ = writeln!(e, "attempt {}/{total}: {verdict}", a.number);
+    if verbose {
+        let st = &a.stats;
+        let _ = writeln!(
+            e,
+            "  {} prompt token(s) ({} reused), {} generated ({}), {} generating, {} validating",
+            st.prompt_tokens,
+            st.cached_prompt_tokens,
+            st.eval_tokens,
+            st.done_reason,
+            fmt_duration(st.duration),
+            fmt_duration(st.validation_duration)
+        );
+        if !a.passed() {
+            let _ = writeln!(e, "  answer: {}", a.text.trim());
+        }
+    }
+    if !a.fixes.is_empty() {
+        let fixes: Vec<String> = a.fixes.iter().map(|f| f.to_string()).collect();
+        let _ = writeln!(e, "  repaired: {}", fixes.join("; "));
+    }
+    for err in &a.errors {
+        let _ = writeln!(e, "  - {err}");
+    }
+}
