@@ -115,6 +115,30 @@ pub struct Job {
     pub num_ctx: Option<u32>,
     /// When the request's wall-time budget runs out.
     pub deadline: Instant,
+    /// Reasoning, for models that have a reasoning section: `None` is the model's default
+    /// (on for chats, off for raw prompts).
+    pub think: Option<Think>,
+}
+
+/// Reasoning asked for (Ollama `think`, OpenAI `reasoning_effort`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Think {
+    /// Answer directly.
+    Off,
+    /// Reason first; `effort` (`low`, `medium`, `high`) goes to templates that take one.
+    On {
+        /// The reasoning effort.
+        effort: Option<String>,
+    },
+}
+
+/// A piece of streamed output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// Reasoning text (Ollama `message.thinking`, OpenAI `reasoning_content`).
+    Thinking(&'a str),
+    /// Answer text.
+    Text(&'a str),
 }
 
 /// Why generation ended.
@@ -129,8 +153,10 @@ pub enum DoneReason {
 /// The result of a finished job.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
-    /// The generated text (stop string excluded).
+    /// The generated text (stop string excluded); for a reasoning model the answer only.
     pub text: String,
+    /// The reasoning, without its markers, when the model reasoned.
+    pub thinking: Option<String>,
     /// Why it ended.
     pub done_reason: DoneReason,
     /// Tokens in the prompt.
@@ -193,15 +219,15 @@ pub struct ModelMeta {
 /// A model as the server drives it. Runs on the model's own worker thread: `&mut self`, one
 /// job at a time.
 pub trait Backend: Send + 'static {
-    /// Runs `job`, calling `on_text` with each piece of output text as it is decided. When
-    /// `on_text` returns `Break` (the client went away, or the deadline passed) the backend
-    /// stops soon and returns what it has.
+    /// Runs `job`, calling `on_text` with each piece of output (reasoning or answer text) as
+    /// it is decided. When `on_text` returns `Break` (the client went away, or the deadline
+    /// passed) the backend stops soon and returns what it has.
     ///
     /// A backend enforces `job.constraint` (the output matches it, checked by final
     /// validation; a mismatch is [`BackendError::Internal`], never success).
     fn generate(
         &mut self,
         job: &Job,
-        on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
+        on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
     ) -> Result<Outcome, BackendError>;
 }

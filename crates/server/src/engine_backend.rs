@@ -8,8 +8,10 @@
 //! as the real services do.
 
 use crate::backend::{
-    Backend, BackendError, ChatTurn, ConstraintRequest, DoneReason, Job, Outcome, PromptSpec, Sampling, ToolDef,
+    Backend, BackendError, ChatTurn, ConstraintRequest, DoneReason, Job, Outcome, Piece, PromptSpec, Sampling, Think,
+    ToolDef,
 };
+use formwork_engine::reasoning::{generate_with_reasoning, Reasoning, ReasoningFormat};
 use formwork_engine::{generate, ChatMessage, EngineError, GenerateOptions, GrammarConstraint, Model, ModelError, Prompt, StopReason};
 use formwork_grammar::matcher::CompiledGrammar;
 use formwork_grammar::Limits;
@@ -80,12 +82,41 @@ pub struct EngineBackend {
     model: Box<dyn Model>,
     cache: Arc<GrammarCache>,
     limits: Limits,
+    reasoning: Option<ReasoningFormat>,
 }
 
 impl EngineBackend {
-    /// Wraps a loaded model. `cache` may be shared by several models.
+    /// Wraps a loaded model. `cache` may be shared by several models. A model whose chat
+    /// template shows a reasoning section (see [`ReasoningFormat::detect`]) reasons before
+    /// answering, in the same generation, unless a job says `think: off`.
     pub fn new(model: Box<dyn Model>, cache: Arc<GrammarCache>, limits: Limits) -> Self {
-        EngineBackend { model, cache, limits }
+        let reasoning = ReasoningFormat::for_model(model.as_ref(), None);
+        EngineBackend { model, cache, limits, reasoning }
+    }
+
+    /// Replaces the detected reasoning format (`None`: the model never reasons).
+    pub fn with_reasoning(mut self, format: Option<ReasoningFormat>) -> Self {
+        self.reasoning = format;
+        self
+    }
+
+    /// The reasoning format in use.
+    pub fn reasoning(&self) -> Option<&ReasoningFormat> {
+        self.reasoning.as_ref()
+    }
+
+    /// The reasoning a job gets: `None` (plain generation) for models without a format and
+    /// for raw prompts that did not ask for it; `given` is reasoning already generated.
+    fn reasoning_for(&self, job: &Job, given: Option<String>) -> Option<Reasoning> {
+        let format = self.reasoning.clone()?;
+        let think = match (&job.think, given) {
+            (_, Some(t)) => formwork_engine::reasoning::Think::Given(t),
+            (None, None) if matches!(job.prompt, PromptSpec::Raw(_)) => return None,
+            (None, None) => formwork_engine::reasoning::Think::On { effort: None },
+            (Some(Think::Off), None) => formwork_engine::reasoning::Think::Off,
+            (Some(Think::On { effort }), None) => formwork_engine::reasoning::Think::On { effort: effort.clone() },
+        };
+        Some(Reasoning { format, think, budget: None })
     }
 
     fn compile(&self, c: &ConstraintRequest) -> Result<Option<Arc<CompiledGrammar>>, BackendError> {
@@ -122,7 +153,8 @@ impl EngineBackend {
         job: &Job,
         prompt: &Prompt,
         grammar: Option<&Arc<CompiledGrammar>>,
-        on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
+        reasoning: Option<&Reasoning>,
+        on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
     ) -> Result<formwork_engine::Generation, BackendError> {
         let opts = GenerateOptions {
             sampler: sampler(&job.sampling, self.model.info().context_length),
@@ -132,7 +164,14 @@ impl EngineBackend {
         };
         let mut constraint = grammar.map(GrammarConstraint::new);
         let c = constraint.as_mut().map(|c| c as &mut dyn formwork_engine::Constraint);
-        generate(self.model.as_mut(), prompt, &opts, c, on_text).map_err(engine_error)
+        match reasoning {
+            None => generate(self.model.as_mut(), prompt, &opts, c, &mut |t| on_text(Piece::Text(t))),
+            Some(r) => generate_with_reasoning(self.model.as_mut(), prompt, &opts, r, c, &mut |p| match p {
+                formwork_engine::reasoning::Piece::Thinking(t) => on_text(Piece::Thinking(t)),
+                formwork_engine::reasoning::Piece::Answer(t) => on_text(Piece::Text(t)),
+            }),
+        }
+        .map_err(engine_error)
     }
 }
 
@@ -195,6 +234,7 @@ fn tools_json(tools: &[ToolDef]) -> Value {
 fn outcome(g: formwork_engine::Generation, text: String) -> Outcome {
     Outcome {
         text,
+        thinking: g.thinking.clone(),
         done_reason: if g.done_reason == StopReason::Length { DoneReason::Length } else { DoneReason::Stop },
         prompt_tokens: g.prompt_tokens as u32,
         eval_tokens: g.eval_tokens as u32,
@@ -217,13 +257,15 @@ fn validate(c: &ConstraintRequest, text: &str) -> Result<(), BackendError> {
 }
 
 impl Backend for EngineBackend {
-    fn generate(&mut self, job: &Job, on_text: &mut dyn FnMut(&str) -> ControlFlow<()>) -> Result<Outcome, BackendError> {
+    fn generate(&mut self, job: &Job, on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>) -> Result<Outcome, BackendError> {
         let prompt = engine_prompt(&job.prompt);
         if let ConstraintRequest::TextOrCall { call_schema } = &job.constraint {
             return self.text_or_call(job, &prompt, call_schema.clone(), on_text);
         }
         let grammar = self.compile(&job.constraint)?;
-        let g = self.run(job, &prompt, grammar.as_ref(), on_text)?;
+        let reasoning = self.reasoning_for(job, None);
+        let g = self.run(job, &prompt, grammar.as_ref(), reasoning.as_ref(), on_text)?;
+        // For a reasoning model `text` is the answer: validation applies to it alone.
         let text = g.text.clone();
         if g.done_reason == StopReason::Stop {
             validate(&job.constraint, &text)?;
@@ -235,28 +277,35 @@ impl Backend for EngineBackend {
 impl EngineBackend {
     /// `tool_choice: auto`: generate freely; as soon as the output starts like a call
     /// (`{` or `<tool_call>`), stop and generate the call again under the call schema, so a
-    /// call is always well formed and its arguments match the function's parameters.
+    /// call is always well formed and its arguments match the function's parameters. A
+    /// reasoning model's reasoning streams as it comes; the call is generated after the same
+    /// reasoning (written into the prompt), not after a new one.
     fn text_or_call(
         &mut self,
         job: &Job,
         prompt: &Prompt,
         call_schema: Arc<Value>,
-        on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
+        on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
     ) -> Result<Outcome, BackendError> {
         let started = Instant::now();
         let mut seen = String::new();
         let mut wants_call = false;
+        let reasoning = self.reasoning_for(job, None);
         let g = {
-            let mut cb = |t: &str| {
+            let mut cb = |p: Piece<'_>| {
+                let t = match p {
+                    Piece::Thinking(_) => return on_text(p),
+                    Piece::Text(t) => t,
+                };
                 seen.push_str(t);
                 let head = seen.trim_start();
                 if head.starts_with('{') || (head.len() >= 11 && head.starts_with("<tool_call>")) {
                     wants_call = true;
                     return ControlFlow::Break(());
                 }
-                on_text(t)
+                on_text(p)
             };
-            self.run(job, prompt, None, &mut cb)?
+            self.run(job, prompt, None, reasoning.as_ref(), &mut cb)?
         };
         if !wants_call {
             return Ok(outcome(g, seen));
@@ -264,7 +313,8 @@ impl EngineBackend {
         tracing::debug!("model chose a tool call after {:?}; generating it constrained", started.elapsed());
         let constraint = ConstraintRequest::Schema { schema: call_schema, strict: false };
         let grammar = self.compile(&constraint)?;
-        let g2 = self.run(job, prompt, grammar.as_ref(), &mut |_| ControlFlow::Continue(()))?;
+        let reasoning = g.thinking.clone().and_then(|t| self.reasoning_for(job, Some(t)));
+        let g2 = self.run(job, prompt, grammar.as_ref(), reasoning.as_ref(), &mut |_| ControlFlow::Continue(()))?;
         let text = g2.text.clone();
         if g2.done_reason == StopReason::Stop {
             validate(&constraint, &text)?;

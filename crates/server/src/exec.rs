@@ -53,7 +53,7 @@ pub(crate) async fn start(worker: &ModelWorker, job: Job) -> Result<Started, Api
 pub(crate) async fn collect(mut s: Started) -> Result<Outcome, ApiError> {
     loop {
         match s.next().await {
-            Event::Text(_) => {}
+            Event::Text(_) | Event::Thinking(_) => {}
             Event::Done(r) => return r.map_err(backend_error),
         }
     }
@@ -141,7 +141,16 @@ pub(crate) fn job(
     stop: Vec<String>,
     num_ctx: Option<u32>,
 ) -> Job {
-    Job { prompt, constraint, sampling, num_predict, stop, num_ctx, deadline: received + cfg.max_wall_time }
+    Job {
+        prompt,
+        constraint,
+        sampling,
+        num_predict,
+        stop,
+        num_ctx,
+        deadline: received + cfg.max_wall_time,
+        think: None,
+    }
 }
 
 /// Nanoseconds, saturating.

@@ -1,7 +1,7 @@
 //! Ollama API handlers: `/api/chat`, `/api/generate`, `/api/tags`, `/api/show`,
 //! `/api/version` and `/`.
 
-use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, ToolCall, ToolDef};
+use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, Think, ToolCall, ToolDef};
 use crate::error::{ApiError, ApiJson, Flavor, OllamaApi};
 use crate::exec::{self, Started};
 use crate::tools::{self, ToolMode};
@@ -151,11 +151,14 @@ fn format(f: Option<w::Format>, cfg: &ServerConfig) -> Result<ConstraintRequest,
     }
 }
 
-fn check_think(think: &Option<Value>, wk: &ModelWorker) -> Result<(), ApiError> {
-    let on = match think {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
-        Some(Value::Bool(true)) => true,
-        Some(Value::String(s)) if matches!(s.as_str(), "high" | "medium" | "low") => true,
+/// `think`: absent or `null` = the model's default, `false` = answer directly, `true` or an
+/// effort (`"high"`, `"medium"`, `"low"`) = reason first (400 for a model without reasoning).
+fn think(think: &Option<Value>, wk: &ModelWorker) -> Result<Option<Think>, ApiError> {
+    let t = match think {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Bool(false)) => Think::Off,
+        Some(Value::Bool(true)) => Think::On { effort: None },
+        Some(Value::String(s)) if matches!(s.as_str(), "high" | "medium" | "low") => Think::On { effort: Some(s.clone()) },
         Some(other) => {
             return Err(ApiError::bad_request(format!(
                 "invalid think value {other}: use true, false, \"high\", \"medium\" or \"low\""
@@ -163,10 +166,13 @@ fn check_think(think: &Option<Value>, wk: &ModelWorker) -> Result<(), ApiError> 
             .param("think"))
         }
     };
-    if on && !wk.meta().supports_thinking {
+    if !wk.meta().supports_thinking {
+        if t == Think::Off {
+            return Ok(None);
+        }
         return Err(ApiError::bad_request(format!("\"{}\" does not support thinking", wk.meta().name)).param("think"));
     }
-    Ok(())
+    Ok(Some(t))
 }
 
 fn no_images(images: &Option<Vec<String>>) -> Result<(), ApiError> {
@@ -267,7 +273,7 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
     let received = Instant::now();
     let cfg = state.config();
     let wk = state.model(&req.model)?.clone();
-    check_think(&req.think, &wk)?;
+    let think = think(&req.think, &wk)?;
     if req.messages.is_empty() {
         return Ok(load_response(&req.model, true));
     }
@@ -284,7 +290,7 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
         constraint = ConstraintRequest::TextOrCall { call_schema: Arc::new(tools::call_schema(&refs)) };
     }
     let (sampling, num_predict, stop, num_ctx) = options(req.options, cfg);
-    let job = exec::job(
+    let mut job = exec::job(
         cfg,
         received,
         PromptSpec::Chat { messages, tools: tools.clone() },
@@ -294,11 +300,12 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
         stop,
         num_ctx,
     );
+    job.think = think;
     let started = exec::start(&wk, job).await?;
     let model = req.model;
     let auto = mode == ToolMode::Auto;
     let finish = move |o: &Outcome| {
-        let mut message = w::Message { role: "assistant".into(), ..Default::default() };
+        let mut message = w::Message { role: "assistant".into(), thinking: o.thinking.clone(), ..Default::default() };
         match auto.then(|| tools::parse_call(&o.text, &tools)).flatten() {
             Some(call) => {
                 message.tool_calls = Some(vec![w::ToolCall {
@@ -312,10 +319,13 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
     if req.stream.unwrap_or(true) {
         let buffered = auto;
         let m2 = model.clone();
-        let piece = move |text: String| w::ChatResponse {
+        let piece = move |p: StreamPiece| w::ChatResponse {
             model: m2.clone(),
             created_at: rfc3339_now(),
-            message: w::Message { role: "assistant".into(), content: text, ..Default::default() },
+            message: match p {
+                StreamPiece::Text(content) => w::Message { role: "assistant".into(), content, ..Default::default() },
+                StreamPiece::Thinking(t) => w::Message { role: "assistant".into(), thinking: Some(t), ..Default::default() },
+            },
             done: false,
             done_reason: None,
             stats: None,
@@ -323,6 +333,8 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
         let last = move |o: &Outcome| {
             let mut message = if buffered { finish(o) } else { w::Message { role: "assistant".into(), ..Default::default() } };
             message.role = "assistant".into();
+            // The reasoning was streamed already.
+            message.thinking = None;
             w::ChatResponse {
                 model: model.clone(),
                 created_at: rfc3339_now(),
@@ -359,7 +371,7 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
     let received = Instant::now();
     let cfg = state.config();
     let wk = state.model(&req.model)?.clone();
-    check_think(&req.think, &wk)?;
+    let think = think(&req.think, &wk)?;
     no_images(&req.images)?;
     if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::bad_request(format!(
@@ -386,19 +398,26 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
     };
     let constraint = format(req.format, cfg)?;
     let (sampling, num_predict, stop, num_ctx) = options(req.options, cfg);
-    let job = exec::job(cfg, received, prompt, constraint, sampling, num_predict, stop, num_ctx);
+    let mut job = exec::job(cfg, received, prompt, constraint, sampling, num_predict, stop, num_ctx);
+    job.think = think;
     let started = exec::start(&wk, job).await?;
     let model = req.model;
     if req.stream.unwrap_or(true) {
         let m2 = model.clone();
-        let piece = move |text: String| w::GenerateResponse {
-            model: m2.clone(),
-            created_at: rfc3339_now(),
-            response: text,
-            thinking: None,
-            done: false,
-            done_reason: None,
-            stats: None,
+        let piece = move |p: StreamPiece| {
+            let (response, thinking) = match p {
+                StreamPiece::Text(t) => (t, None),
+                StreamPiece::Thinking(t) => (String::new(), Some(t)),
+            };
+            w::GenerateResponse {
+                model: m2.clone(),
+                created_at: rfc3339_now(),
+                response,
+                thinking,
+                done: false,
+                done_reason: None,
+                stats: None,
+            }
         };
         let last = move |o: &Outcome| w::GenerateResponse {
             model: model.clone(),
@@ -416,7 +435,7 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
             model,
             created_at: rfc3339_now(),
             response: o.text.clone(),
-            thinking: None,
+            thinking: o.thinking.clone(),
             done: true,
             done_reason: Some(reason(o.done_reason)),
             stats: Some(stats(&o, received)),
@@ -425,13 +444,20 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
     }
 }
 
-/// An NDJSON response: one `piece` line per text event (unless `buffered`), then `last`.
+/// A streamed piece for a line of an NDJSON response.
+enum StreamPiece {
+    Text(String),
+    Thinking(String),
+}
+
+/// An NDJSON response: one `piece` line per text event (unless `buffered`; reasoning is
+/// streamed either way), then `last`.
 /// An error after the first line is sent as a final `{"error": "..."}` line. The producer
 /// is a task that ends (dropping the job's receiver, which stops generation) when the
 /// client goes away.
 fn ndjson<P, L, A, B>(mut started: Started, buffered: bool, piece: P, last: L) -> Response
 where
-    P: Fn(String) -> A + Send + 'static,
+    P: Fn(StreamPiece) -> A + Send + 'static,
     L: FnOnce(&Outcome) -> B + Send + 'static,
     A: Serialize,
     B: Serialize,
@@ -449,7 +475,13 @@ where
                     if buffered {
                         continue;
                     }
-                    let l = line(&piece(t));
+                    let l = line(&piece(StreamPiece::Text(t)));
+                    if tx.send(l).await.is_err() {
+                        return;
+                    }
+                }
+                Event::Thinking(t) => {
+                    let l = line(&piece(StreamPiece::Thinking(t)));
                     if tx.send(l).await.is_err() {
                         return;
                     }

@@ -1,6 +1,6 @@
 //! OpenAI API handlers: `/v1/chat/completions`, `/v1/completions`, `/v1/models`.
 
-use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, ToolCall, ToolDef};
+use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, Think, ToolCall, ToolDef};
 use crate::error::{ApiError, ApiJson, Flavor, OpenAiApi};
 use crate::exec;
 use crate::tools::{self, ToolMode};
@@ -163,6 +163,22 @@ fn tools_and_constraint(
     Ok((offered, mode, constraint))
 }
 
+/// `reasoning_effort` for a model with (`thinking`) or without a reasoning section.
+fn reasoning_effort(effort: Option<&str>, thinking: bool) -> Result<Option<Think>, ApiError> {
+    let t = match effort {
+        None => return Ok(None),
+        Some("none") => Think::Off,
+        Some(e @ ("minimal" | "low" | "medium" | "high")) => Think::On { effort: Some(e.to_string()) },
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "invalid reasoning_effort {other:?}: use \"none\", \"minimal\", \"low\", \"medium\" or \"high\""
+            ))
+            .param("reasoning_effort"))
+        }
+    };
+    Ok(thinking.then_some(t))
+}
+
 fn finish_reason(r: DoneReason) -> &'static str {
     match r {
         DoneReason::Stop => "stop",
@@ -188,6 +204,7 @@ fn answer(o: &Outcome, mode: &ToolMode, tools: &[ToolDef]) -> Result<(w::Respons
                 role: "assistant".into(),
                 content: None,
                 refusal: None,
+                reasoning_content: o.thinking.clone(),
                 tool_calls: Some(vec![w::ToolCall {
                     id: new_id("call_"),
                     kind: "function".into(),
@@ -197,7 +214,13 @@ fn answer(o: &Outcome, mode: &ToolMode, tools: &[ToolDef]) -> Result<(w::Respons
             "tool_calls".into(),
         ),
         None => (
-            w::ResponseMessage { role: "assistant".into(), content: Some(o.text.clone()), refusal: None, tool_calls: None },
+            w::ResponseMessage {
+                role: "assistant".into(),
+                content: Some(o.text.clone()),
+                refusal: None,
+                reasoning_content: o.thinking.clone(),
+                tool_calls: None,
+            },
             finish_reason(o.done_reason).into(),
         ),
     })
@@ -244,13 +267,16 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
     };
     let num_predict = exec::num_predict(req.max_completion_tokens.or(req.max_tokens).map(i64::from), &cfg);
     let stop = req.stop.map(crate::wire::ollama::StopField::into_vec).unwrap_or_default();
+    let think = reasoning_effort(req.reasoning_effort.as_deref(), wk.meta().supports_thinking)?;
     let make_job = {
         let prompt = PromptSpec::Chat { messages, tools: tools.clone() };
         let cfg = cfg.clone();
         move |i: u32| {
             let mut s = sampling.clone();
             s.seed = s.seed.map(|x| x.wrapping_add(u64::from(i)));
-            exec::job(&cfg, received, prompt.clone(), constraint.clone(), s, num_predict, stop.clone(), None)
+            let mut job = exec::job(&cfg, received, prompt.clone(), constraint.clone(), s, num_predict, stop.clone(), None);
+            job.think = think.clone();
+            job
         }
     };
     let id = new_id("chatcmpl-");
@@ -313,7 +339,7 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
                     }
                 },
             };
-            let role = w::Delta { role: Some("assistant".into()), content: Some(String::new()), tool_calls: None };
+            let role = w::Delta { role: Some("assistant".into()), content: Some(String::new()), ..Default::default() };
             if tx.send(chunk(vec![delta(i, role, None)], None)).await.is_err() {
                 return;
             }
@@ -324,6 +350,12 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
                             continue;
                         }
                         let d = w::Delta { content: Some(t), ..Default::default() };
+                        if tx.send(chunk(vec![delta(i, d, None)], None)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Event::Thinking(t) => {
+                        let d = w::Delta { reasoning_content: Some(t), ..Default::default() };
                         if tx.send(chunk(vec![delta(i, d, None)], None)).await.is_err() {
                             return;
                         }
@@ -478,6 +510,8 @@ async fn completions_inner(state: AppState, req: w::CompletionRequest) -> Result
             }
             loop {
                 match s.next().await {
+                    // Raw prompts are not given a reasoning section.
+                    Event::Thinking(_) => {}
                     Event::Text(t) => {
                         let c = w::CompletionChoice { text: t, index, logprobs: None, finish_reason: None };
                         if tx.send(send(completion_obj(vec![c], None))).await.is_err() {

@@ -2,7 +2,7 @@
 //! (wire formats, errors, streaming, queueing, cancellation, panics) is tested without a
 //! model. The real generation loop is tested in `formwork-engine`.
 
-use crate::backend::{Backend, BackendError, DoneReason, Job, ModelMeta, Outcome, PromptSpec};
+use crate::backend::{Backend, BackendError, DoneReason, Job, ModelMeta, Outcome, Piece, PromptSpec, Think};
 use crate::worker::ModelWorker;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 pub enum Script {
     /// Emit these pieces (one "token" each), honouring `num_predict` and stop strings.
     Text(Vec<String>),
+    /// Reason (the first pieces, emitted as thinking unless the job says `think: off`), then
+    /// answer (the second), as a reasoning model does.
+    Reasoned(Vec<String>, Vec<String>),
     /// Emit the pieces with a pause before each (for cancellation and timeout tests).
     Slow(Vec<String>, Duration),
     /// Fail.
@@ -70,19 +73,31 @@ pub fn prompt_text(job: &Job) -> String {
 }
 
 impl Backend for ScriptedBackend {
-    fn generate(&mut self, job: &Job, on_text: &mut dyn FnMut(&str) -> ControlFlow<()>) -> Result<Outcome, BackendError> {
+    fn generate(&mut self, job: &Job, on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>) -> Result<Outcome, BackendError> {
         self.log.lock().expect("log lock").push(job.clone());
         let started = Instant::now();
-        let (parts, delay) = match (self.script)(job) {
-            Script::Text(p) => (p, Duration::ZERO),
-            Script::Slow(p, d) => (p, d),
+        let (mut thinking_parts, parts, delay) = match (self.script)(job) {
+            Script::Text(p) => (vec![], p, Duration::ZERO),
+            Script::Reasoned(t, p) => (t, p, Duration::ZERO),
+            Script::Slow(p, d) => (vec![], p, d),
             Script::Fail(e) => return Err(e),
             Script::Panic(m) => panic!("{m}"),
         };
+        if job.think == Some(Think::Off) {
+            thinking_parts.clear();
+        }
         let prompt_tokens = prompt_text(job).split_whitespace().count() as u32;
+        let mut thinking: Option<String> = None;
+        let mut n = 0u32;
+        for p in thinking_parts {
+            thinking.get_or_insert_with(String::new).push_str(&p);
+            n += 1;
+            if on_text(Piece::Thinking(&p)).is_break() {
+                break;
+            }
+        }
         let mut text = String::new();
         let mut done_reason = DoneReason::Stop;
-        let mut n = 0u32;
         for p in parts {
             if n >= job.num_predict {
                 done_reason = DoneReason::Length;
@@ -97,16 +112,17 @@ impl Backend for ScriptedBackend {
             if let Some(cut) = job.stop.iter().filter_map(|s| text.find(s.as_str())).min() {
                 text.truncate(cut);
                 let piece = text.get(before.min(text.len())..).unwrap_or("").to_string();
-                let _ = on_text(&piece);
+                let _ = on_text(Piece::Text(&piece));
                 break;
             }
             *self.emitted.lock().expect("emitted lock") += 1;
-            if on_text(&p).is_break() {
+            if on_text(Piece::Text(&p)).is_break() {
                 break;
             }
         }
         Ok(Outcome {
             text,
+            thinking,
             done_reason,
             prompt_tokens,
             eval_tokens: n,
@@ -131,7 +147,12 @@ pub fn fake_meta(name: &str) -> ModelMeta {
 
 /// Starts a worker over a scripted fake named `name`.
 pub fn spawn_scripted(name: &str, script: impl FnMut(&Job) -> Script + Send + 'static) -> (ModelWorker, Observed) {
+    spawn_scripted_meta(fake_meta(name), script)
+}
+
+/// Starts a worker over a scripted fake described by `meta` (e.g. `supports_thinking`).
+pub fn spawn_scripted_meta(meta: ModelMeta, script: impl FnMut(&Job) -> Script + Send + 'static) -> (ModelWorker, Observed) {
     let (b, obs) = ScriptedBackend::new(script);
-    let w = ModelWorker::spawn(fake_meta(name), Box::new(b), Duration::from_millis(1)).expect("spawn worker thread");
+    let w = ModelWorker::spawn(meta, Box::new(b), Duration::from_millis(1)).expect("spawn worker thread");
     (w, obs)
 }

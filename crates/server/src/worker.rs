@@ -10,7 +10,7 @@
 //! stops within a token; a job whose client left while it was queued is skipped. A panic
 //! inside a backend is caught per job: that request gets a 500 and the worker goes on.
 
-use crate::backend::{Backend, BackendError, Job, ModelMeta, Outcome};
+use crate::backend::{Backend, BackendError, Job, ModelMeta, Outcome, Piece};
 use std::ops::ControlFlow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,11 +18,13 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
-/// What a worker sends back for one job: text pieces, then exactly one `Done`.
+/// What a worker sends back for one job: text (and reasoning) pieces, then exactly one `Done`.
 #[derive(Debug)]
 pub enum Event {
     /// A piece of output text.
     Text(String),
+    /// A piece of the model's reasoning.
+    Thinking(String),
     /// The job ended.
     Done(Result<Outcome, BackendError>),
 }
@@ -108,15 +110,17 @@ fn run(mut backend: Box<dyn Backend>, rx: mpsc::Receiver<Queued>, queued: Arc<At
         let mut cancelled = false;
         let started = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| {
-            let mut on_text = |text: &str| {
+            let mut on_text = |piece: Piece<'_>| {
                 if Instant::now() >= job.deadline {
                     timed_out = true;
                     return ControlFlow::Break(());
                 }
-                if text.is_empty() {
-                    return ControlFlow::Continue(());
-                }
-                match events.send(Event::Text(text.to_string())) {
+                let event = match piece {
+                    Piece::Text(t) if !t.is_empty() => Event::Text(t.to_string()),
+                    Piece::Thinking(t) if !t.is_empty() => Event::Thinking(t.to_string()),
+                    _ => return ControlFlow::Continue(()),
+                };
+                match events.send(event) {
                     Ok(()) => ControlFlow::Continue(()),
                     Err(_) => {
                         cancelled = true;

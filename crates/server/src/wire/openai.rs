@@ -195,6 +195,11 @@ pub struct ChatCompletionRequest {
     pub presence_penalty: Option<f32>,
     #[serde(default)]
     pub frequency_penalty: Option<f32>,
+    /// Reasoning models: `"none"` answers directly; `"minimal"`, `"low"`, `"medium"`,
+    /// `"high"` reason first (the effort goes to templates that take one). Ignored by other
+    /// models.
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
 }
 
 /// `POST /v1/completions`.
@@ -257,6 +262,9 @@ pub struct ResponseMessage {
     pub content: Option<String>,
     /// Always `null` (formwork never refuses).
     pub refusal: Option<String>,
+    /// The reasoning of a reasoning model (as DeepSeek's and vLLM's APIs return it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     /// Calls made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
@@ -293,6 +301,8 @@ pub struct Delta {
     pub role: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<DeltaToolCall>>,
 }
