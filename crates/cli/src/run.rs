@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use formwork_engine::{
     generate, ChatMessage, Constraint, GenerateOptions, Generation, GrammarConstraint, Model, Prompt, SamplerOptions,
 };
+use formwork_engine::reasoning::{generate_with_reasoning, Piece};
 use formwork_grammar::{matcher::CompiledGrammar, Grammar, Limits};
 use std::io::{IsTerminal, Read, Write};
 use std::ops::ControlFlow;
@@ -15,6 +16,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 mod retry;
+mod think;
 
 /// Flags of `formwork run`.
 #[derive(clap::Args, Debug)]
@@ -70,6 +72,9 @@ pub struct Args {
     /// Validation and retry: --retries, --rules, --check, --repair.
     #[command(flatten)]
     pub retry: retry::RetryArgs,
+    /// Reasoning models: --think, --no-think, --think-budget, --think-markers.
+    #[command(flatten)]
+    pub think: think::ThinkArgs,
     /// Print timings, token counts and rates, and the stop reason to stderr.
     #[arg(long, short)]
     pub verbose: bool,
@@ -99,6 +104,8 @@ struct Settings {
     constraint: Option<ConstraintSource>,
     /// Validation and retry (`None`: the answer is streamed, not checked).
     retry: Option<retry::Plan>,
+    /// Reasoning flags (resolved against the model once it is loaded).
+    think: think::ThinkArgs,
     verbose: bool,
 }
 
@@ -166,6 +173,7 @@ impl Settings {
             ctx_size: args.ctx_size,
             constraint,
             retry,
+            think: args.think,
             verbose: args.verbose,
         })
     }
@@ -231,13 +239,26 @@ pub fn main(args: Args) -> Result<()> {
             }
         }
     };
-    let mut g = generate(
-        &mut model,
-        &s.prompt,
-        &s.options,
-        constraint.as_mut().map(|c| c as &mut dyn Constraint),
-        &mut on_text,
-    )?;
+    let reasoning = s.think.reasoning(&model, matches!(s.prompt, Prompt::Raw(_)))?;
+    let c = constraint.as_mut().map(|c| c as &mut dyn Constraint);
+    let mut g = match &reasoning {
+        None => generate(&mut model, &s.prompt, &s.options, c, &mut on_text)?,
+        Some(r) => {
+            let mut thinking = think::ThinkingPrinter::new();
+            let g = generate_with_reasoning(&mut model, &s.prompt, &s.options, r, c, &mut |p| match p {
+                Piece::Thinking(t) => {
+                    thinking.piece(t);
+                    ControlFlow::Continue(())
+                }
+                Piece::Answer(t) => {
+                    thinking.end();
+                    on_text(t)
+                }
+            })?;
+            thinking.end();
+            g
+        }
+    };
     g.load_duration = load_duration;
     match write_failed {
         // A closed pipe (`formwork run ... | head`) is a normal way to stop reading.

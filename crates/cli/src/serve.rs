@@ -117,7 +117,7 @@ fn meta(name: &str, path: &PathBuf, model: &formwork_llama::LlamaModel) -> Model
         context_length: info.context_length as u32,
         template: info.chat_template.clone(),
         supports_tools: info.chat_template.as_deref().is_some_and(|t| t.contains("tools")),
-        supports_thinking: false,
+        supports_thinking: info.chat_template.as_deref().and_then(formwork_engine::reasoning::ReasoningFormat::detect).is_some(),
         family,
     }
 }
