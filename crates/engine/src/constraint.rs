@@ -25,6 +25,37 @@ pub trait Constraint {
     fn is_complete(&mut self) -> Option<bool> {
         None
     }
+
+    /// **Budget support.** Tokens that finish a valid output from the current state, as few
+    /// as the constraint can find: each allowed in turn, and after the last one the
+    /// constraint accepts. Empty when it accepts now. The state is unchanged.
+    ///
+    /// The loop forces these tokens when the token budget (`num_predict`, or what is left of
+    /// the context) is only just enough to finish the output; it also asks for the plan at
+    /// the start, and refuses a budget smaller than the plan
+    /// ([`EngineError::BudgetTooSmall`](crate::EngineError::BudgetTooSmall)).
+    ///
+    /// `None` (the default) means "cannot say": the loop then does not steer, and the
+    /// budget may cut the output as it would without a constraint. A wrapper constraint
+    /// delegates to what it wraps, adding what its own state still needs (for example the
+    /// rest of a close marker before the inner constraint's plan).
+    fn completion_plan(&mut self) -> Option<Vec<TokenId>> {
+        None
+    }
+
+    /// **Budget support.** Could the output still be finished within `budget` tokens after
+    /// `t` (not committed; the state is unchanged)? `Some(true)` promises that
+    /// [`completion_plan`](Constraint::completion_plan) after committing `t` has at most
+    /// `budget` tokens; `Some(false)` when it would not (or `t` is not allowed); `None`
+    /// (the default) when the constraint cannot say, and the loop then takes `t`.
+    ///
+    /// The loop asks this of every sampled token while a budget applies, so the easy
+    /// answer (far from the end of the budget) must cost about as little as
+    /// [`is_allowed`](Constraint::is_allowed). `t` is never an EOS token.
+    fn completion_fits_after(&mut self, t: TokenId, budget: usize) -> Option<bool> {
+        let _ = (t, budget);
+        None
+    }
 }
 
 /// The grammar matcher ([`formwork_grammar::matcher::Matcher`]) as a [`Constraint`].
@@ -87,5 +118,29 @@ impl Constraint for GrammarConstraint {
 
     fn is_complete(&mut self) -> Option<bool> {
         Some(self.matcher.is_finished())
+    }
+
+    /// [`Matcher::completion_tokens`](formwork_grammar::matcher::Matcher::completion_tokens):
+    /// the fewest tokens spelling a shortest byte completion.
+    fn completion_plan(&mut self) -> Option<Vec<TokenId>> {
+        self.matcher.completion_tokens()
+    }
+
+    /// Cheap when the bytes of a shortest completion after `t` fit in `budget` and each
+    /// byte has its own token (byte-level vocabularies): a hash probe after stepping `t`'s
+    /// bytes. Otherwise `t` is committed, the plan computed and `t` rolled back.
+    fn completion_fits_after(&mut self, t: TokenId, budget: usize) -> Option<bool> {
+        let Some(bytes) = self.matcher.min_completion_len_after(t) else {
+            return Some(false);
+        };
+        if bytes <= budget && self.matcher.completion_bytes_bound_tokens() {
+            return Some(true);
+        }
+        if self.matcher.commit(t).is_err() {
+            return Some(false);
+        }
+        let plan = self.matcher.completion_tokens();
+        self.matcher.rollback(1).expect("one commit to undo");
+        Some(plan.is_some_and(|p| p.len() <= budget))
     }
 }

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
+mod budget;
+
 /// One message of a chat, as the chat template sees it (`message.role`, `message.content`,
 /// `message.tool_calls`, `message.thinking`, `message.tool_name`; empty optional fields are
 /// left out, so templates' `if message.tool_calls` tests work).
@@ -141,6 +143,11 @@ pub enum StopDetail {
     ContextFull,
     /// The text callback returned `Break`.
     Cancelled,
+    /// The token budget (`num_predict`, or the room left in the context) would have cut the
+    /// model's answer, so the loop steered and closed the output early: the constraint
+    /// accepts it (a complete, valid document), but it is shorter than the model wanted.
+    /// Reported as [`StopReason::Length`].
+    ClosedEarly,
 }
 
 impl StopDetail {
@@ -148,7 +155,7 @@ impl StopDetail {
     pub fn reason(&self) -> StopReason {
         match self {
             StopDetail::EndOfTurn { .. } | StopDetail::StopString { .. } | StopDetail::ConstraintComplete => StopReason::Stop,
-            StopDetail::NumPredict | StopDetail::ContextFull => StopReason::Length,
+            StopDetail::NumPredict | StopDetail::ContextFull | StopDetail::ClosedEarly => StopReason::Length,
             StopDetail::Cancelled => StopReason::Cancelled,
         }
     }
@@ -163,6 +170,9 @@ impl std::fmt::Display for StopDetail {
             StopDetail::NumPredict => f.write_str("num-predict tokens generated"),
             StopDetail::ContextFull => f.write_str("context full"),
             StopDetail::Cancelled => f.write_str("cancelled by the receiver"),
+            StopDetail::ClosedEarly => {
+                f.write_str("the token budget would have cut the answer; the output was closed early to stay valid")
+            }
         }
     }
 }
@@ -256,6 +266,20 @@ pub enum EngineError {
     /// The prompt rendered to no tokens.
     #[error("the prompt is empty; give some text or messages")]
     EmptyPrompt,
+    /// The token budget cannot hold even the shortest output the constraint allows.
+    #[error(
+        "the output format needs {needed} tokens to finish a valid output, but {} allows only {budget}; \
+         raise it to at least {needed}",
+        if *.context { "the context (after the prompt)" } else { "num_predict" }
+    )]
+    BudgetTooSmall {
+        /// Tokens the budget allows.
+        budget: usize,
+        /// Tokens of the constraint's shortest completion plan from the start.
+        needed: usize,
+        /// The room left in the context is the limit (else `num_predict`).
+        context: bool,
+    },
     /// The backend returned fewer logits than the vocabulary has tokens.
     #[error("the model returned {got} logits for a vocabulary of {expected} tokens; the model and its vocabulary do not match")]
     LogitsSize {
@@ -292,6 +316,15 @@ pub fn tokenize_prompt(model: &dyn Model, prompt: &Prompt) -> Result<Vec<TokenId
 ///
 /// See the crate docs for the stop rules, prefix reuse, streaming guarantees and how the
 /// constraint is applied (fast path vs mask first).
+///
+/// **Budget** (with a constraint that implements [`Constraint::completion_plan`], like
+/// [`GrammarConstraint`](crate::GrammarConstraint)): the output is never cut by
+/// `num_predict` or a full context. The loop keeps a plan that finishes a valid output
+/// within the tokens left, refuses tokens after which it would not fit, and forces the
+/// plan when no slack is left; such an output ends with [`StopDetail::ClosedEarly`]
+/// (`done_reason` `length`: the model's own answer was cut, but the output is complete).
+/// A budget smaller than the shortest valid output is [`EngineError::BudgetTooSmall`];
+/// `num_predict: Some(0)` generates nothing, as without a constraint.
 pub fn generate(
     model: &mut dyn Model,
     prompt: &Prompt,
@@ -318,6 +351,24 @@ pub fn generate(
         return Err(ModelError::ContextOverflow { needed: prompt_tokens.len(), context: ctx }.into());
     }
 
+    // Budget steering (see `budget`): only with a constraint that can plan its completion,
+    // and a budget it fits in (checked before the prompt is evaluated).
+    let t_plan = Instant::now();
+    let steer = match constraint.as_deref_mut() {
+        Some(c) if opts.num_predict != Some(0) => match c.completion_plan() {
+            Some(plan) => {
+                let (budget, context) = budget::room(opts.num_predict, ctx, 0, prompt_tokens.len());
+                if plan.len() > budget {
+                    return Err(EngineError::BudgetTooSmall { budget, needed: plan.len(), context });
+                }
+                true
+            }
+            None => false,
+        },
+        _ => false,
+    };
+    let plan_time = t_plan.elapsed();
+
     // Prefix reuse: keep the cached tokens the new prompt starts with; evaluate at least the
     // last prompt token so that we get its logits.
     let common = model.cached_tokens().map_or(0, |c| common_prefix(c, &prompt_tokens));
@@ -332,7 +383,8 @@ pub fn generate(
 
     let mut sampler = Sampler::new(opts.sampler.clone()).map_err(|e| EngineError::Sampler(e.to_string()))?;
     let fast_path = sampler.fast_path_is_exact(vocab.len());
-    let mut stats = ConstraintStats { fast_path, ..Default::default() };
+    let mut stats = ConstraintStats { fast_path, time: plan_time, ..Default::default() };
+    let mut steering = budget::Steering::default();
     let mut mask = TokenMask::new(vocab.len());
     let mut stream = TextStream::new(&opts.stop);
     let mut history = prompt_tokens.clone();
@@ -343,7 +395,14 @@ pub fn generate(
         if opts.num_predict.is_some_and(|n| generated.len() >= n) {
             break StopDetail::NumPredict;
         }
-        let t = pick(&mut sampler, logits, &history, constraint.as_deref_mut(), &vocab, &mut mask, &mut stats)?;
+        let budget = steer.then(|| budget::room(opts.num_predict, ctx, generated.len(), history.len()).0);
+        let t = match (budget, constraint.as_deref_mut()) {
+            (Some(r), Some(c)) => {
+                let step = budget::Step { sampler: &mut sampler, logits, history: &history, vocab: &vocab, mask: &mut mask, stats: &mut stats };
+                steering.pick(step, c, r)?
+            }
+            (_, c) => pick(&mut sampler, logits, &history, c, &vocab, &mut mask, &mut stats)?,
+        };
         generated.push(t);
         if eos.contains(&t) {
             break StopDetail::EndOfTurn { token: t };
@@ -382,6 +441,16 @@ pub fn generate(
             Pushed::Cancelled => StopDetail::Cancelled,
             _ => stop,
         },
+    };
+    // The budget made the loop refuse or force tokens, and the output is complete: say so
+    // (a `length` stop whose output is nevertheless valid).
+    let stop = match stop {
+        StopDetail::EndOfTurn { .. } | StopDetail::ConstraintComplete | StopDetail::NumPredict | StopDetail::ContextFull
+            if steering.intervened && constraint.as_deref().is_some_and(|c| c.is_accepting()) =>
+        {
+            StopDetail::ClosedEarly
+        }
+        _ => stop,
     };
 
     Ok(Generation {
@@ -425,7 +494,7 @@ fn check_logits(logits: &[f32], n_vocab: usize) -> Result<&[f32], EngineError> {
 ///   exactly as masked sampling (p(t) + P(reject)·p(t)/P(allowed) = p(t)/P(allowed)).
 /// - **mask first** otherwise (top-k / top-p / min-p / penalties, whose filtering depends on
 ///   which tokens are masked): compute the mask, then sample with it.
-fn pick(
+pub(crate) fn pick(
     sampler: &mut Sampler,
     logits: &[f32],
     history: &[TokenId],
@@ -462,7 +531,7 @@ fn pick(
 }
 
 /// The constraint's mask with EOS bits set exactly when it accepts.
-fn fill_mask(c: &mut (dyn Constraint + '_), vocab: &Vocabulary, mask: &mut TokenMask) {
+pub(crate) fn fill_mask(c: &mut (dyn Constraint + '_), vocab: &Vocabulary, mask: &mut TokenMask) {
     mask.clear();
     c.compute_mask(mask);
     let accepting = c.is_accepting();

@@ -165,6 +165,12 @@ impl Automaton {
         &self.states[s as usize]
     }
 
+    /// Node `n` of the stack arena: `(pos, parent)` (not for [`BOTTOM`] / [`CTX`]).
+    #[inline]
+    pub fn node(&self, n: u32) -> (u32, u32) {
+        self.nodes[n as usize]
+    }
+
     /// Number of states interned so far.
     pub fn n_states(&self) -> usize {
         self.states.len()

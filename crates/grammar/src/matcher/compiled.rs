@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The state after an end-of-sequence token was committed.
-const ENDED: u32 = u32::MAX - 2;
+pub(super) const ENDED: u32 = u32::MAX - 2;
 /// Cached masks kept per compiled grammar, in bytes (the whole cache is dropped when full).
 const MASK_CACHE_BYTES: usize = 64 << 20;
 /// Frames kept when truncating a state for its context-independent mask.
@@ -33,6 +33,8 @@ pub struct CompiledGrammar {
     initial: u32,
     shared: Mutex<Shared>,
     limits: Limits,
+    /// Shortest-completion tables, built on first use (see `complete`).
+    pub(super) completion: std::sync::OnceLock<super::complete::Completion>,
 }
 
 pub(super) struct Shared {
@@ -93,6 +95,7 @@ impl CompiledGrammar {
                 trunc: FxHashMap::default(),
             }),
             limits: limits.clone(),
+            completion: std::sync::OnceLock::new(),
         }))
     }
 
@@ -326,7 +329,7 @@ pub struct Matcher {
 }
 
 impl Matcher {
-    fn cur(&self) -> u32 {
+    pub(super) fn cur(&self) -> u32 {
         *self.states.last().expect("history never empty")
     }
 

@@ -26,6 +26,11 @@
 //!    just a history of state ids: `commit` pushes, `rollback(n)` truncates. A
 //!    [`GrammarCache`] (held by the server/engine) shares compiled grammars across requests,
 //!    keyed by grammar and vocabulary.
+//! 5. **Completions** (`complete`): per rule, the length of a shortest string (Knuth's
+//!    grammar variant of Dijkstra), computed once per compiled grammar on first use; per
+//!    state, the fewest bytes to a complete match (memoized). [`Matcher::shortest_completion`]
+//!    spells one and [`Matcher::completion_tokens`] tokenizes it with the fewest tokens, for
+//!    closing an output before a token budget runs out.
 //!
 //! ## Semantics
 //! - Special tokens are never produced by grammar text; EOS tokens are allowed exactly when
@@ -56,6 +61,7 @@
 mod automaton;
 mod cache;
 mod compiled;
+mod complete;
 mod error;
 mod index;
 mod lower;
@@ -68,3 +74,5 @@ pub use index::TokenIndex;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod complete_tests;

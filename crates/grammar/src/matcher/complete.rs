@@ -1,0 +1,416 @@
+//! Shortest completions: the fewest bytes (and a short token plan) that take the current
+//! parser state to a complete match, for closing an output before a token budget runs out.
+//!
+//! ## Tables (once per compiled grammar, built on first use)
+//! - `min[r]`: the length of a shortest string of rule `r`, by Knuth's generalisation of
+//!   Dijkstra to grammars: an alternative's value is known once all the rules it references
+//!   are final; the smallest known value finalises its rule (a heap). `best[r]` is that
+//!   alternative. Byte elements cost 1, special tokens cost ∞ (a completion is bytes only).
+//!   Since `best[r]` only references rules finalised before `r`, expanding it terminates.
+//! - `rest[p]`: the fewest bytes from position `p` to the end of its alternative.
+//! - `pick[k]`: the byte a completion uses for byte set `k`: a readable one (`a`-`z`,
+//!   `0`-`9`, `A`-`Z`, space, other ASCII) that has a single-byte token where possible. Any
+//!   byte of a set is valid on its path; the lowering keeps multi-byte UTF-8 sequences on
+//!   their own alternatives (`regex_syntax::utf8`), so every pick spells valid UTF-8.
+//!
+//! ## Per state (memoized)
+//! A stack `(pos, parent)` needs `rest[pos] + need(parent)` bytes (`need(BOTTOM) = 0`); a
+//! state needs the least over its stacks. Memos per stack node and per state make the
+//! lookup after a token one hash probe once warm, so the loop can ask it every step.
+//!
+//! ## Token plans
+//! [`Matcher::completion_tokens`] spells the shortest completion with the fewest tokens
+//! that are a prefix of the rest of it (dynamic programming over the trie), so each token is
+//! allowed in turn. When every picked byte has a single-byte token
+//! ([`Matcher::completion_bytes_bound_tokens`]), a completion of `n` bytes has a plan of at
+//! most `n` tokens — the cheap check a generation loop uses far from its budget.
+
+use super::automaton::{Automaton, BOTTOM, CTX, DEAD, OVERFLOW};
+use super::compiled::{CompiledGrammar, Matcher, ENDED};
+use super::index::TokenIndex;
+use super::lower::{ByteSet, Elem, Flat};
+use formwork_vocab::{TokenId, TokenKind};
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Mutex;
+
+/// No completion (only special tokens, or an empty byte set, lie ahead).
+const INF: u32 = u32::MAX;
+/// Longest completion spelled out by [`Matcher::shortest_completion`], in bytes.
+const MAX_COMPLETION: u32 = 1 << 20;
+
+/// The shortest-completion tables of one compiled grammar (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Completion {
+    /// Indexed by position in `Flat::elems`: fewest bytes to the end of its alternative.
+    rest: Vec<u32>,
+    /// Indexed by rule: the start position of a shortest alternative (`INF`: none).
+    best: Vec<u32>,
+    /// Indexed by byte set: the byte a completion uses.
+    pick: Vec<u8>,
+    /// Every nonempty set's pick is a single-byte text token.
+    per_byte: bool,
+    memo: Mutex<Memo>,
+}
+
+#[derive(Debug, Default)]
+struct Memo {
+    /// Stack node → fewest bytes to empty it.
+    nodes: FxHashMap<u32, u32>,
+    /// State → fewest bytes to a complete match.
+    states: FxHashMap<u32, u32>,
+}
+
+impl Completion {
+    fn new(flat: &Flat, index: &TokenIndex) -> Self {
+        let (min, best) = rule_mins(flat);
+        let mut rest = vec![0u32; flat.elems.len()];
+        for starts in &flat.alts {
+            for &s in starts {
+                let mut end = s as usize;
+                while flat.elems[end] != Elem::End {
+                    end += 1;
+                }
+                let mut acc = 0u32;
+                for p in (s as usize..end).rev() {
+                    acc = acc.saturating_add(cost(flat, &min, p));
+                    rest[p] = acc;
+                }
+                rest[end] = 0;
+            }
+        }
+        let trie = index.trie();
+        let has_token = |b: u8| trie.child(0, b).is_some_and(|c| !trie.tokens_at(c).is_empty());
+        let mut per_byte = true;
+        let pick = flat
+            .sets
+            .iter()
+            .map(|set| {
+                if set.is_empty() {
+                    return 0;
+                }
+                match preferred(set).find(|&b| has_token(b)) {
+                    Some(b) => b,
+                    None => {
+                        per_byte = false;
+                        preferred(set).next().expect("nonempty set")
+                    }
+                }
+            })
+            .collect();
+        Completion { rest, best, pick, per_byte, memo: Mutex::new(Memo::default()) }
+    }
+
+    fn memo(&self) -> std::sync::MutexGuard<'_, Memo> {
+        self.memo.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Fewest bytes that empty stack node `n` (iterative: stacks can be deep).
+    fn node_need(&self, aut: &Automaton, memo: &mut Memo, n: u32) -> u32 {
+        let mut chain = Vec::new();
+        let mut x = n;
+        let base = loop {
+            if x == BOTTOM {
+                break 0;
+            }
+            if x == CTX {
+                break INF;
+            }
+            if let Some(&v) = memo.nodes.get(&x) {
+                break v;
+            }
+            chain.push(x);
+            x = aut.node(x).1;
+        };
+        let mut acc = base;
+        for &y in chain.iter().rev() {
+            acc = acc.saturating_add(self.rest[aut.node(y).0 as usize]);
+            memo.nodes.insert(y, acc);
+        }
+        acc
+    }
+
+    /// Fewest bytes from state `s` to a complete match, and the stack that achieves it
+    /// (`BOTTOM` when accepting; `None` when no byte string completes `s`).
+    fn state_need(&self, aut: &Automaton, s: u32) -> Option<(u32, u32)> {
+        if s == DEAD || s == OVERFLOW {
+            return None;
+        }
+        let mut memo = self.memo();
+        let mut best: Option<(u32, u32)> = None;
+        // Ties go to the stack whose next element comes first in the grammar (the first
+        // alternative, as written: `0` before `[1-9]...`).
+        let pos = |n: u32| if n == BOTTOM || n == CTX { 0 } else { aut.node(n).0 };
+        for &n in aut.info(s).stacks.iter() {
+            let v = self.node_need(aut, &mut memo, n);
+            if v < INF && best.is_none_or(|(bv, bn)| v < bv || (v == bv && pos(n) < pos(bn))) {
+                best = Some((v, n));
+            }
+        }
+        if let Some((v, _)) = best {
+            memo.states.insert(s, v);
+        }
+        best
+    }
+
+    /// Fewest bytes from `s`, memoized per state.
+    fn need(&self, aut: &Automaton, s: u32) -> Option<u32> {
+        if let Some(&v) = self.memo().states.get(&s) {
+            return Some(v);
+        }
+        self.state_need(aut, s).map(|(v, _)| v)
+    }
+
+    /// Appends a shortest string from position `pos` to the end of its alternative.
+    fn emit_from(&self, flat: &Flat, pos: u32, out: &mut Vec<u8>) {
+        let mut todo = vec![pos];
+        while let Some(p) = todo.pop() {
+            match flat.elems[p as usize] {
+                Elem::End => {}
+                Elem::Bytes(k) => {
+                    out.push(self.pick[k as usize]);
+                    todo.push(p + 1);
+                }
+                Elem::Rule(r) => {
+                    todo.push(p + 1);
+                    todo.push(self.best[r as usize]);
+                }
+                // Never on a finite path (tokens cost ∞).
+                Elem::Token(_) => return,
+            }
+        }
+    }
+}
+
+/// The cost of element `p` in bytes.
+fn cost(flat: &Flat, min: &[u32], p: usize) -> u32 {
+    match flat.elems[p] {
+        Elem::Bytes(k) if !flat.sets[k as usize].is_empty() => 1,
+        Elem::Bytes(_) | Elem::Token(_) => INF,
+        Elem::Rule(r) => min[r as usize],
+        Elem::End => 0,
+    }
+}
+
+/// The bytes of `set` in the order a completion prefers them.
+fn preferred(set: &ByteSet) -> impl Iterator<Item = u8> + '_ {
+    (b'a'..=b'z')
+        .chain(b'0'..=b'9')
+        .chain(b'A'..=b'Z')
+        .chain([b' '])
+        .chain(0x21..=0x7e)
+        .chain(0..=255)
+        .filter(|&b| set.contains(b))
+}
+
+/// Per rule: the length of a shortest string and the start of an alternative achieving it
+/// (Knuth's algorithm; see the module docs).
+fn rule_mins(flat: &Flat) -> (Vec<u32>, Vec<u32>) {
+    let n = flat.alts.len();
+    let mut min = vec![INF; n];
+    let mut best = vec![INF; n];
+    // Per alternative: owner rule, start, value so far (terminals + final rules), rules pending.
+    let mut owner = Vec::new();
+    let mut start = Vec::new();
+    let mut value: Vec<u32> = Vec::new();
+    let mut pending: Vec<u32> = Vec::new();
+    // Indexed by rule: the alternatives that reference it (once per occurrence).
+    let mut uses: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut heap = BinaryHeap::new();
+    for (r, starts) in flat.alts.iter().enumerate() {
+        for &s in starts {
+            let a = owner.len() as u32;
+            let (mut v, mut c) = (0u32, 0u32);
+            let mut p = s as usize;
+            loop {
+                match flat.elems[p] {
+                    Elem::End => break,
+                    Elem::Rule(x) => {
+                        c += 1;
+                        uses[x as usize].push(a);
+                    }
+                    _ => v = v.saturating_add(cost(flat, &min, p)),
+                }
+                p += 1;
+            }
+            owner.push(r as u32);
+            start.push(s);
+            value.push(v);
+            pending.push(c);
+            if c == 0 && v < INF {
+                heap.push(Reverse((v, r as u32, a)));
+            }
+        }
+    }
+    let mut done = vec![false; n];
+    while let Some(Reverse((v, r, a))) = heap.pop() {
+        if done[r as usize] {
+            continue;
+        }
+        done[r as usize] = true;
+        min[r as usize] = v;
+        best[r as usize] = start[a as usize];
+        for &a2 in &uses[r as usize] {
+            let i = a2 as usize;
+            value[i] = value[i].saturating_add(v);
+            pending[i] -= 1;
+            if pending[i] == 0 && value[i] < INF && !done[owner[i] as usize] {
+                heap.push(Reverse((value[i], owner[i], a2)));
+            }
+        }
+    }
+    (min, best)
+}
+
+impl CompiledGrammar {
+    /// The completion tables (built on first use; takes the shared lock to build, so the
+    /// caller must not hold it).
+    pub(super) fn completion(&self) -> &Completion {
+        self.completion.get_or_init(|| {
+            let sh = self.lock();
+            Completion::new(&sh.aut.flat, self.index())
+        })
+    }
+}
+
+impl Matcher {
+    /// The fewest bytes that take the current state to a complete match: 0 when accepting,
+    /// `None` when only special tokens named by the grammar could finish it. Cheap (one hash
+    /// probe once the state has been seen).
+    pub fn min_completion_len(&self) -> Option<usize> {
+        let s = self.cur();
+        if s == ENDED {
+            return Some(0);
+        }
+        let comp = self.grammar().completion();
+        let sh = self.grammar().lock();
+        comp.need(&sh.aut, s).map(|v| v as usize)
+    }
+
+    /// [`min_completion_len`](Self::min_completion_len) after token `t`, without committing
+    /// it: `None` when `t` is not allowed (EOS included) or nothing but special tokens could
+    /// finish the output after it. About the cost of [`is_allowed`](Self::is_allowed).
+    pub fn min_completion_len_after(&self, t: TokenId) -> Option<usize> {
+        let s = self.cur();
+        let g = self.grammar();
+        let vocab = g.vocab().clone();
+        if s == ENDED || t.index() >= vocab.len() {
+            return None;
+        }
+        let comp = g.completion();
+        let mut sh = g.lock();
+        let mut x = DEAD;
+        if vocab.is_text(t) {
+            x = s;
+            for &b in vocab.token_bytes(t) {
+                x = sh.aut.step(x, b);
+                if x == DEAD || x == OVERFLOW {
+                    break;
+                }
+            }
+        }
+        if x == DEAD && sh.aut.info(s).tokens.contains(&t) {
+            x = sh.aut.step_token(s, t);
+        }
+        comp.need(&sh.aut, x).map(|v| v as usize)
+    }
+
+    /// True when the grammar's completions only use bytes that are single-byte text tokens
+    /// of the vocabulary (byte-level BPE and byte-fallback vocabularies): then
+    /// [`completion_tokens`](Self::completion_tokens) never fails and never needs more tokens
+    /// than [`min_completion_len`](Self::min_completion_len) bytes.
+    pub fn completion_bytes_bound_tokens(&self) -> bool {
+        self.grammar().completion().per_byte
+    }
+
+    /// A shortest byte string that takes the current state to a complete match (empty when
+    /// accepting). `None` when only special tokens could finish the output, or when the
+    /// shortest completion is longer than 1 MiB.
+    pub fn shortest_completion(&self) -> Option<Vec<u8>> {
+        let s = self.cur();
+        if s == ENDED {
+            return Some(Vec::new());
+        }
+        let g = self.grammar();
+        let comp = g.completion();
+        let sh = g.lock();
+        let (need, mut n) = comp.state_need(&sh.aut, s)?;
+        if need > MAX_COMPLETION {
+            return None;
+        }
+        let mut out = Vec::with_capacity(need as usize);
+        while n != BOTTOM {
+            let (pos, parent) = sh.aut.node(n);
+            comp.emit_from(&sh.aut.flat, pos, &mut out);
+            n = parent;
+        }
+        debug_assert_eq!(out.len(), need as usize);
+        Some(out)
+    }
+
+    /// The fewest tokens that spell [`shortest_completion`](Self::shortest_completion), each
+    /// a prefix of the rest of it (so each is allowed in turn; after the last one the matcher
+    /// accepts). Empty when accepting. The matcher's state is unchanged. `None` when there is
+    /// no byte completion, or it cannot be spelled with the vocabulary's tokens.
+    ///
+    /// The tokens are not necessarily the model tokenizer's canonical ones (like
+    /// [`forced_tokens`](Self::forced_tokens)); they are meant for closing an output when the
+    /// token budget runs out.
+    pub fn completion_tokens(&mut self) -> Option<Vec<TokenId>> {
+        let bytes = self.shortest_completion()?;
+        if bytes.is_empty() {
+            return Some(Vec::new());
+        }
+        let g = self.grammar().clone();
+        let trie = g.index().trie();
+        let vocab = g.vocab();
+        let n = bytes.len();
+        // cost[i]: fewest tokens for bytes[i..]; next[i]: (end, token) of the first one.
+        let mut cost = vec![u32::MAX; n + 1];
+        let mut next = vec![(0usize, TokenId(0)); n + 1];
+        cost[n] = 0;
+        for i in (0..n).rev() {
+            let mut node = 0;
+            for (j, &b) in bytes[i..].iter().enumerate() {
+                let Some(c) = trie.child(node, b) else { break };
+                node = c;
+                let toks = trie.tokens_at(c);
+                let Some(&t) = toks.iter().find(|&&t| vocab.kind(t) == TokenKind::Normal).or(toks.first()) else {
+                    continue;
+                };
+                let end = i + j + 1;
+                if cost[end] < cost[i] {
+                    cost[i] = cost[end] + 1;
+                    next[i] = (end, t);
+                }
+            }
+        }
+        if cost[0] == u32::MAX {
+            return None;
+        }
+        // The bytes are a path of the grammar by construction; check that stepping them stays
+        // within the ambiguity limit and ends accepting.
+        {
+            let mut sh = g.lock();
+            let mut x = self.cur();
+            for &b in &bytes {
+                x = sh.aut.step(x, b);
+                if x == DEAD || x == OVERFLOW {
+                    return None;
+                }
+            }
+            if !sh.aut.info(x).accepting {
+                return None;
+            }
+        }
+        let mut out = Vec::with_capacity(cost[0] as usize);
+        let mut i = 0;
+        while i < n {
+            let (end, t) = next[i];
+            out.push(t);
+            i = end;
+        }
+        Some(out)
+    }
+}
