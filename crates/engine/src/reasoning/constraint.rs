@@ -139,6 +139,10 @@ pub struct ReasoningConstraint<'a> {
     ws_tokens: Option<TokenMask>,
     /// Has `inner` been given a token?
     inner_started: bool,
+    /// Per KMP state: the fewest tokens finishing the marker (`None` inside: cannot spell it).
+    marker_plans: Vec<Option<Option<Vec<TokenId>>>>,
+    /// The length of `inner`'s completion plan from its start (asked once, while reasoning).
+    inner_start_plan: Option<Option<usize>>,
 }
 
 /// Follows the streamed text the way the loop decodes it, to place the marker in it.
@@ -224,6 +228,8 @@ impl<'a> ReasoningConstraint<'a> {
             lead_ws: 0,
             ws_tokens: None,
             inner_started: false,
+            marker_plans: vec![None; n],
+            inner_start_plan: None,
         })
     }
 
@@ -303,6 +309,61 @@ impl<'a> ReasoningConstraint<'a> {
             }
             _ => self.simulate(t).is_ok(),
         }
+    }
+
+    /// The fewest tokens that finish the close marker from KMP state `k` (< len): its
+    /// special tokens, and for its text the longest text token spelling the next bytes.
+    fn marker_plan(&mut self, k: usize) -> Option<Vec<TokenId>> {
+        if let Some(p) = &self.marker_plans[k] {
+            return p.clone();
+        }
+        let mut plan = Vec::new();
+        let mut i = k;
+        while i < self.close.len() {
+            match self.close.syms[i] {
+                Sym::Special(t) => {
+                    plan.push(t);
+                    i += 1;
+                }
+                Sym::Byte(_) => {
+                    let rest: Vec<u8> = self.close.syms[i..]
+                        .iter()
+                        .map_while(|s| match s {
+                            Sym::Byte(b) => Some(*b),
+                            Sym::Special(_) => None,
+                        })
+                        .collect();
+                    let best = self
+                        .free
+                        .iter_ones()
+                        .filter(|&t| {
+                            let b = self.vocab.token_bytes(t);
+                            !b.is_empty() && rest.starts_with(b)
+                        })
+                        .max_by_key(|&t| self.vocab.token_bytes(t).len());
+                    let Some(t) = best else {
+                        self.marker_plans[k] = Some(None);
+                        return None;
+                    };
+                    plan.push(t);
+                    i += self.vocab.token_bytes(t).len();
+                }
+            }
+        }
+        self.marker_plans[k] = Some(Some(plan.clone()));
+        Some(plan)
+    }
+
+    /// The length of the inner constraint's plan from its start (0 without one).
+    fn inner_start_plan_len(&mut self) -> Option<usize> {
+        if self.inner_start_plan.is_none() {
+            let len = match self.inner.as_deref_mut() {
+                Some(c) => c.completion_plan().map(|p| p.len()),
+                None => Some(0),
+            };
+            self.inner_start_plan = Some(len);
+        }
+        self.inner_start_plan.expect("filled above")
     }
 
     fn forced_mask(&mut self) -> &TokenMask {
@@ -432,6 +493,42 @@ impl Constraint for ReasoningConstraint<'_> {
                 None => Some(false),
             },
             Phase::Reasoning => Some(false),
+        }
+    }
+
+    /// While reasoning: the rest of the close marker, then the answer constraint's plan from
+    /// its start. In the answer: the answer constraint's (empty without one).
+    fn completion_plan(&mut self) -> Option<Vec<TokenId>> {
+        match self.phase {
+            Phase::Answer => match self.inner.as_deref_mut() {
+                Some(c) => c.completion_plan(),
+                None => Some(Vec::new()),
+            },
+            Phase::Reasoning => {
+                let mut plan = self.marker_plan(self.matched)?;
+                if let Some(c) = self.inner.as_deref_mut() {
+                    plan.extend(c.completion_plan()?);
+                }
+                Some(plan)
+            }
+        }
+    }
+
+    fn completion_fits_after(&mut self, t: TokenId, budget: usize) -> Option<bool> {
+        match self.phase {
+            Phase::Answer if self.lead_open() && self.is_ws(t) => Some(self.inner_start_plan_len()? <= budget),
+            Phase::Answer => match self.inner.as_deref_mut() {
+                Some(c) => c.completion_fits_after(t, budget),
+                None => Some(true),
+            },
+            Phase::Reasoning => {
+                if !self.reasoning_allows(t) {
+                    return Some(false);
+                }
+                let Ok(k) = self.simulate(t) else { return Some(false) };
+                let marker = if k == self.close.len() { 0 } else { self.marker_plan(k)?.len() };
+                Some(marker + self.inner_start_plan_len()? <= budget)
+            }
         }
     }
 }
