@@ -177,6 +177,8 @@ pub struct AttemptStats {
     pub duration: Duration,
     /// Wall time of the validators.
     pub validation_duration: Duration,
+    /// The sampler's seed for this attempt.
+    pub seed: u64,
 }
 
 /// One generated answer and its verdict.
@@ -266,7 +268,8 @@ pub fn retry_prompt(prompt: &Prompt, answer: &str, errors: &[ValidationError]) -
 
 /// Generates, validates, and retries with the errors fed back (see the module docs).
 ///
-/// `make_constraint` gives a fresh constraint for each attempt (`|| None` for none);
+/// `make_constraint` gives a fresh constraint for each attempt (`|| None` for none); with a
+/// fixed seed, attempt n uses `seed + n - 1` (reproducible, but a new random path);
 /// `on_text(attempt, text)` streams each attempt's text (attempts are 1-based; returning
 /// `Break` cancels, and a cancelled attempt is not retried); `on_attempt` sees each attempt as
 /// soon as it is validated.
@@ -288,7 +291,8 @@ pub fn generate_validated(
         let number = attempts.len() + 1;
         let mut constraint = make_constraint();
         let c = constraint.as_mut().map(|c| &mut **c as &mut dyn Constraint);
-        let generation = generate(model, &current, opts, c, &mut |t| on_text(number, t))?;
+        let attempt_opts = attempt_options(opts, number);
+        let generation = generate(model, &current, &attempt_opts, c, &mut |t| on_text(number, t))?;
         let t0 = Instant::now();
         let (checked_text, repaired, fixes, mut errors) = if validation.repair {
             match formwork_schema::repair::repair(&generation.text) {
@@ -320,6 +324,7 @@ pub fn generate_validated(
                 done_reason: generation.done_reason,
                 duration: generation.total_duration,
                 validation_duration: t0.elapsed(),
+                seed: generation.seed,
             },
         };
         tracing::debug!(attempt = number, errors = attempt.errors.len(), "answer validated");
@@ -332,6 +337,20 @@ pub fn generate_validated(
             return Ok(Validated { generation, text: checked_text, valid: passed && !cancelled, attempts });
         }
         current = retry_prompt(&current, &generation.text, &last_errors);
+    }
+}
+
+/// The options of attempt `number`: with a fixed seed, attempt n samples with `seed + n - 1`,
+/// so that a sampled retry is reproducible but not forced down the random path of the answer
+/// it is correcting (a small model otherwise often repeats that answer token for token).
+fn attempt_options(opts: &GenerateOptions, number: usize) -> std::borrow::Cow<'_, GenerateOptions> {
+    match opts.sampler.seed {
+        Some(seed) if number > 1 => {
+            let mut o = opts.clone();
+            o.sampler.seed = Some(seed.wrapping_add(number as u64 - 1));
+            std::borrow::Cow::Owned(o)
+        }
+        _ => std::borrow::Cow::Borrowed(opts),
     }
 }
 

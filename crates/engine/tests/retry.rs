@@ -281,3 +281,14 @@ fn feedback_lists_at_most_ten_errors_and_cuts_long_ones() {
     assert_eq!(messages.iter().map(|m| m.role.as_str()).collect::<Vec<_>>(), vec!["user", "assistant", "user"]);
     assert_eq!(messages[1].content, "a");
 }
+
+#[test]
+fn with_a_fixed_seed_each_attempt_samples_with_the_next_seed() {
+    let mut m = Answers::new(&["a"]);
+    let check = Box::new(|_: &str| vec!["never".to_string()]);
+    let mut validation = Validation { validators: vec![Validator::Custom { name: "no".into(), check }], retries: 2, repair: false };
+    let opts = GenerateOptions { sampler: SamplerOptions { seed: Some(7), ..Default::default() }, num_predict: Some(5), ..Default::default() };
+    let v = generate_validated(&mut m, &chat("?"), &opts, &mut || None, &mut validation, &mut |_, _| ControlFlow::Continue(()), &mut |_| {}).unwrap();
+    let seeds: Vec<u64> = v.attempts.iter().map(|a| a.stats.seed).collect();
+    assert_eq!(seeds, vec![7, 8, 9]);
+}
