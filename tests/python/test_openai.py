@@ -146,3 +146,19 @@ def test_completions_and_n(oai, model):
     r = oai.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], n=2, max_tokens=5)
     assert [c.index for c in r.choices] == [0, 1]
     assert all(c.finish_reason in ("stop", "length") for c in r.choices)
+
+
+def test_schema_in_prompt_extension(oai, model):
+    # formwork extension, through the SDK's `extra_body`: the schema goes into the prompt too
+    # (more prompt tokens), and the answer still matches it.
+    schema = Person.model_json_schema()
+    schema["additionalProperties"] = False
+    fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": True}}
+    msgs = [{"role": "user", "content": "Invent a person."}]
+    plain = oai.chat.completions.create(model=model, messages=msgs, response_format=fmt, max_tokens=100, temperature=0)
+    shown = oai.chat.completions.create(
+        model=model, messages=msgs, response_format=fmt, max_tokens=100, temperature=0,
+        extra_body={"schema_in_prompt": True},
+    )
+    assert shown.usage.prompt_tokens > plain.usage.prompt_tokens + 10
+    Person.model_validate_json(shown.choices[0].message.content)

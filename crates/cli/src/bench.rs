@@ -31,6 +31,8 @@ pub enum Command {
     Masks(MasksArgs),
     /// Constrained vs unconstrained generation speed on a real model, alternating, same run.
     E2e(crate::bench_e2e::E2eArgs),
+    /// Extraction accuracy with and without the schema in the prompt, on a real model.
+    Extract(crate::bench_extract::ExtractArgs),
 }
 
 /// Flags of `bench mask-engine`.
@@ -82,6 +84,7 @@ pub fn main(c: Command) -> anyhow::Result<()> {
         Command::MaskEngine(a) => mask_engine(a),
         Command::Masks(a) => masks(a),
         Command::E2e(a) => crate::bench_e2e::e2e(a),
+        Command::Extract(a) => crate::bench_extract::extract(a),
     }
 }
 

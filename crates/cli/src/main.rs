@@ -8,7 +8,7 @@
 //! | `run` | `run` | generate with a model, optionally constrained by `--format` / `--grammar` |
 //! | `pull` | `pull` | fetch a named model into the cache |
 //! | `grammar` | `grammar_cmd` | `check`, `print`, `compile` grammars and schemas |
-//! | `bench` | `bench`, `bench_e2e` | `masks`, `mask-engine`, `e2e` |
+//! | `bench` | `bench`, `bench_e2e`, `bench_extract` | `masks`, `mask-engine`, `e2e`, `extract` |
 //! | `serve` | `serve` | the Ollama- and OpenAI-compatible HTTP server |
 //! | `repair` | `repair_cmd` | recover JSON from free text (fences, prose, common faults), optionally validate |
 
@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_e2e;
+mod bench_extract;
 mod grammar_cmd;
 mod pull;
 mod repair_cmd;

@@ -6,7 +6,8 @@
 
 use anyhow::{bail, Context, Result};
 use formwork_engine::{
-    generate, ChatMessage, Constraint, GenerateOptions, Generation, GrammarConstraint, Model, Prompt, SamplerOptions,
+    add_schema_instruction, generate, ChatMessage, Constraint, GenerateOptions, Generation, GrammarConstraint, Model, Prompt,
+    SamplerOptions, SchemaPlacement,
 };
 use formwork_engine::reasoning::{generate_with_reasoning, Piece};
 use formwork_grammar::{matcher::CompiledGrammar, Grammar, Limits};
@@ -69,6 +70,16 @@ pub struct Args {
     /// Constrain the answer with a GBNF grammar file (llama.cpp syntax).
     #[arg(long)]
     pub grammar: Option<PathBuf>,
+    /// With `--format`: put the schema (and a short instruction) in the prompt, at the end
+    /// of the `user` message (default) or in the `system` message; `off` shows the model only
+    /// your prompt (the grammar constrains the answer either way).
+    #[arg(long, value_name = "WHERE", default_value = "user", value_parser = ["user", "system", "off"])]
+    pub schema_in_prompt: String,
+    /// With a `--format` schema: the root object must start with this key (e.g. a
+    /// `reasoning` field before the answer). Schemas can also say it themselves with
+    /// `"x-formwork-first": KEY` or `"propertyOrdering": [KEYS]`.
+    #[arg(long, value_name = "KEY")]
+    pub first_key: Option<String>,
     /// Validation and retry: --retries, --rules, --check, --repair.
     #[command(flatten)]
     pub retry: retry::RetryArgs,
@@ -104,6 +115,9 @@ struct Settings {
     constraint: Option<ConstraintSource>,
     /// Validation and retry (`None`: the answer is streamed, not checked).
     retry: Option<retry::Plan>,
+    /// Where the schema instruction goes (`None`: not in the prompt).
+    schema_in_prompt: Option<SchemaPlacement>,
+    first_key: Option<String>,
     /// Reasoning flags (resolved against the model once it is loaded).
     think: think::ThinkArgs,
     verbose: bool,
@@ -164,6 +178,13 @@ impl Settings {
             (None, Some(g)) => Some(ConstraintSource::Gbnf(g)),
             (None, None) => None,
         };
+        if args.first_key.is_some() && !matches!(constraint, Some(ConstraintSource::Schema(_))) {
+            bail!("--first-key needs a JSON Schema: give one with --format schema.json");
+        }
+        let schema_in_prompt = match args.schema_in_prompt.as_str() {
+            "off" => None,
+            w => Some(w.parse::<SchemaPlacement>().map_err(anyhow::Error::msg)?),
+        };
         let retry = args.retry.resolve(matches!(constraint, Some(ConstraintSource::Json | ConstraintSource::Schema(_))))?;
         Ok(Settings {
             model: args.model,
@@ -173,6 +194,8 @@ impl Settings {
             ctx_size: args.ctx_size,
             constraint,
             retry,
+            schema_in_prompt,
+            first_key: args.first_key,
             think: args.think,
             verbose: args.verbose,
         })
@@ -180,30 +203,36 @@ impl Settings {
 }
 
 /// Reads and compiles the constraint's grammar (before the model loads, so that a bad
-/// grammar fails fast).
-fn load_grammar(src: &ConstraintSource, limits: &Limits) -> Result<Grammar> {
+/// grammar fails fast); for `--format`, also the schema to show the model (`None` = any
+/// JSON object) when it goes in the prompt.
+fn load_grammar(src: &ConstraintSource, limits: &Limits, first_key: Option<&str>) -> Result<(Grammar, Option<serde_json::Value>)> {
     Ok(match src {
-        ConstraintSource::Json => formwork_grammar::json::grammar(&formwork_grammar::json::JsonGrammarOptions::default()),
+        ConstraintSource::Json => (formwork_grammar::json::grammar(&formwork_grammar::json::JsonGrammarOptions::default()), None),
         ConstraintSource::Gbnf(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading the grammar {}", path.display()))?;
-            formwork_grammar::gbnf::parse(&text, limits)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+            (formwork_grammar::gbnf::parse(&text, limits).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?, None)
         }
         ConstraintSource::Schema(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading the schema {}", path.display()))?;
             let schema: serde_json::Value =
                 serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
-            let opts = formwork_schema::SchemaOptions::default();
-            formwork_schema::compile(&schema, &opts).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+            let opts = formwork_schema::SchemaOptions { force_first_key: first_key.map(str::to_string), ..Default::default() };
+            let g = formwork_schema::compile(&schema, &opts).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            (g, Some(schema))
         }
     })
 }
 
 /// Runs `formwork run`.
 pub fn main(args: Args) -> Result<()> {
-    let s = Settings::resolve(args)?;
+    let mut s = Settings::resolve(args)?;
     let limits = Limits::default();
-    let grammar = s.constraint.as_ref().map(|c| load_grammar(c, &limits)).transpose()?;
+    let loaded = s.constraint.as_ref().map(|c| load_grammar(c, &limits, s.first_key.as_deref())).transpose()?;
+    let grammar = loaded.as_ref().map(|(g, _)| g);
+    if let (Some(placement), Some(ConstraintSource::Json | ConstraintSource::Schema(_))) = (s.schema_in_prompt, &s.constraint) {
+        let schema = loaded.as_ref().and_then(|(_, schema)| schema.as_ref());
+        add_schema_instruction(&mut s.prompt, schema, placement);
+    }
 
     let path = formwork_models::resolve(&s.model)?;
     let t_load = Instant::now();
@@ -216,7 +245,7 @@ pub fn main(args: Args) -> Result<()> {
         return retry::run(&s, plan, &mut model, grammar, &limits, load_duration);
     }
 
-    let mut constraint = match &grammar {
+    let mut constraint = match grammar {
         Some(g) => {
             let compiled = CompiledGrammar::new(g, model.vocab().clone(), &limits)
                 .context("compiling the grammar against the model's vocabulary")?;

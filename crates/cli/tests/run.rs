@@ -173,3 +173,31 @@ fn bad_grammar_is_reported_with_its_position() {
     assert!(err.contains("bad.gbnf") && err.contains("1:"), "grammar errors come before the model loads: {err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn first_key_and_schema_in_prompt() {
+    let dir = std::env::temp_dir().join(format!("formwork-firstkey-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("answer.json");
+    std::fs::write(
+        &schema,
+        r#"{"type":"object","properties":{"answer":{"type":"integer"},"reasoning":{"type":"string","maxLength":60}},"required":["answer"],"additionalProperties":false}"#,
+    )
+    .unwrap();
+    let s = schema.to_str().unwrap();
+    for placement in ["user", "system", "off"] {
+        let out = formwork(&["--format", s, "--first-key", "reasoning", "--schema-in-prompt", placement, "--temperature", "0", "-n", "120", "What is 12 + 30?"]);
+        let text = ok(&out);
+        let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{placement}: not JSON ({e}): {text:?}"));
+        let after_brace = text.trim_start().strip_prefix('{').map(str::trim_start);
+        assert!(after_brace.is_some_and(|t| t.starts_with("\"reasoning\"")), "{placement}: the first key is not reasoning: {text}");
+        assert!(v["answer"].is_i64(), "{placement}: {text}");
+    }
+    let out = formwork(&["--format", "json", "--first-key", "x", "hi"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--first-key needs a JSON Schema"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = formwork(&["--format", s, "--first-key", "nope", "hi"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`nope`"), "{}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -15,10 +15,12 @@
 //!   `is_accepting`); [`GrammarConstraint`] adapts the grammar matcher.
 //! - [`Generation`]: text, tokens, [`StopReason`] (and the exact [`StopDetail`]), token counts, durations, constraint stats.
 //! - [`ChatTemplate`]: Jinja chat templates via minijinja (see [`template`]).
-//! - [`reasoning`]: reasoning models in one pass — free reasoning, then the constrained
-//!   answer ([`reasoning::generate_with_reasoning`]), streamed as thinking/answer pieces.
 //! - [`retry::generate_validated`]: validate each answer (schema, extra rules, a command) and
 //!   retry with the errors fed back to the model (see [`retry`]).
+//! - [`reasoning`]: reasoning models in one pass — free reasoning, then the constrained
+//!   answer ([`reasoning::generate_with_reasoning`]), streamed as thinking/answer pieces.
+//! - [`add_schema_instruction`]: puts the schema (and a short instruction) in the prompt, so
+//!   the model knows what the grammar will ask of it (see [`instruct`]).
 //!
 //! ## The loop a caller writes
 //! ```
@@ -78,6 +80,7 @@
 
 mod constraint;
 mod generate;
+pub mod instruct;
 mod model;
 pub mod retry;
 pub mod reasoning;
@@ -91,6 +94,7 @@ pub use generate::{
     generate, render_prompt, tokenize_prompt, ChatMessage, ConstraintStats, EngineError, GenerateOptions, Generation,
     Prompt, StopDetail, StopReason, ToolCall, ToolCallFunction,
 };
+pub use instruct::{add_schema_instruction, schema_instruction, SchemaPlacement};
 pub use model::{Model, ModelError, ModelInfo};
 pub use template::{ChatTemplate, TemplateError};
 pub use formwork_sampler::SamplerOptions;

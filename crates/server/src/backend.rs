@@ -118,6 +118,19 @@ pub struct Job {
     /// Reasoning, for models that have a reasoning section: `None` is the model's default
     /// (on for chats, off for raw prompts).
     pub think: Option<Think>,
+    /// Show the model the schema (or "reply with JSON") in the prompt; `None`: don't.
+    /// Only `Json` and `Schema` constraints have something to show.
+    pub schema_in_prompt: Option<SchemaInPrompt>,
+}
+
+/// Where the schema instruction goes (the `schema_in_prompt` request field: `true` or
+/// `"user"`, `"system"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchemaInPrompt {
+    /// Appended to the last user message.
+    User,
+    /// In the system message.
+    System,
 }
 
 /// Reasoning asked for (Ollama `think`, OpenAI `reasoning_effort`).

@@ -8,8 +8,8 @@
 //! as the real services do.
 
 use crate::backend::{
-    Backend, BackendError, ChatTurn, ConstraintRequest, DoneReason, Job, Outcome, Piece, PromptSpec, Sampling, Think,
-    ToolDef,
+    Backend, BackendError, ChatTurn, ConstraintRequest, DoneReason, Job, Outcome, Piece, PromptSpec, Sampling, SchemaInPrompt,
+    Think, ToolDef,
 };
 use formwork_engine::reasoning::{generate_with_reasoning, Reasoning, ReasoningFormat};
 use formwork_engine::{generate, ChatMessage, EngineError, GenerateOptions, GrammarConstraint, Model, ModelError, Prompt, StopReason};
@@ -258,7 +258,22 @@ fn validate(c: &ConstraintRequest, text: &str) -> Result<(), BackendError> {
 
 impl Backend for EngineBackend {
     fn generate(&mut self, job: &Job, on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>) -> Result<Outcome, BackendError> {
-        let prompt = engine_prompt(&job.prompt);
+        let mut prompt = engine_prompt(&job.prompt);
+        if let Some(placement) = job.schema_in_prompt {
+            let placement = match placement {
+                SchemaInPrompt::User => formwork_engine::SchemaPlacement::User,
+                SchemaInPrompt::System => formwork_engine::SchemaPlacement::System,
+            };
+            match &job.constraint {
+                ConstraintRequest::Json => {
+                    formwork_engine::add_schema_instruction(&mut prompt, None, placement);
+                }
+                ConstraintRequest::Schema { schema, .. } => {
+                    formwork_engine::add_schema_instruction(&mut prompt, Some(schema), placement);
+                }
+                ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } => {}
+            }
+        }
         if let ConstraintRequest::TextOrCall { call_schema } = &job.constraint {
             return self.text_or_call(job, &prompt, call_schema.clone(), on_text);
         }

@@ -149,7 +149,25 @@ pub(crate) fn job(
         stop,
         num_ctx,
         deadline: received + cfg.max_wall_time,
+        schema_in_prompt: None,
         think: None,
+    }
+}
+
+/// The `schema_in_prompt` request field: absent, `null` or `false` = off; `true` or `"user"`
+/// = appended to the last user message; `"system"` = in the system message.
+pub(crate) fn schema_in_prompt(v: Option<&serde_json::Value>) -> Result<Option<crate::backend::SchemaInPrompt>, ApiError> {
+    use crate::backend::SchemaInPrompt;
+    use serde_json::Value;
+    match v {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(None),
+        Some(Value::Bool(true)) => Ok(Some(SchemaInPrompt::User)),
+        Some(Value::String(s)) if s == "user" => Ok(Some(SchemaInPrompt::User)),
+        Some(Value::String(s)) if s == "system" => Ok(Some(SchemaInPrompt::System)),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "invalid schema_in_prompt {other}: use true, false, \"user\" or \"system\""
+        ))
+        .param("schema_in_prompt")),
     }
 }
 

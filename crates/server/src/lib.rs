@@ -46,7 +46,7 @@ pub mod util;
 pub mod wire;
 pub mod worker;
 
-pub use backend::{Backend, BackendError, ConstraintRequest, Job, ModelMeta, Outcome, Piece, Think};
+pub use backend::{Backend, BackendError, ConstraintRequest, Job, ModelMeta, Outcome, Piece, SchemaInPrompt, Think};
 pub use config::ServerConfig;
 pub use error::{ApiError, ApiJson, Dialect, ErrorKind, Flavor, OllamaApi, OpenAiApi};
 pub use worker::ModelWorker;

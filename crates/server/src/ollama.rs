@@ -300,6 +300,7 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
         stop,
         num_ctx,
     );
+    job.schema_in_prompt = exec::schema_in_prompt(req.schema_in_prompt.as_ref())?;
     job.think = think;
     let started = exec::start(&wk, job).await?;
     let model = req.model;
@@ -399,6 +400,7 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
     let constraint = format(req.format, cfg)?;
     let (sampling, num_predict, stop, num_ctx) = options(req.options, cfg);
     let mut job = exec::job(cfg, received, prompt, constraint, sampling, num_predict, stop, num_ctx);
+    job.schema_in_prompt = exec::schema_in_prompt(req.schema_in_prompt.as_ref())?;
     job.think = think;
     let started = exec::start(&wk, job).await?;
     let model = req.model;

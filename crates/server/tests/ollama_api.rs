@@ -186,3 +186,27 @@ async fn tools_give_tool_calls() {
     assert_eq!(v["message"]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
     assert!(matches!(obs.jobs.lock().unwrap()[0].constraint, ConstraintRequest::TextOrCall { .. }));
 }
+
+#[tokio::test]
+async fn schema_in_prompt_is_opt_in_and_checked() {
+    use formwork_server::SchemaInPrompt;
+    let (app, obs) = router(|_| text("{}"));
+    let base = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "format": "json", "stream": false});
+    for (field, want) in [(None, None), (Some(json!(true)), Some(SchemaInPrompt::User)), (Some(json!("system")), Some(SchemaInPrompt::System)), (Some(json!(false)), None)] {
+        let mut req = base.clone();
+        if let Some(f) = field {
+            req["schema_in_prompt"] = f;
+        }
+        let (s, v) = post(&app, "/api/chat", req).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(obs.jobs.lock().unwrap().last().unwrap().schema_in_prompt, want);
+    }
+    let mut g = json!({"model": "smollm2", "prompt": "x", "format": "json", "stream": false, "schema_in_prompt": "user"});
+    let (s, _) = post(&app, "/api/generate", g.clone()).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(obs.jobs.lock().unwrap().last().unwrap().schema_in_prompt, Some(SchemaInPrompt::User));
+    g["schema_in_prompt"] = json!("everywhere");
+    let (s, v) = post(&app, "/api/generate", g).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(v["error"].as_str().unwrap().contains("schema_in_prompt"), "{v}");
+}

@@ -209,3 +209,18 @@ async fn legacy_completions() {
         .collect();
     assert!(idx.contains(&0) && idx.contains(&1));
 }
+
+#[tokio::test]
+async fn schema_in_prompt_extension_reaches_the_job() {
+    let (app, obs) = router(|_| text("{}"));
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}],
+                     "response_format": {"type": "json_object"}, "schema_in_prompt": true});
+    let (s, v) = post(&app, "/v1/chat/completions", req.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(obs.jobs.lock().unwrap()[0].schema_in_prompt, Some(formwork_server::SchemaInPrompt::User));
+    let mut bad = req;
+    bad["schema_in_prompt"] = json!(3);
+    let (s, v) = post(&app, "/v1/chat/completions", bad).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_openai_error(&v);
+}

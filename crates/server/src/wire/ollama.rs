@@ -143,6 +143,10 @@ pub struct ChatRequest {
     /// `true`/`false` or `"high"|"medium"|"low"`.
     #[serde(default)]
     pub think: Option<Value>,
+    /// formwork extension: show the model the `format` schema in the prompt (`true` or
+    /// `"user"`: end of the last user message; `"system"`: system message). Off by default.
+    #[serde(default)]
+    pub schema_in_prompt: Option<Value>,
 }
 
 /// `POST /api/generate`.
@@ -180,6 +184,10 @@ pub struct GenerateRequest {
     /// Reasoning.
     #[serde(default)]
     pub think: Option<Value>,
+    /// formwork extension: show the model the `format` schema in the prompt (see
+    /// [`ChatRequest::schema_in_prompt`]).
+    #[serde(default)]
+    pub schema_in_prompt: Option<Value>,
     /// Images; not supported by text models.
     #[serde(default)]
     pub images: Option<Vec<String>>,

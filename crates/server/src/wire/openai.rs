@@ -195,6 +195,10 @@ pub struct ChatCompletionRequest {
     pub presence_penalty: Option<f32>,
     #[serde(default)]
     pub frequency_penalty: Option<f32>,
+    /// formwork extension (`extra_body` in the `openai` client): show the model the
+    /// `response_format` schema in the prompt: `true`/`"user"` or `"system"`. Off by default.
+    #[serde(default)]
+    pub schema_in_prompt: Option<Value>,
     /// Reasoning models: `"none"` answers directly; `"minimal"`, `"low"`, `"medium"`,
     /// `"high"` reason first (the effort goes to templates that take one). Ignored by other
     /// models.
