@@ -38,17 +38,26 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn a_check_that_rejects_the_first_answer_gives_two_attempts() {
-    let dir = temp_dir("once");
+    check_once(&[], "once");
+}
+
+#[test]
+fn resample_mode_also_retries() {
+    check_once(&["--retry-mode", "resample"], "resample");
+}
+
+fn check_once(extra: &[&str], tag: &str) {
+    let dir = temp_dir(tag);
     let counter = dir.join("count");
     // Fails the first time it runs (a counter in a file), passes after.
     let check = format!(
         "n=$(cat '{c}' 2>/dev/null || echo 0); echo $((n+1)) > '{c}'; if [ \"$n\" -eq 0 ]; then echo 'first answer rejected: add more detail' >&2; exit 1; fi",
         c = counter.display()
     );
-    let out = run(&[
-        "--format", "json", "--temperature", "0", "--num-predict", "120", "--retries", "2", "--check", &check,
-        "Give the name and age of a fictional person as JSON.",
-    ]);
+    let mut args = vec!["--format", "json", "--temperature", "0", "--num-predict", "120", "--retries", "2", "--check", &check];
+    args.extend_from_slice(extra);
+    args.push("Give the name and age of a fictional person as JSON.");
+    let out = run(&args);
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("attempt 1/3: failed validation (1 error(s))"), "{err}");

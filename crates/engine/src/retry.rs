@@ -6,7 +6,8 @@
 //! closes the loop: each answer is checked by the [`Validator`]s (a JSON Schema, extra rules
 //! as another schema, a shell command, or any closure); on failure the answer and a user
 //! message listing the errors ([`feedback_message`]) are appended to the chat and the model
-//! answers again, up to [`Validation::retries`] more times. Every attempt is reported.
+//! answers again, up to [`Validation::retries`] more times ([`RetryMode::Resample`] asks the
+//! original prompt again instead). Every attempt is reported.
 //!
 //! When the retries are exhausted the result is **not** an error: [`Validated::valid`] is
 //! false and the last answer is returned with every attempt's errors, so that the caller
@@ -25,7 +26,7 @@
 //! let mut validation = Validation {
 //!     validators: vec![Validator::Rules(serde_json::json!({"properties": {"n": {"minimum": 1}}}))],
 //!     retries: 2,
-//!     repair: false,
+//!     ..Default::default()
 //! };
 //! let v = generate_validated(&mut model, &prompt, &opts, &mut || None, &mut validation,
 //!     &mut |_attempt, _text| ControlFlow::Continue(()), &mut |_attempt| {})?;
@@ -145,6 +146,33 @@ pub struct Validation {
     /// for answers generated without a grammar: the validators then see the repaired JSON and
     /// [`Validated::text`] is it. An answer with no recoverable JSON fails with the reason.
     pub repair: bool,
+    /// What a retry sees.
+    pub mode: RetryMode,
+}
+
+/// What a retry sees.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RetryMode {
+    /// The failed answer and a message listing its errors are appended to the conversation
+    /// (the default; what larger models correct best).
+    #[default]
+    Feedback,
+    /// The original prompt again, sampled afresh (with a fixed seed, the next seed): no
+    /// conversation grows. Small models often do better this way: measured on SmolLM2-135M,
+    /// feedback made them repeat or garble the rejected answer.
+    Resample,
+}
+
+impl std::str::FromStr for RetryMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "feedback" => Ok(RetryMode::Feedback),
+            "resample" => Ok(RetryMode::Resample),
+            other => Err(format!("unknown retry mode `{other}`: use `feedback` or `resample`")),
+        }
+    }
 }
 
 /// One validation error.
@@ -336,7 +364,9 @@ pub fn generate_validated(
         if passed || cancelled || number > validation.retries {
             return Ok(Validated { generation, text: checked_text, valid: passed && !cancelled, attempts });
         }
-        current = retry_prompt(&current, &generation.text, &last_errors);
+        if validation.mode == RetryMode::Feedback {
+            current = retry_prompt(&current, &generation.text, &last_errors);
+        }
     }
 }
 

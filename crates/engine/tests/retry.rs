@@ -1,7 +1,8 @@
 //! Validation and retry (`formwork_engine::retry`) on the scripted fake model.
 
 use formwork_engine::retry::{
-    feedback_message, generate_validated, retry_prompt, RetryError, Validated, Validation, ValidationError, Validator,
+    feedback_message, generate_validated, retry_prompt, RetryError, RetryMode, Validated, Validation, ValidationError,
+    Validator,
 };
 use formwork_engine::testing::ScriptedModel;
 use formwork_engine::{ChatMessage, Constraint, GenerateOptions, Model, ModelError, ModelInfo, Prompt, SamplerOptions};
@@ -82,7 +83,7 @@ fn adult_rule() -> Validator {
 fn a_failed_rule_is_fed_back_and_the_second_answer_passes() {
     let mut m = Answers::new(&[r#"{"age": 5}"#, r#"{"age": 30}"#]);
     let schema = json!({"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]});
-    let mut validation = Validation { validators: vec![Validator::Schema(schema), adult_rule()], retries: 3, repair: false };
+    let mut validation = Validation { validators: vec![Validator::Schema(schema), adult_rule()], retries: 3, ..Default::default() };
     let mut seen = Vec::new();
     let v = generate_validated(
         &mut m,
@@ -117,7 +118,7 @@ fn a_failed_rule_is_fed_back_and_the_second_answer_passes() {
 #[test]
 fn exhausted_retries_return_the_last_answer_flagged_invalid() {
     let mut m = Answers::new(&[r#"{"age": 1}"#, r#"{"age": 2}"#, r#"{"age": 3}"#, r#"{"age": 99}"#]);
-    let mut validation = Validation { validators: vec![adult_rule()], retries: 2, repair: false };
+    let mut validation = Validation { validators: vec![adult_rule()], retries: 2, ..Default::default() };
     let v = run(&mut m, &chat("How old?"), &mut validation).unwrap();
     assert!(!v.valid);
     assert_eq!(v.attempts.len(), 3, "1 + 2 retries");
@@ -129,7 +130,7 @@ fn exhausted_retries_return_the_last_answer_flagged_invalid() {
 #[test]
 fn zero_retries_validates_once() {
     let mut m = Answers::new(&[r#"{"age": 1}"#, r#"{"age": 99}"#]);
-    let mut validation = Validation { validators: vec![adult_rule()], retries: 0, repair: false };
+    let mut validation = Validation { validators: vec![adult_rule()], retries: 0, ..Default::default() };
     let v = run(&mut m, &chat("How old?"), &mut validation).unwrap();
     assert!(!v.valid);
     assert_eq!(v.attempts.len(), 1);
@@ -139,7 +140,7 @@ fn zero_retries_validates_once() {
 fn command_validator_errors_are_its_stderr_lines() {
     let mut m = Answers::new(&[r#"{"ok": false}"#, r#"{"ok": true}"#]);
     let check = r#"grep -q '"ok": true' || { echo 'ok must be true' >&2; echo 'second line' >&2; exit 3; }"#;
-    let mut validation = Validation { validators: vec![Validator::command(check)], retries: 1, repair: false };
+    let mut validation = Validation { validators: vec![Validator::command(check)], retries: 1, ..Default::default() };
     let v = run(&mut m, &chat("Ok?"), &mut validation).unwrap();
     assert!(v.valid, "{:?}", v.attempts);
     assert_eq!(v.attempts.len(), 2);
@@ -151,7 +152,7 @@ fn command_validator_errors_are_its_stderr_lines() {
 #[test]
 fn command_without_output_reports_its_status() {
     let mut m = Answers::new(&["x"]);
-    let mut validation = Validation { validators: vec![Validator::command("cat > /dev/null; exit 4")], retries: 0, repair: false };
+    let mut validation = Validation { validators: vec![Validator::command("cat > /dev/null; exit 4")], retries: 0, ..Default::default() };
     let v = run(&mut m, &chat("?"), &mut validation).unwrap();
     assert_eq!(v.attempts[0].errors[0].message, "the check command exited with status 4");
 }
@@ -160,7 +161,7 @@ fn command_without_output_reports_its_status() {
 fn a_command_past_its_timeout_is_killed_and_is_an_error() {
     let mut m = Answers::new(&["x"]);
     let v = Validator::Command { command: "sleep 30; exit 0".into(), timeout: Duration::from_millis(300) };
-    let mut validation = Validation { validators: vec![v], retries: 3, repair: false };
+    let mut validation = Validation { validators: vec![v], retries: 3, ..Default::default() };
     let t = Instant::now();
     let e = run(&mut m, &chat("?"), &mut validation).unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(5), "killed on time: {:?}", t.elapsed());
@@ -171,7 +172,7 @@ fn a_command_past_its_timeout_is_killed_and_is_an_error() {
 #[test]
 fn an_invalid_rules_schema_fails_before_generating() {
     let mut m = Answers::new(&["x"]);
-    let mut validation = Validation { validators: vec![Validator::Rules(json!({"type": 12}))], retries: 1, repair: false };
+    let mut validation = Validation { validators: vec![Validator::Rules(json!({"type": 12}))], retries: 1, ..Default::default() };
     let e = run(&mut m, &chat("?"), &mut validation).unwrap_err();
     assert!(e.to_string().contains("rules validator failed"), "{e}");
     assert_eq!(m.inner.decoded_total(), 0, "no generation ran");
@@ -181,7 +182,7 @@ fn an_invalid_rules_schema_fails_before_generating() {
 fn repair_extracts_json_before_validating() {
     let mut m = Answers::new(&["Sure:\n```json\n{'age': 40,}\n```"]);
     let schema = json!({"type": "object", "required": ["age"]});
-    let mut validation = Validation { validators: vec![Validator::Schema(schema), adult_rule()], retries: 0, repair: true };
+    let mut validation = Validation { validators: vec![Validator::Schema(schema), adult_rule()], retries: 0, repair: true, ..Default::default() };
     let v = run(&mut m, &chat("How old?"), &mut validation).unwrap();
     assert!(v.valid, "{:?}", v.attempts);
     assert_eq!(v.text, r#"{"age":40}"#);
@@ -194,7 +195,7 @@ fn repair_extracts_json_before_validating() {
 #[test]
 fn repair_failure_is_a_validation_error_and_is_retried() {
     let mut m = Answers::new(&["I cannot answer that.", r#"{"age": 20}"#]);
-    let mut validation = Validation { validators: vec![adult_rule()], retries: 1, repair: true };
+    let mut validation = Validation { validators: vec![adult_rule()], retries: 1, repair: true, ..Default::default() };
     let v = run(&mut m, &chat("How old?"), &mut validation).unwrap();
     assert!(v.valid);
     assert_eq!(v.attempts[0].errors[0].validator, "repair");
@@ -205,7 +206,7 @@ fn repair_failure_is_a_validation_error_and_is_retried() {
 fn custom_validator_and_raw_prompt_feedback() {
     let mut m = Answers::new(&["cat", "dog"]);
     let check = Box::new(|t: &str| if t == "dog" { vec![] } else { vec![format!("`{t}` is not a dog")] });
-    let mut validation = Validation { validators: vec![Validator::Custom { name: "animal".into(), check }], retries: 1, repair: false };
+    let mut validation = Validation { validators: vec![Validator::Custom { name: "animal".into(), check }], retries: 1, ..Default::default() };
     let v = run(&mut m, &Prompt::Raw("Pet: ".into()), &mut validation).unwrap();
     assert!(v.valid);
     let seq = m.last_sequence();
@@ -215,7 +216,7 @@ fn custom_validator_and_raw_prompt_feedback() {
 #[test]
 fn a_cancelled_attempt_is_not_retried() {
     let mut m = Answers::new(&[r#"{"age": 1}"#]);
-    let mut validation = Validation { validators: vec![adult_rule()], retries: 5, repair: false };
+    let mut validation = Validation { validators: vec![adult_rule()], retries: 5, ..Default::default() };
     let v = generate_validated(&mut m, &chat("?"), &greedy(), &mut || None, &mut validation, &mut |_, _| ControlFlow::Break(()), &mut |_| {}).unwrap();
     assert!(!v.valid);
     assert_eq!(v.attempts.len(), 1);
@@ -243,7 +244,7 @@ fn each_attempt_gets_a_fresh_constraint_and_streams_with_its_number() {
     let mut made = 0;
     let mut streamed: Vec<(usize, String)> = Vec::new();
     let check = Box::new(|t: &str| if t == "c" { vec![] } else { vec!["not c".to_string()] });
-    let mut validation = Validation { validators: vec![Validator::Custom { name: "c".into(), check }], retries: 5, repair: false };
+    let mut validation = Validation { validators: vec![Validator::Custom { name: "c".into(), check }], retries: 5, ..Default::default() };
     let v = generate_validated(
         &mut m,
         &chat("?"),
@@ -286,9 +287,23 @@ fn feedback_lists_at_most_ten_errors_and_cuts_long_ones() {
 fn with_a_fixed_seed_each_attempt_samples_with_the_next_seed() {
     let mut m = Answers::new(&["a"]);
     let check = Box::new(|_: &str| vec!["never".to_string()]);
-    let mut validation = Validation { validators: vec![Validator::Custom { name: "no".into(), check }], retries: 2, repair: false };
+    let mut validation = Validation { validators: vec![Validator::Custom { name: "no".into(), check }], retries: 2, ..Default::default() };
     let opts = GenerateOptions { sampler: SamplerOptions { seed: Some(7), ..Default::default() }, num_predict: Some(5), ..Default::default() };
     let v = generate_validated(&mut m, &chat("?"), &opts, &mut || None, &mut validation, &mut |_, _| ControlFlow::Continue(()), &mut |_| {}).unwrap();
     let seeds: Vec<u64> = v.attempts.iter().map(|a| a.stats.seed).collect();
     assert_eq!(seeds, vec![7, 8, 9]);
+}
+
+#[test]
+fn resample_mode_asks_the_original_prompt_again() {
+    let mut m = Answers::new(&[r#"{"age": 5}"#, r#"{"age": 30}"#]);
+    let mut validation = Validation { validators: vec![adult_rule()], retries: 2, mode: RetryMode::Resample, ..Default::default() };
+    let v = run(&mut m, &chat("How old?"), &mut validation).unwrap();
+    assert!(v.valid);
+    assert_eq!(v.attempts.len(), 2);
+    let seq = m.last_sequence();
+    assert!(!seq.contains("did not pass validation") && !seq.contains(r#"{"age": 5}"#), "{seq}");
+    assert_eq!(v.attempts[0].stats.prompt_tokens, v.attempts[1].stats.prompt_tokens);
+    assert_eq!("resample".parse::<RetryMode>(), Ok(RetryMode::Resample));
+    assert!("again".parse::<RetryMode>().unwrap_err().contains("feedback"));
 }

@@ -1,4 +1,4 @@
-//! `formwork run --retries N --rules FILE --check CMD --repair`: validate the answer and, when it
+//! `formwork run --retries N --rules FILE --check CMD --retry-mode M --repair`: validate the answer and, when it
 //! fails, ask again with the errors fed back (through `formwork_engine::retry`).
 //!
 //! Validation is on when any of these flags is given. The validators are the `--format`
@@ -9,7 +9,7 @@
 
 use super::{fmt_duration, print_stats, ConstraintSource, Settings};
 use anyhow::{bail, Context, Result};
-use formwork_engine::retry::{generate_validated, Attempt, Validation, Validator};
+use formwork_engine::retry::{generate_validated, Attempt, RetryMode, Validation, Validator};
 use formwork_engine::{Constraint, GrammarConstraint, Model};
 use formwork_grammar::{matcher::CompiledGrammar, Grammar, Limits};
 use std::borrow::Borrow;
@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Flags of validation and retry (flattened into `formwork run`).
-#[derive(clap::Args, Debug, Default)]
+#[derive(clap::Args, Debug)]
 pub struct RetryArgs {
     /// Validate the answer and, when it fails, ask again up to N times with the errors fed back
     /// to the model. Validators: the --format schema, --rules, --check. Each attempt is
@@ -37,6 +37,11 @@ pub struct RetryArgs {
     /// Seconds a --check command may run before it is killed (an error, not a failed answer).
     #[arg(long, value_name = "SECS", default_value_t = 10.0, help_heading = "Validation")]
     pub check_timeout: f64,
+    /// What a retry sees: `feedback` (the failed answer and its errors, in the chat) or
+    /// `resample` (the original prompt again, with the next seed). Small models often do better
+    /// with `resample`.
+    #[arg(long, value_name = "MODE", default_value = "feedback", value_parser = ["feedback", "resample"], help_heading = "Validation")]
+    pub retry_mode: String,
     /// Extract and repair JSON from the answer (code fences, prose, trailing commas...) before
     /// validating, and print the repaired JSON: for runs without --format.
     #[arg(long, help_heading = "Validation")]
@@ -51,6 +56,7 @@ pub(super) struct Plan {
     checks: Vec<String>,
     check_timeout: Duration,
     repair: bool,
+    mode: RetryMode,
 }
 
 impl RetryArgs {
@@ -82,6 +88,7 @@ impl RetryArgs {
             checks: self.check,
             check_timeout: Duration::from_secs_f64(self.check_timeout),
             repair: self.repair,
+            mode: self.retry_mode.parse().map_err(anyhow::Error::msg)?,
         }))
     }
 }
@@ -114,7 +121,7 @@ pub(super) fn run(
         .map(|g| CompiledGrammar::new(g.borrow(), model.vocab().clone(), limits))
         .transpose()
         .context("compiling the grammar against the model's vocabulary")?;
-    let mut validation = Validation { validators, retries: plan.retries, repair: plan.repair };
+    let mut validation = Validation { validators, retries: plan.retries, repair: plan.repair, mode: plan.mode };
     let total = plan.retries + 1;
     let verbose = s.verbose;
     let mut report = |a: &Attempt| report_attempt(a, total, verbose);
