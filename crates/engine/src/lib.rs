@@ -72,6 +72,12 @@
 //!     sample with it.
 //!
 //!   `Generation::constraint` reports which path ran, fast accepts, masks computed and time.
+//! - **Budgets** (truncation-proof output): with a constraint that offers
+//!   [`Constraint::completion_plan`] (grammars do), the loop never lets `num_predict` or the
+//!   context cut the output mid-document: a sampled token after which the output could not be
+//!   finished in the tokens left is refused (and another sampled), and when no slack is left
+//!   the plan's tokens are forced ([`StopDetail::ClosedEarly`], reported as `length`). A
+//!   budget below the shortest valid output is [`EngineError::BudgetTooSmall`].
 //!
 //! ## Features
 //! - `testing`: [`testing::ScriptedModel`], a deterministic fake model for loop tests.

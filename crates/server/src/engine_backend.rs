@@ -180,6 +180,20 @@ fn engine_error(e: EngineError) -> BackendError {
         EngineError::Model(ModelError::ContextOverflow { .. }) | EngineError::EmptyPrompt | EngineError::Template(_) => {
             BackendError::BadRequest { message: e.to_string(), param: Some("messages".into()) }
         }
+        EngineError::BudgetTooSmall { budget, needed, context: false } => BackendError::BadRequest {
+            message: format!(
+                "the requested format needs at least {needed} tokens for its shortest valid output, but the token limit \
+                 (num_predict / max_tokens) allows only {budget}; raise it to at least {needed}"
+            ),
+            param: Some("max_tokens".into()),
+        },
+        EngineError::BudgetTooSmall { budget, needed, context: true } => BackendError::BadRequest {
+            message: format!(
+                "the requested format needs at least {needed} tokens for its shortest valid output, but the context has room \
+                 for only {budget} after the prompt; shorten the prompt or raise num_ctx"
+            ),
+            param: Some("messages".into()),
+        },
         other => BackendError::Internal(other.to_string()),
     }
 }

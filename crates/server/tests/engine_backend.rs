@@ -87,3 +87,24 @@ async fn json_mode_and_plain_text() {
     let (_, v) = post(&app, "/api/generate", json!({"model": "smollm2", "prompt": "x", "stream": false, "options": {"temperature": 0}})).await;
     assert_eq!(v["response"], r#"{"ok": true}"#);
 }
+
+#[tokio::test]
+async fn tight_budgets_close_the_document_and_too_small_ones_are_400() {
+    // The script would write a long name; 24 tokens cannot hold it, so the engine closes the
+    // document early: finish reason `length`, but the content validates.
+    let (app, _) = router(r#"{"name":"Bartholomew Fitzgerald","age":36}"#);
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "who"}], "max_tokens": 24,
+                     "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": person_schema()}}});
+    let (s, v) = post(&app, "/v1/chat/completions", req.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let content = v["choices"][0]["message"]["content"].as_str().unwrap();
+    formwork_schema::validate(&person_schema(), content).unwrap_or_else(|e| panic!("{content}: {e:?}"));
+    assert_eq!(v["choices"][0]["finish_reason"], "length");
+    // `{"name":"","age":0}` is 19 one-byte tokens: 5 cannot hold any valid answer.
+    let mut small = req;
+    small["max_tokens"] = json!(5);
+    let (s, v) = post(&app, "/v1/chat/completions", small).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_openai_error(&v);
+    assert!(v["error"]["message"].as_str().unwrap().contains("raise it to at least"), "{v}");
+}
