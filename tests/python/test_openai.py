@@ -162,3 +162,31 @@ def test_schema_in_prompt_extension(oai, model):
     )
     assert shown.usage.prompt_tokens > plain.usage.prompt_tokens + 10
     Person.model_validate_json(shown.choices[0].message.content)
+
+
+def test_tight_max_tokens_still_gives_valid_json(oai, model):
+    # An open-ended schema and a budget far too small for what the model wants to write: the
+    # engine closes the document in time, so the answer parses even when cut (finish_reason
+    # "length").
+    schema = {"type": "object", "properties": {"story": {"type": "string"}, "moral": {"type": "string"}},
+              "required": ["story", "moral"], "additionalProperties": False}
+    for seed in (1, 2, 3):
+        r = oai.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": "Write a long story about a dragon, as JSON."}],
+            response_format={"type": "json_schema", "json_schema": {"name": "story", "schema": schema, "strict": True}},
+            max_tokens=30, seed=seed,
+        )
+        doc = json.loads(r.choices[0].message.content)
+        assert set(doc) == {"story", "moral"}
+        assert r.choices[0].finish_reason in ("length", "stop")
+    # Below the shortest valid answer: a clear 400, not a broken document.
+    import openai
+    import pytest
+    with pytest.raises(openai.BadRequestError) as e:
+        oai.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "x"}],
+            response_format={"type": "json_schema", "json_schema": {"name": "story", "schema": schema, "strict": True}},
+            max_tokens=3,
+        )
+    assert "raise it to at least" in str(e.value)
