@@ -26,6 +26,8 @@ use super::lower::{ByteSet, Elem, Flat};
 use formwork_vocab::TokenId;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+mod canon;
+
 /// The empty stack.
 pub(crate) const BOTTOM: u32 = 0;
 /// A placeholder for "the rest of the stack", at the bottom of truncated stacks: a closure
@@ -67,6 +69,10 @@ pub(crate) struct Automaton {
     trans: Vec<Option<Box<[u32; 256]>>>,
     /// Indexed by state id: `StateInfo::ctx`, kept apart for the hot loop.
     ctx: Vec<bool>,
+    /// Memo of [`canonical`](Self::canonical) per node: (canonical node, budget).
+    canon_nodes: FxHashMap<u32, (u32, u32)>,
+    /// Memo of [`canonical`](Self::canonical) per (state, top budget): (canonical state, budget).
+    canon_states: FxHashMap<(u32, u32), (u32, u32)>,
     // Scratch for closures.
     visited: FxHashSet<(u32, u32)>,
     visited_small: Vec<(u32, u32)>,
@@ -88,6 +94,8 @@ impl Automaton {
             state_ids: FxHashMap::default(),
             trans: Vec::new(),
             ctx: Vec::new(),
+            canon_nodes: FxHashMap::default(),
+            canon_states: FxHashMap::default(),
             visited: FxHashSet::default(),
             visited_small: Vec::new(),
             work: Vec::new(),
@@ -192,6 +200,7 @@ impl Automaton {
                 .iter()
                 .map(|t| if t.is_some() { 1024 + 8 } else { 8 })
                 .sum::<usize>()
+            + (self.canon_nodes.capacity() + self.canon_states.capacity()) * 16
     }
 
     fn intern_node(&mut self, pos: u32, parent: u32) -> u32 {

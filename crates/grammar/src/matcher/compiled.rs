@@ -4,7 +4,7 @@ use super::automaton::{Automaton, DEAD, OVERFLOW};
 use super::error::{CompileError, MatchError};
 use super::index::TokenIndex;
 use super::lower::lower;
-use super::mask::{walk_from, Accel, CiMask};
+use super::mask::{repeat_split, walk_from, Accel, CiMask};
 use crate::{Grammar, Limits};
 use formwork_vocab::{TokenId, TokenMask, Vocabulary};
 use rustc_hash::FxHashMap;
@@ -18,6 +18,9 @@ const MASK_CACHE_BYTES: usize = 64 << 20;
 const TRUNCATE_DEPTH: usize = 4;
 /// Fewest first bytes leading to one looping state for [`CompiledGrammar::dispatch_mask`].
 const DISPATCH_MIN: usize = 16;
+/// Frames below the top two of a stack are replaced by their loop equivalents only from
+/// this budget on (see `Automaton::canonical`).
+const DEEP_MIN_BUDGET: u32 = 16;
 /// Longest run of forced bytes reported by [`Matcher::forced_bytes`].
 const MAX_FORCED: usize = 4096;
 
@@ -47,6 +50,11 @@ pub(super) struct Shared {
     ci_bytes: usize,
     /// Indexed by state: its truncation.
     trunc: FxHashMap<u32, u32>,
+    /// Masks inside bounded repetitions go through canonical states (see `mask`).
+    repeat_shortcut: bool,
+    /// Canonical states whose masks are being computed (a dispatch target inside them
+    /// must not come back to them).
+    repeat_busy: Vec<u32>,
 }
 
 impl std::fmt::Debug for CompiledGrammar {
@@ -93,6 +101,8 @@ impl CompiledGrammar {
                 ci: FxHashMap::default(),
                 ci_bytes: 0,
                 trunc: FxHashMap::default(),
+                repeat_shortcut: true,
+                repeat_busy: Vec::new(),
             }),
             limits: limits.clone(),
             completion: std::sync::OnceLock::new(),
@@ -147,9 +157,12 @@ impl CompiledGrammar {
             return (m.clone(), true, 0);
         }
         let vocab = self.index.vocab();
-        let (m, walked) = match self.dispatch_mask(sh, s) {
+        let (m, walked) = match self.repeat_mask(sh, s) {
             Some(r) => r,
-            None => self.ci_mask(sh, s),
+            None => match self.dispatch_mask(sh, s) {
+                Some(r) => r,
+                None => self.ci_mask(sh, s),
+            },
         };
         let mut m = m;
         let info = sh.aut.info(s);
@@ -169,6 +182,39 @@ impl CompiledGrammar {
         sh.mask_bytes += m.memory_usage();
         sh.masks.insert(s, m.clone());
         (m, false, walked)
+    }
+
+    /// Turns the bounded-repetition shortcut on (the default) or off. Off, a state inside
+    /// `e{m,n}` has its mask walked from the state itself instead of taken from its
+    /// canonical (looping) state: the same masks, slower. For tests and diagnosis.
+    pub fn set_repeat_shortcut(&self, on: bool) {
+        self.lock().repeat_shortcut = on;
+    }
+
+    /// The text-token mask of `s` through its canonical state, when `s` has frames inside
+    /// bounded repetitions (see `mask::repeat_split`); `None` otherwise.
+    fn repeat_mask(&self, sh: &mut Shared, s: u32) -> Option<(TokenMask, usize)> {
+        if !sh.repeat_shortcut {
+            return None;
+        }
+        // Two tries. Every frame replaced: worth it when the canonical mask is already there
+        // (a string being written) or the budget is large. Else only frames with a large
+        // budget, so that the walk of the longer tokens stays short (below the vocabulary's
+        // split budget it would visit more than an eighth of the trie).
+        let split = self.index.split_min_budget();
+        let deep = split.max(DEEP_MIN_BUDGET);
+        let (mut c, mut budget) = sh.aut.canonical(s, 0, deep);
+        if c != s && budget < split && !sh.masks.contains_key(&c) {
+            (c, budget) = sh.aut.canonical(s, split, deep);
+        }
+        if c == s || sh.repeat_busy.contains(&c) {
+            return None;
+        }
+        sh.repeat_busy.push(c);
+        let (mc, _, walked) = self.mask_of(sh, c);
+        sh.repeat_busy.pop();
+        let (m, w) = repeat_split(&mut sh.aut, &self.index, s, c, budget, &mc);
+        Some((m, walked + w))
     }
 
     /// The text-token mask of `s` by first-byte dispatch, when `s` is not a loop itself but

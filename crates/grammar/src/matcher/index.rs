@@ -1,5 +1,6 @@
 //! [`TokenIndex`]: per-vocabulary data shared by every grammar compiled against it — the
-//! [`TokenTrie`] and the self-loop class indexes ([`ClassIndex`]).
+//! [`TokenTrie`], the self-loop class indexes ([`ClassIndex`]) and, for bounded
+//! repetitions, the text tokens by length and the longest token below each trie node.
 //!
 //! Building a trie costs tens of milliseconds on a 128k vocabulary, so
 //! [`TokenIndex::for_vocab`] keeps one per live vocabulary (keyed by the `Arc`'s address,
@@ -21,16 +22,31 @@ pub struct TokenIndex {
     classes: Mutex<FxHashMap<(ByteSet, bool), Arc<ClassIndex>>>,
     /// Per byte `b`: the text tokens whose first byte is `b` (built on first use).
     first_byte: std::sync::OnceLock<Vec<TokenMask>>,
+    /// Indexed by trie node: the length of the longest token in its subtree (saturated).
+    subtree_max: Vec<u16>,
+    /// Text tokens, longest first.
+    by_len: Vec<TokenId>,
+    /// Indexed by `k`: how many text tokens are longer than `k` bytes (a prefix of `by_len`).
+    longer_than: Vec<u32>,
+    /// The smallest `k` for which at most an eighth of the trie's nodes lead to tokens
+    /// longer than `k` bytes (see [`split_min_budget`](Self::split_min_budget)).
+    split_min: u32,
 }
 
 /// For a byte class `C`: the tokens made only of bytes in `C`, and a trie of the other
-/// tokens' suffixes from their first byte outside `C`.
+/// tokens' suffixes from their first byte outside `C`. Tokens whose first byte already
+/// leaves `C` (most of the vocabulary for a small class) are not copied: they are the
+/// main trie's subtrees under the first bytes not in `enters`, walked there.
 #[derive(Debug)]
 pub(crate) struct ClassIndex {
     /// Text tokens whose every byte is in `C`.
     pub all_in: TokenMask,
-    /// Suffixes (from the first byte not in `C`) of the other text tokens.
+    /// Suffixes (from the first byte not in `C`) of the other text tokens that start with
+    /// a byte in `enters`.
     pub exits: TokenTrie,
+    /// First bytes whose tokens are in `all_in` or `exits`: the bytes of `C` (and, with
+    /// UTF-8, every byte from 0x80, so that a character is never split).
+    pub enters: ByteSet,
 }
 
 impl ClassIndex {
@@ -48,11 +64,39 @@ impl TokenIndex {
     /// Builds the index of `vocab` (no sharing; see [`for_vocab`](Self::for_vocab)).
     pub fn new(vocab: Arc<Vocabulary>) -> Arc<Self> {
         let trie = TokenTrie::new(&vocab);
+        let subtree_max = subtree_max(&trie);
+        // Nodes with a token longer than `k` below them, by `k`: a histogram of
+        // `subtree_max`, summed from the top.
+        let mut hist = vec![0usize; u16::MAX as usize + 2];
+        for &m in &subtree_max {
+            hist[m as usize] += 1;
+        }
+        let mut split_min = u16::MAX as u32;
+        let mut above = 0;
+        for k in (0..hist.len() - 1).rev() {
+            above += hist[k + 1];
+            if above > trie.len() / 8 {
+                break;
+            }
+            split_min = k as u32;
+        }
+        let mut by_len: Vec<TokenId> = vocab.ids().filter(|&t| vocab.is_text(t)).collect();
+        by_len.sort_by_key(|&t| std::cmp::Reverse(vocab.token_bytes(t).len()));
+        let mut longer_than = vec![0u32; trie.max_depth() + 1];
+        for &t in &by_len {
+            for n in &mut longer_than[..vocab.token_bytes(t).len()] {
+                *n += 1;
+            }
+        }
         Arc::new(TokenIndex {
             vocab,
             trie,
             classes: Mutex::new(FxHashMap::default()),
             first_byte: std::sync::OnceLock::new(),
+            subtree_max,
+            by_len,
+            longer_than,
+            split_min,
         })
     }
 
@@ -97,6 +141,30 @@ impl TokenIndex {
         })
     }
 
+    /// Length in bytes of the longest text token.
+    pub(crate) fn max_token_len(&self) -> usize {
+        self.trie.max_depth()
+    }
+
+    /// The text tokens longer than `k` bytes.
+    pub(crate) fn tokens_longer_than(&self, k: u32) -> &[TokenId] {
+        let n = self.longer_than.get(k as usize).copied().unwrap_or(0);
+        &self.by_len[..n as usize]
+    }
+
+    /// The smallest budget worth splitting a mask on (`mask::repeat_split`): below it the
+    /// walk of the longer tokens would visit more than an eighth of the trie (12 bytes on
+    /// SmolLM2), and the state is better walked the ordinary way.
+    pub(crate) fn split_min_budget(&self) -> u32 {
+        self.split_min
+    }
+
+    /// Indexed by trie node: the length of the longest token in its subtree, saturated at
+    /// `u16::MAX`.
+    pub(crate) fn subtree_max(&self) -> &[u16] {
+        &self.subtree_max
+    }
+
     /// Heap bytes used (vocabulary excluded).
     pub fn memory_usage(&self) -> usize {
         self.trie.memory_usage()
@@ -105,6 +173,8 @@ impl TokenIndex {
                 .get()
                 .map(|m| m.iter().map(|x| x.memory_usage()).sum::<usize>())
                 .unwrap_or(0)
+            + self.subtree_max.capacity() * 2
+            + (self.by_len.capacity() + self.longer_than.capacity()) * 4
             + self
                 .classes
                 .lock()
@@ -124,6 +194,16 @@ impl TokenIndex {
             return x.clone();
         }
         let v = &self.vocab;
+        let mut enters = ByteSet::default();
+        for b in 0..=255u8 {
+            if if b < 0x80 || !utf8 {
+                c.contains(b)
+            } else {
+                true
+            } {
+                enters.insert(b);
+            }
+        }
         let mut all_in = TokenMask::new(v.len());
         let mut items: Vec<(&[u8], TokenId)> = Vec::new();
         for t in v.ids() {
@@ -131,13 +211,20 @@ impl TokenIndex {
                 continue;
             }
             let b = v.token_bytes(t);
+            if b.first().is_none_or(|&x| !enters.contains(x)) {
+                continue;
+            }
             match first_exit(b, &c, utf8) {
                 None => all_in.insert(t),
                 Some(k) => items.push((&b[k..], t)),
             }
         }
         let exits = TokenTrie::from_items(&mut items, v.len());
-        let x = Arc::new(ClassIndex { all_in, exits });
+        let x = Arc::new(ClassIndex {
+            all_in,
+            exits,
+            enters,
+        });
         let mut classes = self.classes.lock().unwrap_or_else(|e| e.into_inner());
         if classes.len() >= MAX_CLASSES {
             classes.clear();
@@ -172,4 +259,32 @@ fn first_exit(b: &[u8], c: &ByteSet, utf8: bool) -> Option<usize> {
         i += len;
     }
     None
+}
+
+/// Indexed by node of `t`: the length of the longest token in its subtree (saturated).
+fn subtree_max(t: &TokenTrie) -> Vec<u16> {
+    let n = t.len();
+    let mut parent = vec![0u32; n];
+    let mut depth = vec![0u16; n];
+    let mut max = vec![0u16; n];
+    // DFS order: the nodes whose subtree still contains `i` are on the stack.
+    let mut stack: Vec<usize> = vec![0];
+    for i in 1..n {
+        while t.end(*stack.last().expect("the root spans every node")) <= i {
+            stack.pop();
+        }
+        let p = *stack.last().expect("the root spans every node");
+        parent[i] = p as u32;
+        depth[i] = depth[p].saturating_add(1);
+        if !t.tokens_at(i).is_empty() {
+            max[i] = depth[i];
+        }
+        stack.push(i);
+    }
+    // Children come after their parent: fold maxima upwards in reverse order.
+    for i in (1..n).rev() {
+        let p = parent[i] as usize;
+        max[p] = max[p].max(max[i]);
+    }
+    max
 }

@@ -13,6 +13,10 @@
 //!   left edge through nullable prefixes, with at least one frame pushed on the way) is refused
 //!   with the cycle named; sizes are bounded by [`Limits`].
 //!
+//! - Bounded repetitions also get, for masks only, an equivalent loop rule and a map from
+//!   their frame positions to it (module `repeats`): a state deep inside `e{0,100}` has
+//!   the same mask as the state inside `e*` for every token shorter than the count left.
+//!
 //! Everything here is iterative or recursion bounded by the nesting limit, and linear in the
 //! size of the lowered grammar (the analyses are worklist fixpoints and Tarjan's SCC).
 
@@ -21,6 +25,10 @@ use crate::{Expr, Grammar, Limits, TokenRef};
 use formwork_vocab::{TokenId, Vocabulary};
 use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
+
+mod repeats;
+use repeats::Chain;
+pub(crate) use repeats::RepeatPos;
 
 /// A set of bytes, as a 256-bit bitmap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
@@ -100,6 +108,9 @@ pub(crate) struct Flat {
     pub names: Vec<String>,
     /// The start rule.
     pub root: u32,
+    /// Frame positions inside bounded repetitions, with their loop equivalents (see
+    /// [`RepeatPos`]); only positions with a budget of at least `repeats::MIN_BUDGET`.
+    pub repeats: FxHashMap<u32, RepeatPos>,
 }
 
 impl Flat {
@@ -113,6 +124,7 @@ impl Flat {
                 .map(|a| a.capacity() * 4 + 24)
                 .sum::<usize>()
             + self.names.iter().map(|n| n.capacity() + 24).sum::<usize>()
+            + self.repeats.capacity() * 16
     }
 }
 
@@ -129,6 +141,8 @@ struct Lowerer<'a> {
     class_cache: FxHashMap<Vec<(char, char)>, Elem>,
     n_elems: usize,
     cur: u32,
+    /// Chains of optional copies made for `e{m,n}`.
+    chains: Vec<Chain>,
 }
 
 /// Lowers `g`. With a vocabulary, named tokens are resolved (an unknown one is an error);
@@ -150,6 +164,7 @@ pub(crate) fn lower(
         class_cache: FxHashMap::default(),
         n_elems: 0,
         cur: 0,
+        chains: Vec::new(),
     };
     if n_user > limits.max_rules {
         return Err(CompileError::TooManyRules {
@@ -171,7 +186,8 @@ pub(crate) fn lower(
         }
         lw.rules[i] = lowered;
     }
-    let flat = lw.flatten(g.root().0);
+    let mut flat = lw.flatten(g.root().0);
+    repeats::add_loops(&mut flat, &lw.chains, &mut lw.origin, limits);
     check(&flat, &lw.origin)?;
     Ok(flat)
 }
@@ -359,8 +375,14 @@ impl Lowerer<'_> {
             self.rules[r as usize] = vec![unit];
             Elem::Rule(r)
         };
+        // Mandatory copies before a long chain go into a helper rule that ends with the
+        // chain, `R ::= unit^min O_{n-min}`, so that the frame under the last mandatory
+        // unit has a loop equivalent (see `repeats`).
+        let wrap = matches!(max, Some(n) if min >= 1 && n - min >= repeats::MIN_BUDGET);
+        let mut body = Vec::new();
+        let target: &mut Vec<Elem> = if wrap { &mut body } else { out };
         for _ in 0..min {
-            self.push(out, unit)?;
+            self.push(target, unit)?;
         }
         match max {
             None => {
@@ -371,6 +393,7 @@ impl Lowerer<'_> {
             }
             Some(n) => {
                 let mut prev: Option<u32> = None;
+                let first = self.rules.len() as u32;
                 for _ in min..n {
                     let o = self.new_rule("opt")?;
                     let mut a = vec![unit];
@@ -386,7 +409,23 @@ impl Lowerer<'_> {
                     prev = Some(o);
                 }
                 if let Some(p) = prev {
-                    self.push(out, Elem::Rule(p))?;
+                    // `O_j` (j optional copies left) is rule `first + j - 1`.
+                    let mut entry = None;
+                    if wrap {
+                        self.push(&mut body, Elem::Rule(p))?;
+                        let r = self.new_rule("rep")?;
+                        self.rules[r as usize] = vec![body];
+                        self.push(out, Elem::Rule(r))?;
+                        entry = Some(r);
+                    } else {
+                        self.push(out, Elem::Rule(p))?;
+                    }
+                    self.chains.push(Chain {
+                        first,
+                        count: n - min,
+                        unit,
+                        entry,
+                    });
                 }
             }
         }
@@ -482,6 +521,7 @@ impl Lowerer<'_> {
             alts,
             names: std::mem::take(&mut self.names),
             root,
+            repeats: FxHashMap::default(),
         }
     }
 }

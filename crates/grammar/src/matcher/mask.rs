@@ -15,6 +15,17 @@
 //! checked from `S` itself. `T`'s result ([`CiMask`]) is shared by every state with the same
 //! top frames, so a new nesting context costs only the uncertain checks (tokens that close
 //! the current rule, typically a few hundred).
+//!
+//! ## Bounded repetitions
+//! A state inside `e{m,n}` is new after every unit, so it would always miss the caches.
+//! Its canonical state ([`Automaton::canonical`]: the repetition's frames replaced by loop
+//! frames) repeats and loops, and agrees with it on every token of at most `budget` bytes.
+//! [`repeat_split`] takes those tokens from the canonical state's (cached) mask and walks
+//! only the trie subtrees that hold longer tokens from the state itself — nothing when the
+//! budget reaches the longest token, a few hundred nodes when it is above ~16 bytes.
+//! (One difference is left: a canonical state may merge stacks, so a token that would
+//! exceed `Limits::max_stacks` from the state itself can be allowed from the canonical
+//! one; such a token is refused on commit with `TooManyStacks`.)
 
 use super::automaton::{Automaton, DEAD, OVERFLOW};
 use formwork_vocab::TokenId;
@@ -49,6 +60,83 @@ pub(crate) fn walk_from(
         }
         for &t in trie.tokens_at(i) {
             words[t.index() / 64] |= 1 << (t.index() % 64);
+        }
+        stack.push((trie.end(i) as u32, s));
+        i += 1;
+    }
+    visited
+}
+
+/// The text-token mask of `s` from `canon`, the mask of its canonical state `c` whose
+/// budget is `budget` (see module docs): `canon`'s tokens of at most `budget` bytes, plus the
+/// longer tokens walked from `s`. Returns the mask and the trie nodes walked.
+pub(crate) fn repeat_split(
+    aut: &mut Automaton,
+    index: &super::index::TokenIndex,
+    s: u32,
+    c: u32,
+    budget: u32,
+    canon: &TokenMask,
+) -> (TokenMask, usize) {
+    let longest = index.max_token_len().min(u16::MAX as usize - 1) as u32;
+    let k = budget.min(longest);
+    let mut m = canon.clone();
+    // Special tokens and EOS are the caller's (from the state's own info).
+    let info = aut.info(c);
+    for &t in info.tokens.iter() {
+        m.remove(t);
+    }
+    if info.accepting {
+        for &t in index.vocab().eos_tokens() {
+            m.remove(t);
+        }
+    }
+    if k >= longest {
+        return (m, 0);
+    }
+    for &t in index.tokens_longer_than(k) {
+        m.remove(t);
+    }
+    let walked = walk_longer(aut, index.trie(), index.subtree_max(), s, k, &mut m);
+    (m, walked)
+}
+
+/// Like [`walk_from`] from the root, but only for tokens longer than `k` bytes: subtrees
+/// whose longest token (`subtree_max`, by node) has at most `k` bytes are skipped.
+fn walk_longer(
+    aut: &mut Automaton,
+    trie: &TokenTrie,
+    subtree_max: &[u16],
+    s0: u32,
+    k: u32,
+    mask: &mut TokenMask,
+) -> usize {
+    let words = mask.words_mut();
+    let mut visited = 0usize;
+    let mut stack: Vec<(u32, u32)> = Vec::with_capacity(trie.max_depth() + 2);
+    stack.push((trie.end(0) as u32, s0));
+    let mut i = 1;
+    let n = trie.len();
+    while i < n {
+        while i as u32 >= stack[stack.len() - 1].0 {
+            stack.pop();
+        }
+        if subtree_max[i] as u32 <= k {
+            i = trie.end(i);
+            continue;
+        }
+        let parent = stack[stack.len() - 1].1;
+        visited += 1;
+        let s = aut.step(parent, trie.byte(i));
+        if s == DEAD || s == OVERFLOW {
+            i = trie.end(i);
+            continue;
+        }
+        // The node's depth is its token length.
+        if stack.len() as u32 > k {
+            for &t in trie.tokens_at(i) {
+                words[t.index() / 64] |= 1 << (t.index() % 64);
+            }
         }
         stack.push((trie.end(i) as u32, s));
         i += 1;
@@ -168,9 +256,18 @@ impl CiMask {
         match accel {
             Some(a) => {
                 ci.mask.words_mut().copy_from_slice(a.class.all_in.words());
+                // Tokens leaving the class at their first byte: the main trie.
+                ci.walked = walk_ci(
+                    aut,
+                    index.trie(),
+                    t,
+                    Some(&a.class.enters),
+                    &mut ci.mask,
+                    &mut ci.nodes,
+                );
                 let exits = &a.class.exits;
                 let mut nodes = Vec::new();
-                ci.walked = walk_ci(aut, exits, t, &mut ci.mask, &mut nodes);
+                ci.walked += walk_ci(aut, exits, t, None, &mut ci.mask, &mut nodes);
                 for (node, _) in nodes {
                     let node = node as usize;
                     for i in node..exits.end(node) {
@@ -179,7 +276,7 @@ impl CiMask {
                 }
             }
             None => {
-                ci.walked = walk_ci(aut, index.trie(), t, &mut ci.mask, &mut ci.nodes);
+                ci.walked = walk_ci(aut, index.trie(), t, None, &mut ci.mask, &mut ci.nodes);
             }
         }
         ci
@@ -187,11 +284,13 @@ impl CiMask {
 }
 
 /// Like [`walk_from`] from the root, but a node whose state popped into `CTX` is recorded
-/// in `uncertain` (with its path) and its subtree skipped.
+/// in `uncertain` (with its path) and its subtree skipped; so are the root's children on
+/// a byte in `skip_first`.
 fn walk_ci(
     aut: &mut Automaton,
     trie: &TokenTrie,
     s0: u32,
+    skip_first: Option<&super::lower::ByteSet>,
     mask: &mut TokenMask,
     uncertain: &mut Vec<(u32, Box<[u8]>)>,
 ) -> usize {
@@ -206,6 +305,10 @@ fn walk_ci(
         while i as u32 >= stack[stack.len() - 1].0 {
             stack.pop();
             path.pop();
+        }
+        if stack.len() == 1 && skip_first.is_some_and(|k| k.contains(trie.byte(i))) {
+            i = trie.end(i);
+            continue;
         }
         let parent = stack[stack.len() - 1].1;
         visited += 1;

@@ -1,0 +1,107 @@
+//! Canonical states for masks: frames inside bounded repetitions replaced by their loop
+//! equivalents (see the `repeats` module of `lower`).
+//!
+//! A state inside `e{0,100}` after 37 units differs from the one after 38 (another chain
+//! rule), so neither the mask cache nor the self-loop accelerator helps. Its canonical
+//! state has the chain frame replaced by the same frame of `e*`, which is the same state
+//! after every unit (it loops on itself). A token of at most `budget` bytes — the smallest
+//! budget of a replaced frame — is allowed in the state exactly when it is allowed in the
+//! canonical state; longer tokens must be checked from the state itself.
+//!
+//! Cost: the top frames of each stack, then one memo lookup per stack (deeper frames are
+//! memoized per node), so a state is canonicalized in time linear in its new frames.
+
+use super::{Automaton, BOTTOM, CTX};
+
+/// No replaced frame: every token length is safe.
+pub(crate) const UNBOUNDED: u32 = u32::MAX;
+
+/// Top frames of a stack that are replaced from the budget asked for; deeper frames are
+/// replaced only from a larger one (`deep_min`): a deep frame with a small budget (one
+/// more array item allowed under the string being written) would shrink the budget of the
+/// whole state, and with it the share of the mask taken from the canonical state.
+const NEAR: usize = 2;
+
+impl Automaton {
+    /// The canonical state of `s` and its budget: `(s, UNBOUNDED)` when no frame of `s` is
+    /// replaced. Frames inside bounded repetitions are replaced: the top [`NEAR`] of each
+    /// stack when their budget is at least `top_min`, deeper ones from `deep_min` (which
+    /// must be the same on every call: deep frames are memoized per node). Memoized.
+    pub fn canonical(&mut self, s: u32, top_min: u32, deep_min: u32) -> (u32, u32) {
+        if self.flat.repeats.is_empty() {
+            return (s, UNBOUNDED);
+        }
+        if let Some(&r) = self.canon_states.get(&(s, top_min)) {
+            return r;
+        }
+        let n = self.states[s as usize].stacks.len();
+        let mut out = Vec::with_capacity(n);
+        let mut budget = UNBOUNDED;
+        let mut top = Vec::with_capacity(NEAR);
+        for i in 0..n {
+            let mut x = self.states[s as usize].stacks[i];
+            top.clear();
+            while top.len() < NEAR && x != BOTTOM && x != CTX {
+                top.push(x);
+                x = self.nodes[x as usize].1;
+            }
+            let (mut y, mut b) = self.canonical_deep(x, deep_min);
+            for &p in top.iter().rev() {
+                (y, b) = self.replace(p, y, b, top_min);
+            }
+            out.push(y);
+            budget = budget.min(b);
+        }
+        let r = if budget == UNBOUNDED {
+            (s, UNBOUNDED)
+        } else {
+            out.sort_unstable();
+            out.dedup();
+            (self.intern_state(out), budget)
+        };
+        self.canon_states.insert((s, top_min), r);
+        r
+    }
+
+    /// Node `p` on top of `below` (the canonical form of its parent, with budget `budget`),
+    /// its frame replaced when its budget is at least `min` (and `MIN_BUDGET`, the least
+    /// budget recorded).
+    fn replace(&mut self, p: u32, below: u32, budget: u32, min: u32) -> (u32, u32) {
+        let (pos, parent) = self.nodes[p as usize];
+        match self.flat.repeats.get(&pos).copied() {
+            // Endless loop: nothing below is reachable within the budget.
+            Some(rp) if rp.budget >= min && rp.endless => {
+                (self.intern_node(rp.pos, BOTTOM), rp.budget)
+            }
+            Some(rp) if rp.budget >= min => {
+                (self.intern_node(rp.pos, below), budget.min(rp.budget))
+            }
+            _ if below == parent => (p, budget),
+            _ => (self.intern_node(pos, below), budget),
+        }
+    }
+
+    /// Stack `n` with its frames of budget at least `min` replaced, and the smallest budget
+    /// of those (memoized per node).
+    fn canonical_deep(&mut self, n: u32, min: u32) -> (u32, u32) {
+        // Frames down to the bottom or to a node already done, top first.
+        let mut path = Vec::new();
+        let mut x = n;
+        let (mut cur, mut budget) = loop {
+            if x == BOTTOM || x == CTX {
+                break (x, UNBOUNDED);
+            }
+            if let Some(&r) = self.canon_nodes.get(&x) {
+                break r;
+            }
+            path.push(x);
+            x = self.nodes[x as usize].1;
+        };
+        for &p in path.iter().rev() {
+            let r = self.replace(p, cur, budget, min);
+            self.canon_nodes.insert(p, r);
+            (cur, budget) = r;
+        }
+        (cur, budget)
+    }
+}
