@@ -20,7 +20,7 @@ pub struct TokenIndex {
     vocab: Arc<Vocabulary>,
     trie: TokenTrie,
     classes: Mutex<FxHashMap<(ByteSet, bool), Arc<ClassIndex>>>,
-    /// Per byte `b`: the text tokens whose first byte is `b` (built on first use).
+    /// Per byte `b`: the text tokens whose first byte is `b` (built with the index).
     first_byte: std::sync::OnceLock<Vec<TokenMask>>,
     /// Indexed by trie node: the length of the longest token in its subtree (saturated).
     subtree_max: Vec<u16>,
@@ -88,7 +88,7 @@ impl TokenIndex {
                 *n += 1;
             }
         }
-        Arc::new(TokenIndex {
+        let ix = Arc::new(TokenIndex {
             vocab,
             trie,
             classes: Mutex::new(FxHashMap::default()),
@@ -97,7 +97,10 @@ impl TokenIndex {
             by_len,
             longer_than,
             split_min,
-        })
+        });
+        // Built here rather than on a request's first mask (a few ms on a 128k vocabulary).
+        ix.first_byte_masks();
+        ix
     }
 
     /// The index of `vocab`, shared with every other live user of the same `Arc`.
@@ -126,8 +129,8 @@ impl TokenIndex {
         &self.trie
     }
 
-    /// Per byte `b`: the text tokens whose first byte is `b` (256 masks, built on first
-    /// use and shared by every grammar on this vocabulary).
+    /// Per byte `b`: the text tokens whose first byte is `b` (256 masks, built with the
+    /// index and shared by every grammar on this vocabulary).
     pub(crate) fn first_byte_masks(&self) -> &[TokenMask] {
         self.first_byte.get_or_init(|| {
             let v = &self.vocab;
