@@ -14,12 +14,16 @@ use std::sync::{Arc, Mutex, Weak};
 /// Most class indexes kept per vocabulary (each is a mask plus a small trie).
 const MAX_CLASSES: usize = 64;
 
+/// A byte class, and whether valid multi-byte UTF-8 characters count as inside it.
+type ClassKey = (ByteSet, bool);
+
 /// A vocabulary with its token trie and cached class indexes; shared by `Arc`.
 #[derive(Debug)]
 pub struct TokenIndex {
     vocab: Arc<Vocabulary>,
     trie: TokenTrie,
-    classes: Mutex<FxHashMap<(ByteSet, bool), Arc<ClassIndex>>>,
+    /// `None` for a class not worth an index (see [`class_index`](Self::class_index)).
+    classes: Mutex<FxHashMap<ClassKey, Option<Arc<ClassIndex>>>>,
     /// Per byte `b`: the text tokens whose first byte is `b` (built with the index).
     first_byte: std::sync::OnceLock<Vec<TokenMask>>,
     /// Indexed by trie node: the length of the longest token in its subtree (saturated).
@@ -181,13 +185,22 @@ impl TokenIndex {
             + self
                 .classes
                 .lock()
-                .map(|c| c.values().map(|x| x.memory_usage()).sum::<usize>())
+                .map(|c| {
+                    c.values()
+                        .flatten()
+                        .map(|x| x.memory_usage())
+                        .sum::<usize>()
+                })
                 .unwrap_or(0)
     }
 
     /// The class index of `c` (built on first use, then shared). With `utf8`, every
     /// complete, valid multi-byte UTF-8 character also counts as inside the class.
-    pub(crate) fn class_index(&self, c: ByteSet, utf8: bool) -> Arc<ClassIndex> {
+    ///
+    /// `None` when more than a quarter of the text tokens enter the class and leave it
+    /// again: their exit trie would cost several ms to build (sorting tens of thousands of
+    /// suffixes) and save little over walking the main trie.
+    pub(crate) fn class_index(&self, c: ByteSet, utf8: bool) -> Option<Arc<ClassIndex>> {
         if let Some(x) = self
             .classes
             .lock()
@@ -199,20 +212,18 @@ impl TokenIndex {
         let v = &self.vocab;
         let mut enters = ByteSet::default();
         for b in 0..=255u8 {
-            if if b < 0x80 || !utf8 {
-                c.contains(b)
-            } else {
-                true
-            } {
+            if (utf8 && b >= 0x80) || c.contains(b) {
                 enters.insert(b);
             }
         }
         let mut all_in = TokenMask::new(v.len());
         let mut items: Vec<(&[u8], TokenId)> = Vec::new();
+        let mut n_text = 0;
         for t in v.ids() {
             if !v.is_text(t) {
                 continue;
             }
+            n_text += 1;
             let b = v.token_bytes(t);
             if b.first().is_none_or(|&x| !enters.contains(x)) {
                 continue;
@@ -222,11 +233,13 @@ impl TokenIndex {
                 Some(k) => items.push((&b[k..], t)),
             }
         }
-        let exits = TokenTrie::from_items(&mut items, v.len());
-        let x = Arc::new(ClassIndex {
-            all_in,
-            exits,
-            enters,
+        let x = (items.len() * 4 <= n_text).then(|| {
+            let exits = TokenTrie::from_items(&mut items, v.len());
+            Arc::new(ClassIndex {
+                all_in,
+                exits,
+                enters,
+            })
         });
         let mut classes = self.classes.lock().unwrap_or_else(|e| e.into_inner());
         if classes.len() >= MAX_CLASSES {

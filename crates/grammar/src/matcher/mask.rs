@@ -176,7 +176,7 @@ impl Accel {
         }
         let utf8 = utf8_loops(aut, s);
         Some(std::sync::Arc::new(Accel {
-            class: index.class_index(c, utf8),
+            class: index.class_index(c, utf8)?,
         }))
     }
 }
