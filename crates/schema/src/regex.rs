@@ -7,12 +7,16 @@
 //! word boundaries and anchors anywhere but the ends are refused. An unanchored side is
 //! padded with "any characters". `minLength`/`maxLength` combine with a pattern when the
 //! pattern's length range already lies inside them, or by tightening its one variable-length
-//! single-character repetition.
+//! single-character repetition. A pattern with an unanchored branch is then made
+//! deterministic ([`dfa`]: same language, one rule per DFA state) when that is cheap, so the
+//! matcher follows one stack instead of one per place the pattern might start.
 
 use crate::compile::{unsupported, Cx, R};
 use crate::string::{any_char, enc_class, rep};
 use formwork_grammar::Expr;
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
+
+mod dfa;
 
 const ECMA_WS: &str = "\\t\\n\\x0B\\x0C\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}";
 
@@ -232,7 +236,9 @@ pub(crate) fn string_body(cx: &mut Cx, src: &str, min: u64, max: Option<u64>, at
         }
     };
     let mut alts = Vec::new();
-    for b in branches(&hir) {
+    let bs = branches(&hir);
+    let unanchored = bs.iter().any(|b| !(b.start && b.end));
+    for b in bs {
         match branch_body(cx, &b, min, max, kw, at) {
             Ok(e) => alts.push(e),
             Err(e) => {
@@ -244,7 +250,16 @@ pub(crate) fn string_body(cx: &mut Cx, src: &str, min: u64, max: Option<u64>, at
             }
         }
     }
-    Ok(crate::compile::alt_of(alts))
+    let body = crate::compile::alt_of(alts);
+    // An unanchored side's "any characters" padding makes the matcher track every place the
+    // pattern might start; the same language as a DFA is followed on one stack.
+    if unanchored && !tests::dfa_off() {
+        if let Some(d) = dfa::determinize(&body) {
+            tracing::debug!(pattern = src, states = d.len(), "pattern lowered through a DFA");
+            return Ok(dfa::emit(cx, &d, &format!("{src}\u{0}{min}\u{0}{max:?}")));
+        }
+    }
+    Ok(body)
 }
 
 fn branch_body(cx: &mut Cx, b: &Branch, min: u64, max: Option<u64>, kw: &str, at: &str) -> R<Expr> {
@@ -330,9 +345,26 @@ fn branch_body(cx: &mut Cx, b: &Branch, min: u64, max: Option<u64>, kw: &str, at
     Err(unsupported(kw, "this pattern combined with minLength/maxLength (formwork can intersect them only when the pattern has one variable single-character repetition)", at))
 }
 
-#[cfg(test)]
+#[cfg(not(test))]
 mod tests {
+    /// The DFA lowering is always on outside tests.
+    pub(super) fn dfa_off() -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
     use super::*;
+
+    thread_local! {
+        /// Tests compare the DFA lowering with the plain one by turning it off.
+        pub(crate) static NO_DFA: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    pub(super) fn dfa_off() -> bool {
+        NO_DFA.with(|c| c.get())
+    }
 
     #[test]
     fn ecma_classes_are_ascii() {

@@ -1,0 +1,477 @@
+//! A regular string grammar made deterministic: the [`Expr`] a pattern lowers to, run
+//! through a Thompson NFA over code points, the subset construction and Moore minimization,
+//! and emitted as a right-linear grammar (one rule per DFA state:
+//! `S_i ::= class_1 S_j | class_2 S_k | ... | ε if accepting`).
+//!
+//! The language is exactly the input expression's (only the grammar's shape changes), but
+//! the matcher then follows one stack where the expression's `.*X.*` (an unanchored pattern)
+//! kept one per place `X` might have started. Expressions with rule references or tokens,
+//! and NFAs or DFAs over the size bounds, are left alone (`None`).
+
+use crate::compile::Cx;
+use formwork_grammar::ir::normalize_ranges;
+use formwork_grammar::Expr;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+/// Most NFA nodes built from one expression.
+const MAX_NFA: usize = 20_000;
+/// Most DFA states before minimization.
+const MAX_SUBSETS: usize = 8_000;
+/// Most DFA states (rules) after minimization.
+const MAX_STATES: usize = 1_500;
+/// Most NFA positions summed over all subsets: a compile-time budget (the subset
+/// construction and Moore's refinement grow with it; `.*[a-z]{162}.*` needs 33,000 and
+/// 20 ms, where the plain lowering costs the matcher little, so it keeps that lowering).
+const MAX_SUBSET_WORK: usize = 8_000;
+
+enum Node {
+    /// One code point in these ranges, then `next`.
+    Char(Vec<(char, char)>, usize),
+    /// Any of these (epsilon moves).
+    Split(Vec<usize>),
+    Match,
+}
+
+struct Nfa {
+    nodes: Vec<Node>,
+}
+
+impl Nfa {
+    fn push(&mut self, n: Node) -> Option<usize> {
+        if self.nodes.len() >= MAX_NFA {
+            return None;
+        }
+        self.nodes.push(n);
+        Some(self.nodes.len() - 1)
+    }
+
+    /// The entry of a fragment matching `e` and continuing at `next`.
+    fn build(&mut self, e: &Expr, next: usize) -> Option<usize> {
+        match e {
+            Expr::Literal(s) => {
+                let mut cur = next;
+                for c in s.chars().rev() {
+                    cur = self.push(Node::Char(vec![(c, c)], cur))?;
+                }
+                Some(cur)
+            }
+            Expr::Class(r) => self.push(Node::Char(r.clone(), next)),
+            Expr::Seq(v) => {
+                let mut cur = next;
+                for x in v.iter().rev() {
+                    cur = self.build(x, cur)?;
+                }
+                Some(cur)
+            }
+            Expr::Alt(v) => {
+                let mut outs = Vec::with_capacity(v.len());
+                for x in v {
+                    outs.push(self.build(x, next)?);
+                }
+                self.push(Node::Split(outs))
+            }
+            Expr::Repeat { expr, min, max } => {
+                let mut cur = match *max {
+                    Some(m) if m < *min => return self.push(Node::Char(Vec::new(), next)),
+                    None => {
+                        let s = self.push(Node::Split(Vec::new()))?;
+                        let body = self.build(expr, s)?;
+                        self.nodes[s] = Node::Split(vec![body, next]);
+                        s
+                    }
+                    Some(m) => {
+                        let mut cur = next;
+                        for _ in *min..m {
+                            let b = self.build(expr, cur)?;
+                            cur = self.push(Node::Split(vec![b, next]))?;
+                        }
+                        cur
+                    }
+                };
+                for _ in 0..*min {
+                    cur = self.build(expr, cur)?;
+                }
+                Some(cur)
+            }
+            Expr::Rule(_) | Expr::Token(_) => None,
+        }
+    }
+
+    /// The sorted set of `Char`/`Match` nodes reachable from `from` by epsilon moves.
+    fn closure(&self, from: &[usize], seen: &mut [bool]) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut stack: Vec<usize> = from.to_vec();
+        let mut visited = Vec::new();
+        while let Some(n) = stack.pop() {
+            if seen[n] {
+                continue;
+            }
+            seen[n] = true;
+            visited.push(n);
+            match &self.nodes[n] {
+                Node::Split(v) => stack.extend(v.iter().copied()),
+                _ => out.push(n as u32),
+            }
+        }
+        for n in visited {
+            seen[n] = false;
+        }
+        out.sort_unstable();
+        out
+    }
+}
+
+/// A DFA over elementary code-point intervals.
+pub(crate) struct Dfa {
+    /// Per state: accepting, and edges `(ranges, target)` with disjoint ranges.
+    states: Vec<(bool, Vec<(Vec<(char, char)>, usize)>)>,
+}
+
+impl Dfa {
+    /// Number of states.
+    pub(crate) fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Whether the DFA accepts `s` (a string of code points, as the grammar reads them).
+    #[cfg(test)]
+    pub(crate) fn accepts(&self, s: &str) -> bool {
+        if self.states.is_empty() {
+            return false;
+        }
+        let mut q = 0;
+        for c in s.chars() {
+            match self.states[q].1.iter().find(|(r, _)| r.iter().any(|&(a, b)| a <= c && c <= b)) {
+                Some(&(_, t)) => q = t,
+                None => return false,
+            }
+        }
+        self.states[q].0
+    }
+}
+
+fn to_char_range(lo: u32, hi: u32) -> Option<(char, char)> {
+    let lo = if (0xD800..=0xDFFF).contains(&lo) { 0xE000 } else { lo };
+    let hi = if (0xD800..=0xDFFF).contains(&hi) { 0xD7FF } else { hi };
+    if lo > hi {
+        return None;
+    }
+    Some((char::from_u32(lo)?, char::from_u32(hi)?))
+}
+
+/// The minimal DFA of `e`, or `None` when `e` is not regular here or too big. A DFA with no
+/// states accepts nothing.
+pub(crate) fn determinize(e: &Expr) -> Option<Dfa> {
+    let mut nfa = Nfa { nodes: vec![Node::Match] };
+    let start = nfa.build(e, 0)?;
+    // Elementary intervals: between consecutive range boundaries.
+    let mut cuts: Vec<u32> = vec![0, 0x11_0000];
+    for n in &nfa.nodes {
+        if let Node::Char(r, _) = n {
+            for &(a, b) in r {
+                cuts.push(a as u32);
+                cuts.push(b as u32 + 1);
+            }
+        }
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    let nint = cuts.len() - 1;
+    let interval_of = |c: u32| cuts.partition_point(|&x| x <= c) - 1;
+    let mut seen = vec![false; nfa.nodes.len()];
+    let mut ids: HashMap<Vec<u32>, usize> = HashMap::new();
+    let mut sets: Vec<Vec<u32>> = Vec::new();
+    // Per subset: accepting, and (first interval, last interval, target) runs.
+    let mut trans: Vec<(bool, Vec<(usize, usize, usize)>)> = Vec::new();
+    let s0 = nfa.closure(&[start], &mut seen);
+    let mut work = s0.len();
+    ids.insert(s0.clone(), 0);
+    sets.push(s0);
+    let mut i = 0;
+    let mut buckets: Vec<Vec<usize>> = vec![Vec::new(); nint];
+    while i < sets.len() {
+        let set = sets[i].clone();
+        let accept = set.iter().any(|&n| matches!(nfa.nodes[n as usize], Node::Match));
+        let mut touched = Vec::new();
+        for &n in &set {
+            if let Node::Char(r, next) = &nfa.nodes[n as usize] {
+                for &(a, b) in r {
+                    for k in interval_of(a as u32)..=interval_of(b as u32) {
+                        if buckets[k].is_empty() {
+                            touched.push(k);
+                        }
+                        buckets[k].push(*next);
+                    }
+                }
+            }
+        }
+        touched.sort_unstable();
+        let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+        let mut memo: HashMap<Vec<usize>, usize> = HashMap::new();
+        for k in touched {
+            let mut b = std::mem::take(&mut buckets[k]);
+            b.sort_unstable();
+            b.dedup();
+            let t = match memo.get(&b) {
+                Some(&t) => t,
+                None => {
+                    let key = nfa.closure(&b, &mut seen);
+                    let t = match ids.get(&key) {
+                        Some(&t) => t,
+                        None => {
+                            work += key.len();
+                            if sets.len() >= MAX_SUBSETS || work > MAX_SUBSET_WORK {
+                                return None;
+                            }
+                            ids.insert(key.clone(), sets.len());
+                            sets.push(key);
+                            sets.len() - 1
+                        }
+                    };
+                    memo.insert(b, t);
+                    t
+                }
+            };
+            match runs.last_mut() {
+                Some(r) if r.1 + 1 == k && r.2 == t => r.1 = k,
+                _ => runs.push((k, k, t)),
+            }
+        }
+        trans.push((accept, runs));
+        i += 1;
+    }
+    minimize(&trans, &cuts)
+}
+
+/// Moore partition refinement over the live states (those that can reach acceptance).
+fn minimize(trans: &[(bool, Vec<(usize, usize, usize)>)], cuts: &[u32]) -> Option<Dfa> {
+    let n = trans.len();
+    // Live states: reverse reachability from accepting ones.
+    let mut rev: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (s, (_, runs)) in trans.iter().enumerate() {
+        for &(_, _, t) in runs {
+            rev[t].push(s);
+        }
+    }
+    let mut live = vec![false; n];
+    let mut stack: Vec<usize> = (0..n).filter(|&s| trans[s].0).collect();
+    while let Some(s) = stack.pop() {
+        if !live[s] {
+            live[s] = true;
+            stack.extend(rev[s].iter().copied());
+        }
+    }
+    if !live[0] {
+        return Some(Dfa { states: Vec::new() });
+    }
+    // Edges restricted to live targets (dead ones are dropped: no transition).
+    let edges: Vec<Vec<(usize, usize, usize)>> =
+        trans.iter().map(|(_, runs)| runs.iter().copied().filter(|r| live[r.2]).collect()).collect();
+    let mut class: Vec<usize> = (0..n).map(|s| usize::from(trans[s].0)).collect();
+    let mut count = 0;
+    loop {
+        let mut sig_ids: HashMap<(usize, Vec<(usize, usize, usize)>), usize> = HashMap::new();
+        let mut next = vec![usize::MAX; n];
+        for s in (0..n).filter(|&s| live[s]) {
+            let mut sig: Vec<(usize, usize, usize)> = Vec::new();
+            for &(a, b, t) in &edges[s] {
+                let c = class[t];
+                match sig.last_mut() {
+                    Some(r) if r.1 + 1 == a && r.2 == c => r.1 = b,
+                    _ => sig.push((a, b, c)),
+                }
+            }
+            let k = sig_ids.len();
+            next[s] = *sig_ids.entry((class[s], sig)).or_insert(k);
+        }
+        let new_count = sig_ids.len();
+        class = next;
+        if new_count == count {
+            break;
+        }
+        count = new_count;
+    }
+    if count > MAX_STATES {
+        return None;
+    }
+    // Renumber with the start state's class first.
+    let mut order = vec![usize::MAX; count];
+    let mut reps: Vec<usize> = Vec::new();
+    let mut queue = vec![0usize];
+    order[class[0]] = 0;
+    reps.push(0);
+    while let Some(s) = queue.pop() {
+        for &(_, _, t) in &edges[s] {
+            if order[class[t]] == usize::MAX {
+                order[class[t]] = reps.len();
+                reps.push(t);
+                queue.push(t);
+            }
+        }
+    }
+    let states = reps
+        .iter()
+        .map(|&s| {
+            let mut by_target: Vec<(usize, Vec<(char, char)>)> = Vec::new();
+            for &(a, b, t) in &edges[s] {
+                let Some(r) = to_char_range(cuts[a], cuts[b + 1] - 1) else { continue };
+                let t = order[class[t]];
+                match by_target.iter_mut().find(|(x, _)| *x == t) {
+                    Some((_, v)) => v.push(r),
+                    None => by_target.push((t, vec![r])),
+                }
+            }
+            (trans[s].0, by_target.into_iter().map(|(t, r)| (normalize_ranges(r), t)).collect())
+        })
+        .collect();
+    Some(Dfa { states })
+}
+
+/// Defines the DFA's rules (named after `key`, so an equal key reuses them) and returns the
+/// start state's reference. An empty DFA is the empty class (matches nothing).
+pub(crate) fn emit(cx: &mut Cx, dfa: &Dfa, key: &str) -> Expr {
+    if dfa.states.is_empty() {
+        return crate::compile::nothing();
+    }
+    let base = rule_base(key);
+    let names: Vec<String> = (0..dfa.states.len()).map(|i| format!("{base}-{i}")).collect();
+    if cx.b.is_defined(&names[0]) {
+        return Expr::Rule(cx.b.rule_id(&names[0]));
+    }
+    let ids: Vec<_> = names.iter().map(|n| cx.b.rule_id(n)).collect();
+    for (i, (accept, edges)) in dfa.states.iter().enumerate() {
+        let mut alts: Vec<Expr> = edges.iter().map(|(r, t)| Expr::Seq(vec![Expr::Class(r.clone()), Expr::Rule(ids[*t])])).collect();
+        if *accept {
+            alts.push(Expr::empty());
+        }
+        let body = if alts.len() == 1 { alts.pop().unwrap_or_else(Expr::empty) } else { Expr::Alt(alts) };
+        cx.b.define(&names[i], body);
+    }
+    Expr::Rule(ids[0])
+}
+
+/// A rule-name base for `key` that schema-derived names (lowercase) cannot take: two
+/// independent 64-bit hashes of the key.
+fn rule_base(key: &str) -> String {
+    let h = |salt: u8| {
+        let mut s = std::collections::hash_map::DefaultHasher::new();
+        salt.hash(&mut s);
+        key.hash(&mut s);
+        s.finish()
+    };
+    format!("pattern-DFA{:016x}{:016x}", h(1), h(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::regex::tests::NO_DFA;
+    use crate::SchemaOptions;
+    use formwork_grammar::matcher::accepts;
+    use serde_json::json;
+
+    /// Pieces random JSON string bodies are made of: raw characters, short and `\u` escapes.
+    const PIECES: &[&str] = &[
+        "a", "b", "f", "A", "F", "0", "1", "9", "-", ":", "_", "x", "z", " ", ".", "é", "日", "😀", "\\n", "\\\\", "\\\"", "\\/",
+        "\\u0041", "\\u00e9", "\\ud83d\\ude00", "\\u0000", "/", "\\t",
+    ];
+
+    /// A small deterministic generator of candidate strings (JSON-encoded, with quotes).
+    fn candidates(seed: u64, extra: &[&str], n: usize) -> Vec<String> {
+        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut next = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) as usize
+        };
+        let mut out: Vec<String> = extra.iter().map(|s| format!("\"{s}\"")).collect();
+        for _ in 0..n {
+            let len = next() % 24;
+            let mut s = String::from("\"");
+            for _ in 0..len {
+                // Favour the pattern's own pieces so that matches are frequent.
+                if !extra.is_empty() && next() % 3 == 0 {
+                    let e = extra[next() % extra.len()];
+                    let a = next() % (e.len() + 1);
+                    let b = a + next() % (e.len() + 1 - a);
+                    s.push_str(e.get(a..b).unwrap_or(""));
+                } else {
+                    s.push_str(PIECES[next() % PIECES.len()]);
+                }
+            }
+            s.push('"');
+            out.push(s);
+        }
+        out
+    }
+
+    /// The DFA lowering accepts exactly what the plain lowering accepts, and nothing the
+    /// validator rejects.
+    fn same_language(schema: serde_json::Value, extra: &[&str]) -> usize {
+        let opts = SchemaOptions::default();
+        NO_DFA.with(|c| c.set(true));
+        let old = crate::compile(&schema, &opts);
+        NO_DFA.with(|c| c.set(false));
+        let new = crate::compile(&schema, &opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        let old = old.unwrap_or_else(|e| panic!("{schema}: {e}"));
+        let mut yes = 0;
+        for s in candidates(extra.len() as u64 + 7, extra, 3000) {
+            let a = accepts(&old, s.as_bytes(), &opts.limits).unwrap();
+            let b = accepts(&new, s.as_bytes(), &opts.limits).unwrap();
+            assert_eq!(a, b, "{schema}: old lowering {a}, DFA lowering {b} on {s}");
+            if b {
+                yes += 1;
+                assert!(crate::validate(&schema, &s).is_ok(), "{schema} accepts invalid {s}");
+            }
+        }
+        yes
+    }
+
+    #[test]
+    fn dfa_lowering_keeps_the_language() {
+        let cases: Vec<(serde_json::Value, Vec<&str>)> = vec![
+            (json!({"type": "string", "pattern": "[a-fA-F0-9]{8}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}"}), vec!["0a1B2c3D-abcd-ABCD", "aaaaaaaa-"]),
+            (json!({"type": "string", "pattern": "([0-9a-fA-F][0-9a-fA-F](:|-)){2}([0-9a-fA-F][0-9a-fA-F])"}), vec!["0a:1B-ff", "aa:"]),
+            (json!({"type": "string", "pattern": "[a-zA-Z0-9_-]{12}"}), vec!["abcdefghijkl", "A_-09"]),
+            (json!({"type": "string", "pattern": "^ab|cd$|ef"}), vec!["ab", "cd", "ef"]),
+            (json!({"type": "string", "pattern": "^[a-z]+:"}), vec!["abc:", "x:"]),
+            (json!({"type": "string", "pattern": "\\d+\\.\\d*$"}), vec!["12.", "1.5"]),
+            (json!({"type": "string", "pattern": "é[日😀]|\\s\\w"}), vec!["é日", "é😀", " a", "\\nz"]),
+            (json!({"type": "string", "pattern": "a\\\\b|/\"|\\n"}), vec!["a\\\\b", "\\/\\\"", "\\n"]),
+            (json!({"type": "string", "pattern": "[^a-z]x", "maxLength": 6}), vec!["Ax", "\\u0041x", "9x"]),
+            (json!({"type": "string", "pattern": "ab", "minLength": 3, "maxLength": 5}), vec!["abab", "xab", "abx"]),
+            (json!({"type": "string", "pattern": "^a.c"}), vec!["abc", "a\\nc", "a日c"]),
+            (json!({"type": "string", "pattern": "^[0-9]{2}$|x"}), vec!["12", "x", "1x"]),
+        ];
+        for (schema, extra) in cases {
+            let yes = same_language(schema.clone(), &extra);
+            assert!(yes > 20, "{schema}: only {yes} accepted candidates (a weak test)");
+        }
+    }
+
+    #[test]
+    fn unanchored_patterns_become_small_dfas() {
+        let opts = SchemaOptions::default();
+        let g = crate::compile(&json!({"type": "string", "pattern": "[a-zA-Z0-9_-]{30}"}), &opts).unwrap();
+        let n = g.rules().len();
+        assert!(n > 30 && n < 100, "{n} rules");
+        let body: String = "ab".repeat(15);
+        assert!(accepts(&g, format!("\"\\u0041{body}\\n\"").as_bytes(), &opts.limits).unwrap());
+        assert!(!accepts(&g, format!("\"\\u0041{}\\n\"", &body[1..]).as_bytes(), &opts.limits).unwrap());
+    }
+
+    #[test]
+    fn dfa_of_expressions() {
+        let e = Expr::seq([Expr::star(Expr::class([('a', 'z')], false)), Expr::lit("ab"), Expr::repeat(Expr::class([('0', '9')], false), 1, Some(2))]);
+        let d = determinize(&e).unwrap();
+        for (s, ok) in [("ab1", true), ("zzab12", true), ("ab123", false), ("ab", false), ("aab9", true), ("ba1", false)] {
+            assert_eq!(d.accepts(s), ok, "{s}");
+        }
+        assert_eq!(determinize(&crate::compile::nothing()).unwrap().len(), 0);
+        assert!(determinize(&Expr::Rule(formwork_grammar::RuleId(0))).is_none());
+        assert!(determinize(&Expr::repeat(Expr::repeat(Expr::lit("ab"), 0, Some(200)), 0, Some(200))).is_none());
+        // Over the work budget: the plain lowering stays.
+        let long = Expr::seq([Expr::star(Expr::class([('a', 'z')], false)), Expr::repeat(Expr::class([('a', 'b')], false), 162, Some(162))]);
+        assert!(determinize(&long).is_none());
+    }
+}
