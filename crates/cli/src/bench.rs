@@ -76,6 +76,9 @@ pub struct MasksArgs {
     /// Skip the schema part (only grammars).
     #[arg(long)]
     pub no_schemas: bool,
+    /// Also list each engine's N slowest schema masks (file, test, step, work, text before).
+    #[arg(long, default_value_t = 0)]
+    pub slowest: usize,
 }
 
 /// Runs a subcommand.
@@ -99,6 +102,10 @@ trait Walk {
     fn allowed(&self, t: u32) -> bool;
     /// Commits `t`.
     fn commit(&mut self, t: u32) -> Result<(), String>;
+    /// Work counter of the last mask (formwork: trie nodes walked), for `--slowest`.
+    fn work(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A grammar compiled by some engine, making fresh walks.
@@ -134,7 +141,10 @@ impl Formwork {
     /// tables), so no file pays for it.
     fn new(vocab: Arc<Vocabulary>) -> Self {
         let index = formwork_grammar::matcher::TokenIndex::for_vocab(&vocab);
-        Formwork { index, limits: Limits::default() }
+        Formwork {
+            index,
+            limits: Limits::default(),
+        }
     }
 }
 
@@ -143,11 +153,15 @@ struct FwCompiled(Arc<CompiledGrammar>);
 struct FwWalk {
     m: formwork_grammar::Matcher,
     mask: TokenMask,
+    /// Trie nodes walked by the last mask.
+    walked: u64,
 }
 
 impl Walk for FwWalk {
     fn compute_mask(&mut self) -> Result<(), String> {
+        let before = self.m.stats().trie_nodes_walked;
         self.m.compute_mask(&mut self.mask);
+        self.walked = self.m.stats().trie_nodes_walked - before;
         Ok(())
     }
     fn allowed(&self, t: u32) -> bool {
@@ -156,12 +170,19 @@ impl Walk for FwWalk {
     fn commit(&mut self, t: u32) -> Result<(), String> {
         self.m.commit(TokenId(t)).map_err(|e| e.to_string())
     }
+    fn work(&self) -> Option<u64> {
+        Some(self.walked)
+    }
 }
 
 impl Compiled for FwCompiled {
     fn walk(&self) -> Result<Box<dyn Walk + '_>, String> {
         let n = self.0.vocab().len();
-        Ok(Box::new(FwWalk { m: self.0.matcher(), mask: TokenMask::new(n) }))
+        Ok(Box::new(FwWalk {
+            m: self.0.matcher(),
+            mask: TokenMask::new(n),
+            walked: 0,
+        }))
     }
     fn memory(&self) -> Option<usize> {
         Some(self.0.memory_usage())
@@ -176,13 +197,17 @@ impl Engine for Formwork {
         let owned;
         let g = match src {
             Source::Schema(s) => {
-                let opts = formwork_schema::SchemaOptions { limits: self.limits.clone(), ..Default::default() };
+                let opts = formwork_schema::SchemaOptions {
+                    limits: self.limits.clone(),
+                    ..Default::default()
+                };
                 owned = formwork_schema::compile(s, &opts).map_err(|e| e.to_string())?;
                 &owned
             }
             Source::Grammar(g) | Source::AnyJson(g) => *g,
         };
-        let c = CompiledGrammar::with_index(g, self.index.clone(), &self.limits).map_err(|e| e.to_string())?;
+        let c = CompiledGrammar::with_index(g, self.index.clone(), &self.limits)
+            .map_err(|e| e.to_string())?;
         Ok(Box::new(FwCompiled(c)))
     }
 }
@@ -237,7 +262,8 @@ mod peer {
             let info = TokRxInfo::new(vocab.len() as u32, eos.0);
             let trie = TokTrie::from(&info, &words);
             let env: TokEnv = Arc::new(Env { trie });
-            let mut factory = ParserFactory::new_simple(&env).map_err(|e| anyhow::anyhow!("llguidance: {e}"))?;
+            let mut factory =
+                ParserFactory::new_simple(&env).map_err(|e| anyhow::anyhow!("llguidance: {e}"))?;
             factory.quiet();
             Ok(Llg { factory })
         }
@@ -296,7 +322,10 @@ mod peer {
                 Source::AnyJson(_) => TopLevelGrammar::from_json_schema(json!({})),
             };
             let parser = self.factory.create_parser(tg).map_err(|e| e.to_string())?;
-            Ok(Box::new(LlgCompiled { factory: &self.factory, parser }))
+            Ok(Box::new(LlgCompiled {
+                factory: &self.factory,
+                parser,
+            }))
         }
     }
 }
@@ -350,7 +379,8 @@ mod lark {
             }
             Expr::Alt(items) => {
                 let empty = |x: &Expr| {
-                    matches!(x, Expr::Seq(v) if v.is_empty()) || matches!(x, Expr::Literal(s) if s.is_empty())
+                    matches!(x, Expr::Seq(v) if v.is_empty())
+                        || matches!(x, Expr::Literal(s) if s.is_empty())
                 };
                 let rest: Vec<&Expr> = items.iter().filter(|x| !empty(x)).collect();
                 out.push('(');
@@ -435,6 +465,8 @@ struct FileRun {
     compile_us: f64,
     ttfm_us: f64,
     mask_us: Vec<f64>,
+    /// Parallel to `mask_us`: (test, step, work counter).
+    mask_at: Vec<(u32, u32, u64)>,
     tests: Vec<TestOutcome>,
     memory: Option<usize>,
 }
@@ -451,17 +483,33 @@ fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Walks one test's tokens through a fresh state; `first` is a state whose first mask is
-/// already computed (the file's very first mask, inside TTFM).
-fn walk_test(w: &mut dyn Walk, tokens: &[u32], eos: u32, mut first_done: bool, mask_us: &mut Vec<f64>) -> TestOutcome {
+/// already computed (the file's very first mask, inside TTFM). Each timed mask also goes to
+/// `at` as (`test`, step, the engine's work counter).
+fn walk_test(
+    w: &mut dyn Walk,
+    (test, tokens): (usize, &[u32]),
+    eos: u32,
+    mut first_done: bool,
+    mask_us: &mut Vec<f64>,
+    at: &mut Vec<(u32, u32, u64)>,
+) -> TestOutcome {
     let mut steps = 0;
-    let reject =
-        |steps, r: &'static str, e: Option<String>| TestOutcome { accepted: false, steps, reject: Some(r), error: e };
+    let reject = |steps, r: &'static str, e: Option<String>| TestOutcome {
+        accepted: false,
+        steps,
+        reject: Some(r),
+        error: e,
+    };
+    let mut timed = |w: &mut dyn Walk, steps: usize| {
+        let t0 = Instant::now();
+        let r = w.compute_mask();
+        mask_us.push(us(t0));
+        at.push((test as u32, steps as u32, w.work().unwrap_or(0)));
+        r
+    };
     for &t in tokens {
         if !first_done {
-            let t0 = Instant::now();
-            let r = w.compute_mask();
-            mask_us.push(us(t0));
-            if let Err(e) = r {
+            if let Err(e) = timed(w, steps) {
                 return reject(steps, "exception", Some(e));
             }
         }
@@ -475,17 +523,19 @@ fn walk_test(w: &mut dyn Walk, tokens: &[u32], eos: u32, mut first_done: bool, m
         steps += 1;
     }
     if !first_done {
-        let t0 = Instant::now();
-        let r = w.compute_mask();
-        mask_us.push(us(t0));
-        if let Err(e) = r {
+        if let Err(e) = timed(w, steps) {
             return reject(steps, "exception", Some(e));
         }
     }
     if !w.allowed(eos) {
         return reject(steps, "eos", None);
     }
-    TestOutcome { accepted: true, steps, reject: None, error: None }
+    TestOutcome {
+        accepted: true,
+        steps,
+        reject: None,
+        error: None,
+    }
 }
 
 /// Compiles `src` on `engine` and walks every test, timing as the protocol says.
@@ -515,12 +565,29 @@ fn run_file(engine: &dyn Engine, src: &Source<'_>, tests: &[Vec<u32>], eos: u32)
                 r?;
                 first_done = true;
             }
-            Ok::<_, String>(walk_test(&mut *w, tokens, eos, first_done, &mut run.mask_us))
+            Ok::<_, String>(walk_test(
+                &mut *w,
+                (i, tokens),
+                eos,
+                first_done,
+                &mut run.mask_us,
+                &mut run.mask_at,
+            ))
         }));
         run.tests.push(match outcome {
             Ok(Ok(o)) => o,
-            Ok(Err(e)) => TestOutcome { accepted: false, steps: 0, reject: Some("exception"), error: Some(e) },
-            Err(p) => TestOutcome { accepted: false, steps: 0, reject: Some("exception"), error: Some(panic_text(p)) },
+            Ok(Err(e)) => TestOutcome {
+                accepted: false,
+                steps: 0,
+                reject: Some("exception"),
+                error: Some(e),
+            },
+            Err(p) => TestOutcome {
+                accepted: false,
+                steps: 0,
+                reject: Some("exception"),
+                error: Some(panic_text(p)),
+            },
         });
     }
     if tests.is_empty() {
@@ -579,12 +646,20 @@ fn mask_engine(a: MaskEngineArgs) -> anyhow::Result<()> {
 
 fn answer(engine: &Formwork, line: &str, eos: u32, out: &mut impl Write) -> anyhow::Result<Value> {
     let req: Value = serde_json::from_str(line).context("the request is not JSON")?;
-    let path = req.get("path").and_then(Value::as_str).context("the request has no \"path\" string")?;
-    let tokens: Vec<Vec<u32>> = serde_json::from_value(req.get("tokens").cloned().unwrap_or(Value::Null))
-        .context("\"tokens\" must be a list of lists of token ids")?;
-    let file: Value = serde_json::from_str(&std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?)
-        .with_context(|| format!("{path} is not JSON"))?;
-    let schema = file.get("schema").with_context(|| format!("{path} has no \"schema\""))?;
+    let path = req
+        .get("path")
+        .and_then(Value::as_str)
+        .context("the request has no \"path\" string")?;
+    let tokens: Vec<Vec<u32>> =
+        serde_json::from_value(req.get("tokens").cloned().unwrap_or(Value::Null))
+            .context("\"tokens\" must be a list of lists of token ids")?;
+    let file: Value = serde_json::from_str(
+        &std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?,
+    )
+    .with_context(|| format!("{path} is not JSON"))?;
+    let schema = file
+        .get("schema")
+        .with_context(|| format!("{path} has no \"schema\""))?;
     let run = run_file(engine, &Source::Schema(schema), &tokens, eos);
     if let Some(e) = run.compile_error {
         return Ok(json!({"kind": "result", "path": path, "compile_error": e}));
@@ -620,7 +695,8 @@ impl HfTokenizer {
         // The tokenizers release reads its canonical format; a byte-level vocabulary missing
         // single-byte tokens (SmolLM2 lacks 8) gets placeholder ids past the vocabulary, which
         // `encode` reports if they ever come out.
-        let canon = tokenizers::canonicalize_file(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let canon = tokenizers::canonicalize_file(path)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let mut v: Value = serde_json::from_str(&canon)?;
         if v.pointer("/model/byte_level").and_then(Value::as_bool) == Some(true) {
             if let Some(map) = v.pointer_mut("/model/vocab").and_then(Value::as_object_mut) {
@@ -630,7 +706,8 @@ impl HfTokenizer {
                     let c = if printable(b) {
                         b as char
                     } else {
-                        char::from_u32(256 + (0..b).filter(|&x| !printable(x)).count() as u32).unwrap_or('?')
+                        char::from_u32(256 + (0..b).filter(|&x| !printable(x)).count() as u32)
+                            .unwrap_or('?')
                     };
                     if !map.contains_key(&c.to_string()) {
                         map.insert(c.to_string(), json!(next));
@@ -639,14 +716,25 @@ impl HfTokenizer {
                 }
             }
         }
-        let tok = tokenizers::from_json(&v.to_string()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let tok = tokenizers::from_json(&v.to_string())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         Ok(HfTokenizer { tok, vocab_len })
     }
 
     fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-        let opts = tokenizers::pipeline::EncodeOptions { add_special_tokens: false, ..Default::default() };
-        let encs = self.tok.encode(text, &opts).wait().map_err(|e| e.to_string())?;
-        let ids: Vec<u32> = encs.iter().flat_map(|e| e.ids().iter().map(|t| t.id())).collect();
+        let opts = tokenizers::pipeline::EncodeOptions {
+            add_special_tokens: false,
+            ..Default::default()
+        };
+        let encs = self
+            .tok
+            .encode(text, &opts)
+            .wait()
+            .map_err(|e| e.to_string())?;
+        let ids: Vec<u32> = encs
+            .iter()
+            .flat_map(|e| e.ids().iter().map(|t| t.id()))
+            .collect();
         if ids.iter().any(|&i| i as usize >= self.vocab_len) {
             return Err("the text has a byte the vocabulary has no token for".into());
         }
@@ -667,6 +755,10 @@ struct Tally {
     tbm: Vec<f64>,
     memory: Vec<usize>,
     refusals: Vec<(String, String)>,
+    /// How many of the slowest masks to keep in `slowest`.
+    keep_slowest: usize,
+    /// The slowest masks: (µs, file, test, step, work counter).
+    slowest: Vec<(f64, String, u32, u32, u64)>,
 }
 
 fn pct(sorted: &[f64], q: f64) -> f64 {
@@ -687,6 +779,20 @@ impl Tally {
         self.compiled += 1;
         self.ttfm.push(run.ttfm_us);
         self.tbm.extend_from_slice(&run.mask_us);
+        if self.keep_slowest > 0 {
+            for (&us, &(test, step, work)) in run.mask_us.iter().zip(&run.mask_at) {
+                let full = self.slowest.len() >= self.keep_slowest;
+                if full && us <= self.slowest[self.slowest.len() - 1].0 {
+                    continue;
+                }
+                if full {
+                    self.slowest.pop();
+                }
+                let at = self.slowest.partition_point(|x| x.0 >= us);
+                self.slowest
+                    .insert(at, (us, name.to_string(), test, step, work));
+            }
+        }
         if let Some(m) = run.memory {
             self.memory.push(m);
         }
@@ -740,7 +846,16 @@ struct Figures {
 
 impl Figures {
     fn cells(&self) -> [f64; 8] {
-        [self.ttfm_p50, self.ttfm_p99, self.tbm_p50, self.tbm_p90, self.tbm_p99, self.tbm_p999, self.tbm_max, self.mem]
+        [
+            self.ttfm_p50,
+            self.ttfm_p99,
+            self.tbm_p50,
+            self.tbm_p90,
+            self.tbm_p99,
+            self.tbm_p999,
+            self.tbm_max,
+            self.mem,
+        ]
     }
 }
 
@@ -826,18 +941,28 @@ fn print_table(title: &str, tallies: &mut [(&'static str, Tally)]) {
 fn masks(a: MasksArgs) -> anyhow::Result<()> {
     let (tok_path, default_eos) = match a.tokenizer.as_str() {
         "smollm2" => (shared_data().join("tokenizers/smollm2.json"), Some(2)),
-        "llama3" | "llama3_1" => (shared_data().join("tokenizers/llama3_1.json"), Some(128_009)),
+        "llama3" | "llama3_1" => (
+            shared_data().join("tokenizers/llama3_1.json"),
+            Some(128_009),
+        ),
         p => (PathBuf::from(p), None),
     };
     let eos = a.eos.or(default_eos);
     let mut vocab = Vocabulary::from_tokenizer_json_file(&tok_path, eos.map(TokenId))
         .with_context(|| format!("loading {}", tok_path.display()))?;
     let Some(eos) = eos.map(TokenId).or_else(|| vocab.eos_token()) else {
-        bail!("{} has no end-of-sequence token I recognize; pass --eos ID", tok_path.display());
+        bail!(
+            "{} has no end-of-sequence token I recognize; pass --eos ID",
+            tok_path.display()
+        );
     };
     vocab.set_eos_tokens(vec![eos])?;
     let vocab = Arc::new(vocab);
-    eprintln!("vocabulary: {} ({} tokens, EOS {eos})", tok_path.display(), vocab.len());
+    eprintln!(
+        "vocabulary: {} ({} tokens, EOS {eos})",
+        tok_path.display(),
+        vocab.len()
+    );
 
     let mut engines: Vec<Box<dyn Engine>> = Vec::new();
     let want = |n: &str| a.engine.as_deref().is_none_or(|e| e == n);
@@ -848,7 +973,10 @@ fn masks(a: MasksArgs) -> anyhow::Result<()> {
     if want("llguidance") {
         let t0 = Instant::now();
         engines.push(Box::new(peer::Llg::new(&vocab, eos)?));
-        eprintln!("llguidance token tables built in {:.0} ms", t0.elapsed().as_secs_f64() * 1e3);
+        eprintln!(
+            "llguidance token tables built in {:.0} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
     }
     #[cfg(not(feature = "llguidance-peer"))]
     eprintln!(
@@ -858,7 +986,10 @@ fn masks(a: MasksArgs) -> anyhow::Result<()> {
         bail!("no engine selected (--engine formwork|llguidance)");
     }
 
-    let data = a.data.clone().unwrap_or_else(|| shared_data().join("maskbench-dev"));
+    let data = a
+        .data
+        .clone()
+        .unwrap_or_else(|| shared_data().join("maskbench-dev"));
     let mut files: Vec<PathBuf> = std::fs::read_dir(&data)
         .with_context(|| format!("reading {}", data.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -873,7 +1004,12 @@ fn masks(a: MasksArgs) -> anyhow::Result<()> {
     // of `properties`: that needs serde_json's `preserve_order` somewhere in the build
     // (llguidance turns it on).
     let ordered: Value = serde_json::from_str(r#"{"b":0,"a":0}"#)?;
-    if ordered.as_object().and_then(|o| o.keys().next()).map(String::as_str) != Some("b") {
+    if ordered
+        .as_object()
+        .and_then(|o| o.keys().next())
+        .map(String::as_str)
+        != Some("b")
+    {
         eprintln!(
             "WARNING: serde_json was built without `preserve_order`: object keys come out sorted, so \
              instances and schemas lose their key order and results will be wrong"
@@ -884,7 +1020,6 @@ fn masks(a: MasksArgs) -> anyhow::Result<()> {
     struct Case {
         name: String,
         schema: Value,
-        texts: Vec<String>,
         tokens: Vec<Vec<u32>>,
         valid: Vec<bool>,
     }
@@ -902,14 +1037,19 @@ fn masks(a: MasksArgs) -> anyhow::Result<()> {
                 continue;
             }
         };
-        let (Some(schema), Some(tests)) = (v.get("schema"), v.get("tests").and_then(Value::as_array)) else {
+        let (Some(schema), Some(tests)) =
+            (v.get("schema"), v.get("tests").and_then(Value::as_array))
+        else {
             skipped += 1;
             continue;
         };
         let mut c = Case {
-            name: f.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+            name: f
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
             schema: schema.clone(),
-            texts: Vec::new(),
             tokens: Vec::new(),
             valid: Vec::new(),
         };
@@ -924,8 +1064,8 @@ fn masks(a: MasksArgs) -> anyhow::Result<()> {
                     break;
                 }
             }
-            c.texts.push(text);
-            c.valid.push(t.get("valid").and_then(Value::as_bool).unwrap_or(true));
+            c.valid
+                .push(t.get("valid").and_then(Value::as_bool).unwrap_or(true));
         }
         if ok {
             cases.push(c);
@@ -933,14 +1073,29 @@ fn masks(a: MasksArgs) -> anyhow::Result<()> {
             skipped += 1;
         }
     }
-    eprintln!("{} MaskBench files from {} ({} skipped)", cases.len(), data.display(), skipped);
+    eprintln!(
+        "{} MaskBench files from {} ({} skipped)",
+        cases.len(),
+        data.display(),
+        skipped
+    );
 
     // Grammars.
     if !a.no_grammars {
         let mut grammars: Vec<(String, Grammar, Vec<Vec<u32>>)> = Vec::new();
-        let json_opts = formwork_grammar::json::JsonGrammarOptions { root_object_only: false, ..Default::default() };
-        let json_inputs: Vec<Vec<u32>> = cases.iter().flat_map(|c| c.tokens.iter().cloned()).collect();
-        grammars.push(("json (built-in)".into(), formwork_grammar::json::grammar(&json_opts), json_inputs));
+        let json_opts = formwork_grammar::json::JsonGrammarOptions {
+            root_object_only: false,
+            ..Default::default()
+        };
+        let json_inputs: Vec<Vec<u32>> = cases
+            .iter()
+            .flat_map(|c| c.tokens.iter().cloned())
+            .collect();
+        grammars.push((
+            "json (built-in)".into(),
+            formwork_grammar::json::grammar(&json_opts),
+            json_inputs,
+        ));
         let inputs: Vec<Vec<u32>> = match &a.input {
             Some(p) => std::fs::read_to_string(p)
                 .with_context(|| format!("reading {}", p.display()))?
@@ -950,7 +1105,8 @@ fn masks(a: MasksArgs) -> anyhow::Result<()> {
             None => Vec::new(),
         };
         for p in &a.grammar {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
             let g = formwork_grammar::gbnf::parse(&text, &Limits::default())
                 .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
             grammars.push((p.display().to_string(), g, inputs.clone()));
@@ -962,7 +1118,11 @@ fn masks(a: MasksArgs) -> anyhow::Result<()> {
                 if native && (i > 0 || engines.len() < 2) {
                     continue;
                 }
-                let src = if native { Source::AnyJson(g) } else { Source::Grammar(g) };
+                let src = if native {
+                    Source::AnyJson(g)
+                } else {
+                    Source::Grammar(g)
+                };
                 let mut tallies: Vec<(&'static str, Tally)> = Vec::new();
                 for e in &engines {
                     let run = run_file(e.as_ref(), &src, inputs, eos.0);
@@ -971,15 +1131,33 @@ fn masks(a: MasksArgs) -> anyhow::Result<()> {
                     t.add(name, &run, &vec![true; inputs.len()]);
                     tallies.push((e.name(), t));
                 }
-                let how = if native { " (llguidance: its native JSON, schema {})" } else { "" };
-                print_table(&format!("grammar {name}{how}: {} inputs walked", inputs.len()), &mut tallies);
+                let how = if native {
+                    " (llguidance: its native JSON, schema {})"
+                } else {
+                    ""
+                };
+                print_table(
+                    &format!("grammar {name}{how}: {} inputs walked", inputs.len()),
+                    &mut tallies,
+                );
             }
         }
     }
 
     // Schemas.
     if !a.no_schemas {
-        let mut tallies: Vec<(&'static str, Tally)> = engines.iter().map(|e| (e.name(), Tally::default())).collect();
+        let mut tallies: Vec<(&'static str, Tally)> = engines
+            .iter()
+            .map(|e| {
+                (
+                    e.name(),
+                    Tally {
+                        keep_slowest: a.slowest,
+                        ..Default::default()
+                    },
+                )
+            })
+            .collect();
         let t0 = Instant::now();
         for (i, c) in cases.iter().enumerate() {
             for (e, (_, t)) in engines.iter().zip(tallies.iter_mut()) {
@@ -987,14 +1165,57 @@ fn masks(a: MasksArgs) -> anyhow::Result<()> {
                 t.add(&c.name, &run, &c.valid);
             }
             if (i + 1) % 100 == 0 {
-                eprintln!("{} / {} files ({:.0} s)", i + 1, cases.len(), t0.elapsed().as_secs_f64());
+                eprintln!(
+                    "{} / {} files ({:.0} s)",
+                    i + 1,
+                    cases.len(),
+                    t0.elapsed().as_secs_f64()
+                );
             }
         }
-        let _ = cases.first().map(|c| &c.texts);
         print_table(
-            &format!("MaskBench schemas: {} files from {}, tokenizer {}", cases.len(), data.display(), a.tokenizer),
+            &format!(
+                "MaskBench schemas: {} files from {}, tokenizer {}",
+                cases.len(),
+                data.display(),
+                a.tokenizer
+            ),
             &mut tallies,
         );
+        for (name, t) in &tallies {
+            if t.slowest.is_empty() {
+                continue;
+            }
+            println!(
+                "\n{name}: the {} slowest masks (µs, file, test:step, work, text before the mask)",
+                t.slowest.len()
+            );
+            for (us, file, test, step, work) in &t.slowest {
+                let c = cases.iter().find(|c| &c.name == file);
+                let before = c.map(|c| {
+                    let toks = &c.tokens[*test as usize][..*step as usize];
+                    let bytes: Vec<u8> = toks
+                        .iter()
+                        .flat_map(|&t| vocab.token_bytes(TokenId(t)).to_vec())
+                        .collect();
+                    let text = String::from_utf8_lossy(&bytes).into_owned();
+                    let tail: String = text
+                        .chars()
+                        .rev()
+                        .take(70)
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .collect();
+                    tail
+                });
+                println!(
+                    "  {} {file} {test}:{step} {work} {:?}",
+                    fmt_us(*us),
+                    before.unwrap_or_default()
+                );
+            }
+        }
     }
     #[cfg(not(feature = "llguidance-peer"))]
     println!("\n(built without the llguidance-peer feature: no llguidance figures)");
@@ -1013,7 +1234,11 @@ mod tests {
     }
     impl Walk for ScriptWalk {
         fn compute_mask(&mut self) -> Result<(), String> {
-            self.mask = if self.pos < 3 { vec![self.pos as u32] } else { vec![9] };
+            self.mask = if self.pos < 3 {
+                vec![self.pos as u32]
+            } else {
+                vec![9]
+            };
             Ok(())
         }
         fn allowed(&self, t: u32) -> bool {
@@ -1034,7 +1259,10 @@ mod tests {
     }
     impl Compiled for Script {
         fn walk(&self) -> Result<Box<dyn Walk + '_>, String> {
-            Ok(Box::new(ScriptWalk { pos: 0, mask: vec![] }))
+            Ok(Box::new(ScriptWalk {
+                pos: 0,
+                mask: vec![],
+            }))
         }
         fn memory(&self) -> Option<usize> {
             Some(1)
@@ -1046,7 +1274,9 @@ mod tests {
         }
         fn compile(&self, src: &Source<'_>) -> Result<Box<dyn Compiled + '_>, String> {
             match src {
-                Source::Schema(v) if v.get("refuse").is_some() => Err("refused: keyword `refuse`".into()),
+                Source::Schema(v) if v.get("refuse").is_some() => {
+                    Err("refused: keyword `refuse`".into())
+                }
                 _ => Ok(Box::new(Script)),
             }
         }
@@ -1058,10 +1288,19 @@ mod tests {
         let tests = vec![vec![0, 1, 2], vec![0, 2], vec![0, 1], vec![]];
         let run = run_file(&Script, &Source::Schema(&schema), &tests, 9);
         assert!(run.compile_error.is_none());
-        let got: Vec<(bool, usize, Option<&str>)> = run.tests.iter().map(|t| (t.accepted, t.steps, t.reject)).collect();
+        let got: Vec<(bool, usize, Option<&str>)> = run
+            .tests
+            .iter()
+            .map(|t| (t.accepted, t.steps, t.reject))
+            .collect();
         assert_eq!(
             got,
-            vec![(true, 3, None), (false, 1, Some("mask")), (false, 2, Some("eos")), (false, 0, Some("eos"))]
+            vec![
+                (true, 3, None),
+                (false, 1, Some("mask")),
+                (false, 2, Some("eos")),
+                (false, 0, Some("eos"))
+            ]
         );
         // Masks: test 0 has 4 (the first inside TTFM, so 3 samples); test 1: 2; test 2: 3; test 3: 1.
         assert_eq!(run.mask_us.len(), 3 + 2 + 3 + 1);
@@ -1069,10 +1308,16 @@ mod tests {
 
         let mut t = Tally::default();
         t.add("x", &run, &[true, false, false, false]);
-        assert_eq!((t.pass, t.validation_errors, t.invalidation_errors), (1, 0, 0));
+        assert_eq!(
+            (t.pass, t.validation_errors, t.invalidation_errors),
+            (1, 0, 0)
+        );
         let mut t = Tally::default();
         t.add("x", &run, &[false, true, false, false]);
-        assert_eq!((t.pass, t.validation_errors, t.invalidation_errors), (0, 1, 1));
+        assert_eq!(
+            (t.pass, t.validation_errors, t.invalidation_errors),
+            (0, 1, 1)
+        );
 
         let refused = run_file(&Script, &Source::Schema(&json!({"refuse": 1})), &tests, 9);
         assert!(refused.compile_error.unwrap().contains("refuse"));
@@ -1104,7 +1349,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("formwork-bench-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("case.json");
-        let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]});
+        let schema =
+            json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]});
         std::fs::write(&path, json!({"schema": schema, "tests": []}).to_string()).unwrap();
         let toks = |s: &str| s.bytes().map(|b| b as u32).collect::<Vec<_>>();
         let req = json!({"path": path, "tokens": [toks("{\"a\":12}"), toks("{\"a\":\"x\"}"), toks("{\"a\":1")]});
@@ -1116,13 +1362,21 @@ mod tests {
         assert_eq!(v["tests"][0], json!({"accepted": true, "steps": 8}));
         assert_eq!(v["tests"][1]["accepted"], false);
         assert_eq!(v["tests"][1]["reject"], "mask");
-        assert_eq!(v["tests"][1]["steps"], 5, "the quote after the colon is refused");
+        assert_eq!(
+            v["tests"][1]["steps"], 5,
+            "the quote after the colon is refused"
+        );
         assert_eq!(v["tests"][2]["reject"], "eos");
         // 8 + 1 masks for test 0 minus the first (inside TTFM), 6 for test 1, 6 + 1 for test 2.
         assert_eq!(v["mask_us"].as_array().unwrap().len(), 8 + 6 + 7);
         assert!(v["ttfm_us"].as_f64().unwrap() >= v["compile_us"].as_f64().unwrap());
 
-        let bad = answer(&engine, "{\"path\": \"/nonexistent/x.json\", \"tokens\": []}", 256, &mut Vec::new());
+        let bad = answer(
+            &engine,
+            "{\"path\": \"/nonexistent/x.json\", \"tokens\": []}",
+            256,
+            &mut Vec::new(),
+        );
         assert!(format!("{:#}", bad.unwrap_err()).contains("/nonexistent/x.json"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
