@@ -73,6 +73,10 @@ pub(crate) struct Automaton {
     canon_nodes: FxHashMap<u32, (u32, u32)>,
     /// Memo of [`canonical`](Self::canonical) per (state, top budget): (canonical state, budget).
     canon_states: FxHashMap<(u32, u32), (u32, u32)>,
+    /// Memo of [`closure`](Self::closure) by seed set: the bytes of a state that the same
+    /// stacks accept (all the characters of a string body, say) lead to one state, which is
+    /// computed once. Indexed by the seeds, sorted.
+    closures: FxHashMap<Box<[(u32, u32)]>, u32>,
     // Scratch for closures.
     visited: FxHashSet<(u32, u32)>,
     visited_small: Vec<(u32, u32)>,
@@ -96,6 +100,7 @@ impl Automaton {
             ctx: Vec::new(),
             canon_nodes: FxHashMap::default(),
             canon_states: FxHashMap::default(),
+            closures: FxHashMap::default(),
             visited: FxHashSet::default(),
             visited_small: Vec::new(),
             work: Vec::new(),
@@ -142,7 +147,7 @@ impl Automaton {
                     }
                 }
             }
-            self.closure()
+            self.memo_closure()
         };
         let t = self.trans[s as usize].get_or_insert_with(|| Box::new([UNKNOWN; 256]));
         t[b as usize] = next;
@@ -201,6 +206,11 @@ impl Automaton {
                 .map(|t| if t.is_some() { 1024 + 8 } else { 8 })
                 .sum::<usize>()
             + (self.canon_nodes.capacity() + self.canon_states.capacity()) * 16
+            + self
+                .closures
+                .keys()
+                .map(|k| k.len() * 8 + 24)
+                .sum::<usize>()
     }
 
     fn intern_node(&mut self, pos: u32, parent: u32) -> u32 {
@@ -211,6 +221,18 @@ impl Automaton {
             self.heights.push(self.heights[parent as usize] + 1);
         }
         id
+    }
+
+    /// [`closure`](Self::closure) through the memo of seed sets.
+    fn memo_closure(&mut self) -> u32 {
+        // Stacks are sorted, so equal seed sets come out in the same order.
+        if let Some(&s) = self.closures.get(self.seeds.as_slice()) {
+            return s;
+        }
+        let key: Box<[(u32, u32)]> = self.seeds.as_slice().into();
+        let s = self.closure();
+        self.closures.insert(key, s);
+        s
     }
 
     /// Expands `self.seeds` (positions to match, with their stacks) into a state.
