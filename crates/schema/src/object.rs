@@ -241,50 +241,67 @@ fn build(cx: &mut Cx, members: &[(String, Expr, bool)], extra: Option<(Expr, Exp
     }
     cx.uid += 1;
     let uid = cx.uid;
-    let name = |i: usize, n: u64| format!("obj{uid}-{i}-{n}");
+    // Two rule families over (next listed member i, members so far n):
+    // - `after(i, n)`: the object may end here (no required member left, n ≥ minProperties),
+    //   or a separator comes and then `member(i, n)`;
+    // - `member(i, n)`: a member now: listed member i (then `after(i + 1, n + 1)`), or, when it
+    //   is optional, a later one (`member(i + 1, n)`); past the listed ones, an additional one.
+    // The separator is written once, before the choice of key, so between two members the
+    // parser follows one path, not one per member that may come next.
+    let after_name = |i: usize, n: u64| format!("obj{uid}-{i}-{n}");
+    let member_name = |i: usize, n: u64| format!("obj{uid}-{i}-{n}-m");
     let sep = |n: u64| if n == 0 { Expr::empty() } else { Expr::seq([ws.clone(), Expr::lit(","), ws.clone()]) };
     let kv = |k: &Expr, v: &Expr| Expr::seq([k.clone(), ws.clone(), Expr::lit(":"), ws.clone(), v.clone()]);
     let key_lits: Vec<Expr> = members.iter().map(|(k, _, _)| Expr::lit(serde_json::to_string(k).unwrap_or_default())).collect();
-    // Reachable states only: walk (i, n) forward.
-    let mut todo = vec![(0usize, 0u64)];
+    // Indexed by i: is some member from i on required?
+    let mut required_from = vec![false; n_members + 1];
+    for i in (0..n_members).rev() {
+        required_from[i] = members[i].2 || required_from[i + 1];
+    }
+    let next = |n: u64| (n + 1).min(cap);
+    let room = |n: u64| maxp.is_none_or(|m| n < m);
+    // Reachable rules only: walk forward from after(0, 0). `false` = after, `true` = member.
+    let mut todo = vec![(false, 0usize, 0u64)];
     let mut done = std::collections::HashSet::new();
-    while let Some((i, n)) = todo.pop() {
-        if !done.insert((i, n)) {
+    while let Some((is_member, i, n)) = todo.pop() {
+        if !done.insert((is_member, i, n)) {
             continue;
         }
-        let next = |n: u64| (n + 1).min(cap);
-        let body = if i < n_members {
-            let (_, v, req) = &members[i];
-            let mut alts = Vec::new();
-            if maxp.is_none_or(|m| n < m) {
-                let id = cx.b.rule_id(&name(i + 1, next(n)));
-                alts.push(Expr::seq([sep(n), kv(&key_lits[i], v), Expr::Rule(id)]));
-                todo.push((i + 1, next(n)));
-            }
-            if !req {
-                let id = cx.b.rule_id(&name(i + 1, n));
-                alts.push(Expr::Rule(id));
-                todo.push((i + 1, n));
-            }
-            alt_of(alts)
-        } else {
-            let mut alts = Vec::new();
-            if n >= minp {
+        let mut alts = Vec::new();
+        if !is_member {
+            if !required_from[i] && n >= minp {
                 alts.push(Expr::empty());
             }
-            if let Some((k, v)) = &extra {
-                if maxp.is_none_or(|m| n < m) {
-                    let id = cx.b.rule_id(&name(i, next(n)));
-                    alts.push(Expr::seq([sep(n), kv(k, v), Expr::Rule(id)]));
-                    todo.push((i, next(n)));
-                }
+            if room(n) && (i < n_members || extra.is_some()) {
+                alts.push(Expr::seq([sep(n), Expr::Rule(cx.b.rule_id(&member_name(i, n)))]));
+                todo.push((true, i, n));
             }
-            alt_of(alts)
-        };
-        let nm = name(i, n);
-        cx.b.define(&nm, body);
+            let body = alt_of(alts);
+            cx.b.define(&after_name(i, n), body);
+            continue;
+        }
+        if i < n_members {
+            let (_, v, req) = &members[i];
+            if room(n) {
+                let id = cx.b.rule_id(&after_name(i + 1, next(n)));
+                alts.push(Expr::seq([kv(&key_lits[i], v), Expr::Rule(id)]));
+                todo.push((false, i + 1, next(n)));
+            }
+            if !req {
+                alts.push(Expr::Rule(cx.b.rule_id(&member_name(i + 1, n))));
+                todo.push((true, i + 1, n));
+            }
+        } else if let Some((k, v)) = &extra {
+            if room(n) {
+                let id = cx.b.rule_id(&after_name(i, next(n)));
+                alts.push(Expr::seq([kv(k, v), Expr::Rule(id)]));
+                todo.push((false, i, next(n)));
+            }
+        }
+        let body = alt_of(alts);
+        cx.b.define(&member_name(i, n), body);
     }
-    let start = cx.b.rule_id(&name(0, 0));
+    let start = cx.b.rule_id(&after_name(0, 0));
     Ok(Expr::seq([Expr::lit("{"), ws.clone(), Expr::Rule(start), ws, Expr::lit("}")]))
 }
 
