@@ -23,6 +23,8 @@ pub(crate) struct Loc {
 pub(crate) struct Doc {
     pub value: std::rc::Rc<Value>,
     pub draft: Draft,
+    /// The URI the document was retrieved from (before its own `$id` applies).
+    pub uri: String,
 }
 
 pub(crate) struct Resolver<'a> {
@@ -245,7 +247,7 @@ impl<'a> Resolver<'a> {
                 }
             }
         }
-        self.docs.push(Doc { value: std::rc::Rc::new(value), draft });
+        self.docs.push(Doc { value: std::rc::Rc::new(value), draft, uri: strip_fragment(uri).to_string() });
         doc
     }
 
@@ -260,12 +262,8 @@ impl<'a> Resolver<'a> {
     /// The base URI in effect at `loc` (applying every `$id` on the way down).
     pub fn base_at(&self, loc: &Loc) -> String {
         let doc = &self.docs[loc.doc];
-        let mut base = self
-            .resources
-            .iter()
-            .find(|(_, l)| l.doc == loc.doc && l.ptr.is_empty())
-            .map(|(u, _)| u.clone())
-            .unwrap_or_else(|| DEFAULT_BASE.to_string());
+        // The retrieval URI: the root's `$id` (also indexed for the root) applies below.
+        let mut base = doc.uri.clone();
         let mut cur: &Value = &doc.value;
         if let Some(id) = id_of(cur, doc.draft) {
             if !id.starts_with('#') {
@@ -345,5 +343,19 @@ mod tests {
         assert_eq!(r.resolve("http://e.com/a.json", "#bee").unwrap().ptr, "/$defs/a/$defs/b");
         assert!(r.resolve(DEFAULT_BASE, "#/nope").is_none());
         assert_eq!(r.base_at(&Loc { doc: 0, ptr: "/$defs/a/$defs/b".into() }), "http://e.com/a.json");
+    }
+
+    #[test]
+    fn a_relative_root_id_applies_once() {
+        // The root is indexed under its retrieval URI and under its `$id`; the base is the
+        // `$id` joined to the retrieval URI, whichever index entry a hash map yields first.
+        let s = serde_json::json!({"$id": "x.io/schemas/a.json", "items": {"$ref": "#/definitions/d"}, "definitions": {"d": {}}});
+        let remotes = BTreeMap::new();
+        for _ in 0..20 {
+            let mut r = Resolver::new(&s, Draft::Draft7, &remotes);
+            let base = r.base_at(&Loc { doc: 0, ptr: "/items".into() });
+            assert_eq!(base, "https://formwork.invalid/x.io/schemas/a.json");
+            assert_eq!(r.resolve(&base, "#/definitions/d").unwrap().ptr, "/definitions/d");
+        }
     }
 }
