@@ -102,6 +102,8 @@ pub(crate) struct Cx<'a> {
     /// Some root object listed `force_first` (and starts with it).
     pub force_first_applied: bool,
     pub uid: usize,
+    /// Rules of [`Cx::shared`], by key.
+    shared_rules: HashMap<String, RuleId>,
 }
 
 pub(crate) fn err(kind: SchemaErrorKind, pointer: impl Into<String>) -> SchemaError {
@@ -180,6 +182,7 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
         force_first: None,
         force_first_applied: false,
         uid: 0,
+        shared_rules: HashMap::new(),
     };
     cx.force_first = opts.force_first_key.clone();
     let root = cx.root_part();
@@ -262,6 +265,22 @@ impl<'a> Cx<'a> {
             ));
         }
         Ok(())
+    }
+
+    /// A rule for `key`, defined once per grammar from `body` (later calls with the same key
+    /// reuse it): for sub-grammars that many schema locations share (string bodies, key sets),
+    /// so that the grammar holds one copy instead of one per use. `key` must say everything
+    /// `body` depends on; `name` is the base of the rule's name.
+    pub fn shared(&mut self, key: &str, name: &str, body: impl FnOnce(&mut Self) -> R<Expr>) -> R<Expr> {
+        if let Some(&id) = self.shared_rules.get(key) {
+            return Ok(Expr::Rule(id));
+        }
+        let name = self.b.fresh_name(name);
+        let id = self.b.rule_id(&name);
+        self.shared_rules.insert(key.to_string(), id);
+        let e = body(self)?;
+        self.b.define(&name, e);
+        Ok(Expr::Rule(id))
     }
 
     /// A synthetic part holding `v`, resolved relative to `like`.

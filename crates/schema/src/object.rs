@@ -211,7 +211,7 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
                 Some(cx.schema(kparts)?)
             }
         } else {
-            Some(Expr::seq([Expr::lit("\""), crate::string::excluding(cx, &names, "key"), Expr::lit("\"")]))
+            Some(Expr::seq([Expr::lit("\""), crate::string::excluding(cx, &names, "key")?, Expr::lit("\"")]))
         };
         if let Some(key) = key {
             if !is_nothing(&value) && !is_nothing(&key) {

@@ -128,36 +128,69 @@ pub(crate) fn rep(cx: &Cx, x: Expr, min: u64, max: Option<u64>) -> R<Expr> {
     Ok(Expr::seq(items))
 }
 
-/// Strings of decoded characters none of which equals one of `names` (a complement trie).
-pub(crate) fn excluding(cx: &mut Cx, names: &[String], base: &str) -> Expr {
-    // Trie nodes keyed by prefix.
-    fn node(cx: &mut Cx, names: &[Vec<char>], depth: usize, any: &Expr, base: &str) -> Expr {
-        let terminal = names.iter().any(|n| n.len() == depth);
-        let mut children: Vec<char> = names.iter().filter(|n| n.len() > depth).map(|n| n[depth]).collect();
-        children.sort();
-        children.dedup();
-        let mut alts = Vec::new();
-        if !terminal {
-            alts.push(Expr::empty());
+/// `any_char(){min,max}` (any string body of that many code points), as one rule shared by
+/// every use in the grammar.
+pub(crate) fn any_chars(cx: &mut Cx, min: u64, max: Option<u64>) -> R<Expr> {
+    let key = format!("any-chars {min} {max:?}");
+    cx.shared(&key, "string-chars", |cx| {
+        let one = cx.shared("any-char", "string-char", |_| Ok(any_char()))?;
+        rep(cx, one, min, max)
+    })
+}
+
+/// Strings of decoded characters none of which equals one of `names` (a complement trie), as
+/// one rule per distinct set of names.
+pub(crate) fn excluding(cx: &mut Cx, names: &[String], base: &str) -> R<Expr> {
+    let mut sorted: Vec<&String> = names.iter().collect();
+    sorted.sort();
+    sorted.dedup();
+    let key = format!("excluding {}", serde_json::to_string(&sorted).unwrap_or_default());
+    let tail = cx.shared("raw-chars", "string-raw-chars", |_| Ok(Expr::star(enc_class(&[('\0', char::MAX)]))))?;
+    // Whatever starts with a character outside `PLAIN` (and `PLAIN` holds every character of
+    // most keys): one shared rule instead of its encodings at every trie node.
+    let outside = cx.shared("not-plain-then-raw-chars", "string-other-raw-chars", |_| {
+        Ok(Expr::seq([enc_class(&formwork_grammar::ir::complement(&PLAIN)), tail.clone()]))
+    })?;
+    let v: Vec<Vec<char>> = sorted.iter().map(|n| n.chars().collect()).collect();
+    cx.shared(&key, &format!("{base}-excluding"), |_| Ok(trie_node(&v, 0, &tail, &outside)))
+}
+
+/// Printable ASCII but `"`, `\` and `/`: characters with one JSON encoding (raw).
+const PLAIN: [(char, char); 4] = [(' ', '!'), ('#', '.'), ('0', '['), (']', '~')];
+
+/// The complement-trie node for the strings that start with the `depth`-character prefix
+/// shared by all of `names`; `tail` is any string, `outside` any string starting outside
+/// [`PLAIN`].
+fn trie_node(names: &[Vec<char>], depth: usize, tail: &Expr, outside: &Expr) -> Expr {
+    let terminal = names.iter().any(|n| n.len() == depth);
+    let mut children: Vec<char> = names.iter().filter(|n| n.len() > depth).map(|n| n[depth]).collect();
+    children.sort();
+    children.dedup();
+    let mut alts = Vec::new();
+    if !terminal {
+        alts.push(Expr::empty());
+    }
+    // Characters not starting any continuation: anything may follow.
+    let ranges: Vec<(char, char)> = children.iter().map(|&c| (c, c)).collect();
+    let others = formwork_grammar::ir::complement(&normalize_ranges(ranges));
+    if children.iter().all(|&c| PLAIN.iter().any(|&(a, b)| a <= c && c <= b)) {
+        // The others are the plain characters left (raw only) and everything outside.
+        let plain_left = intersect(&others, &PLAIN);
+        if !plain_left.is_empty() {
+            alts.push(Expr::seq([Expr::Class(plain_left), tail.clone()]));
         }
-        // Characters not starting any continuation: anything may follow.
-        let ranges: Vec<(char, char)> = children.iter().map(|&c| (c, c)).collect();
-        let others = formwork_grammar::ir::complement(&normalize_ranges(ranges));
+        alts.push(outside.clone());
+    } else {
         let first = enc_class(&others);
         if !crate::compile::is_nothing(&first) {
-            alts.push(Expr::seq([first, Expr::star(any.clone())]));
+            alts.push(Expr::seq([first, tail.clone()]));
         }
-        for c in children {
-            let sub: Vec<Vec<char>> = names.iter().filter(|n| n.len() > depth && n[depth] == c).cloned().collect();
-            let rest = node(cx, &sub, depth + 1, any, base);
-            alts.push(Expr::seq([enc_class(&[(c, c)]), rest]));
-        }
-        let _ = base;
-        alt_of(alts)
     }
-    let v: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
-    let any = enc_class(&[('\0', char::MAX)]);
-    node(cx, &v, 0, &any, base)
+    for c in children {
+        let sub: Vec<Vec<char>> = names.iter().filter(|n| n.len() > depth && n[depth] == c).cloned().collect();
+        alts.push(Expr::seq([enc_class(&[(c, c)]), trie_node(&sub, depth + 1, tail, outside)]));
+    }
+    alt_of(alts)
 }
 
 struct StrKw {
@@ -228,12 +261,12 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part], excluded: &[Value]) -> R<Expr
         if !regs.is_empty() || k.min > 0 || k.max.is_some() {
             cx.refuse("not", "excluding particular strings together with pattern/format/length constraints", parts[0].at.clone())?;
         } else {
-            let body = excluding(cx, &excl, "not");
+            let body = excluding(cx, &excl, "not")?;
             return Ok(seq_of(vec![q.clone(), body, q]));
         }
     }
     if regs.is_empty() {
-        let body = rep(cx, any_char(), k.min, k.max)?;
+        let body = any_chars(cx, k.min, k.max)?;
         return Ok(seq_of(vec![q.clone(), body, q]));
     }
     if regs.len() > 1 {

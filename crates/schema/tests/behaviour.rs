@@ -126,3 +126,34 @@ fn key_order_errors_name_the_keyword() {
     assert!(accepts(&g, br#"{"reasoning":"x","answer":1}"#, &opts.limits).unwrap());
     assert!(!accepts(&g, br#"{"answer":1}"#, &opts.limits).unwrap());
 }
+
+#[test]
+fn many_bounded_strings_and_open_objects_stay_within_the_grammar_limits() {
+    // 300 properties with `maxLength: 255` (one shared bounded repetition, not 300 copies of
+    // 255 helper rules) and 40 open objects with many keys (one key trie per key set).
+    let props: serde_json::Map<String, serde_json::Value> =
+        (0..300).map(|i| (format!("field_number_{i}"), json!({"type": ["string", "null"], "maxLength": 255}))).collect();
+    let obj: serde_json::Map<String, serde_json::Value> = (0..40)
+        .map(|i| {
+            let inner: serde_json::Map<String, serde_json::Value> = (0..60).map(|j| (format!("key_{i}_{j}_long_name"), json!({"type": "string"}))).collect();
+            (format!("object_{i}"), json!({"type": "object", "properties": inner}))
+        })
+        .collect();
+    let mut all = props;
+    all.extend(obj);
+    let long = "x".repeat(255);
+    check(
+        json!({"type": "object", "properties": all, "additionalProperties": false}),
+        &[&format!(r#"{{"field_number_3":"{long}","object_7":{{"key_7_1_long_name":"a","other":1}}}}"#)],
+        &[&format!(r#"{{"field_number_3":"{long}x"}}"#), r#"{"object_7":{"key_7_1_long_name":1}}"#],
+    );
+}
+
+#[test]
+fn additional_keys_exclude_every_encoding_of_listed_keys() {
+    check(
+        json!({"type": "object", "properties": {"a/b": {"type": "integer"}, "é": {"type": "integer"}, "ab": {"type": "integer"}}}),
+        &[r#"{"a/b":1,"é":2,"ab":3,"a/c":"x","éx":[],"a":{},"éé":1,"abc":"","a\/":null,"\/":1,"\"":2}"#],
+        &[r#"{"a\/b":"x"}"#, r#"{"a/b":1,"a\/b":"x"}"#, r#"{"é":"x"}"#, r#"{"ab":"x"}"#],
+    );
+}
