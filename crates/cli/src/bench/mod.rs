@@ -1,0 +1,627 @@
+//! `formwork bench`: benchmarks of the constraint engine.
+//!
+//! - `bench mask-engine --tokenizer /abs/tokenizer.json --eos ID`: the line protocol of
+//!   `shared/MASK_PROTOCOL.md`, through which an outside harness drives formwork on MaskBench
+//!   files with token ids it chose (JSON lines on stdin/stdout, logs on stderr, one thread).
+//! - `bench masks`: grammars (the built-in JSON grammar, `--grammar FILE.gbnf`) and JSON Schemas
+//!   (MaskBench files in `--data`) run through formwork and, in the same process on the same
+//!   vocabulary, through the `llguidance` crate (cargo feature `llguidance-peer`, on by
+//!   default). Each MaskBench test is walked exactly as the protocol says; the table gives,
+//!   per engine, files compiled/refused, pass / validation errors / invalidation errors, TTFM
+//!   and TBM percentiles, memory per compiled grammar, and the ratio formwork / llguidance.
+
+use std::io::{BufRead, Write};
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use formwork_grammar::matcher::CompiledGrammar;
+use formwork_grammar::{Grammar, Limits};
+use formwork_vocab::{TokenId, TokenMask, Vocabulary};
+use serde_json::{json, Value};
+
+mod lark;
+mod masks;
+#[cfg(feature = "llguidance-peer")]
+mod peer;
+mod report;
+
+use masks::masks;
+#[cfg(test)]
+use report::{pct, Tally};
+
+/// Subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Speak the mask-engine line protocol (shared/MASK_PROTOCOL.md) on stdin/stdout.
+    MaskEngine(MaskEngineArgs),
+    /// Compare formwork with llguidance on grammars and MaskBench schemas, same run.
+    Masks(MasksArgs),
+    /// Constrained vs unconstrained generation speed on a real model, alternating, same run.
+    E2e(crate::bench_e2e::E2eArgs),
+    /// Extraction accuracy with and without the schema in the prompt, on a real model.
+    Extract(crate::bench_extract::ExtractArgs),
+}
+
+/// Flags of `bench mask-engine`.
+#[derive(clap::Args, Debug)]
+pub struct MaskEngineArgs {
+    /// The HuggingFace tokenizer.json of the vocabulary.
+    #[arg(long)]
+    pub tokenizer: PathBuf,
+    /// The end-of-sequence token id that ends an instance.
+    #[arg(long)]
+    pub eos: u32,
+}
+
+/// Flags of `bench masks`.
+#[derive(clap::Args, Debug)]
+pub struct MasksArgs {
+    /// `smollm2`, `llama3`, or the path of a tokenizer.json.
+    #[arg(long, default_value = "smollm2")]
+    pub tokenizer: String,
+    /// The end-of-sequence token (default: the tokenizer's own, found by name).
+    #[arg(long)]
+    pub eos: Option<u32>,
+    /// A folder of MaskBench files (default: the shared maskbench-dev).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// GBNF grammars to run besides the built-in JSON grammar.
+    #[arg(long)]
+    pub grammar: Vec<PathBuf>,
+    /// Texts (one per line) to walk through each `--grammar` file.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// Only the first N MaskBench files (sorted by name).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Run only this engine (`formwork` or `llguidance`); default both.
+    #[arg(long)]
+    pub engine: Option<String>,
+    /// Skip the grammar part (only schemas).
+    #[arg(long)]
+    pub no_grammars: bool,
+    /// Skip the schema part (only grammars).
+    #[arg(long)]
+    pub no_schemas: bool,
+    /// Also list each engine's N slowest schema masks (file, test, step, work, text before).
+    #[arg(long, default_value_t = 0)]
+    pub slowest: usize,
+}
+
+/// Runs a subcommand.
+pub fn main(c: Command) -> anyhow::Result<()> {
+    match c {
+        Command::MaskEngine(a) => mask_engine(a),
+        Command::Masks(a) => masks(a),
+        Command::E2e(a) => crate::bench_e2e::e2e(a),
+        Command::Extract(a) => crate::bench_extract::extract(a),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Engines: what the walk needs from a constraint engine.
+
+/// One matcher state of some engine, walked token by token.
+trait Walk {
+    /// Computes the full mask for the current state (the timed part).
+    fn compute_mask(&mut self) -> Result<(), String>;
+    /// Is `t` in the mask last computed?
+    fn allowed(&self, t: u32) -> bool;
+    /// Commits `t`.
+    fn commit(&mut self, t: u32) -> Result<(), String>;
+    /// Work counter of the last mask (formwork: trie nodes walked), for `--slowest`.
+    fn work(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// A grammar compiled by some engine, making fresh walks.
+trait Compiled {
+    fn walk(&self) -> Result<Box<dyn Walk + '_>, String>;
+    /// Heap bytes of the compiled grammar, when the engine reports it.
+    fn memory(&self) -> Option<usize>;
+}
+
+/// What an engine compiles.
+enum Source<'a> {
+    Schema(&'a Value),
+    Grammar(&'a Grammar),
+    /// Any JSON value: formwork runs this grammar (its built-in JSON grammar); a peer may use
+    /// its own native JSON support instead.
+    AnyJson(&'a Grammar),
+}
+
+trait Engine {
+    fn name(&self) -> &'static str;
+    fn compile(&self, src: &Source<'_>) -> Result<Box<dyn Compiled + '_>, String>;
+}
+
+struct Formwork {
+    /// The vocabulary's token index, held for the whole run (the matcher's registry only
+    /// keeps it while some compiled grammar is alive).
+    index: Arc<formwork_grammar::matcher::TokenIndex>,
+    limits: Limits,
+}
+
+impl Formwork {
+    /// Builds the vocabulary's shared token index up front (untimed, like llguidance's token
+    /// tables), so no file pays for it.
+    fn new(vocab: Arc<Vocabulary>) -> Self {
+        let index = formwork_grammar::matcher::TokenIndex::for_vocab(&vocab);
+        Formwork {
+            index,
+            limits: Limits::default(),
+        }
+    }
+}
+
+struct FwCompiled(Arc<CompiledGrammar>);
+
+struct FwWalk {
+    m: formwork_grammar::Matcher,
+    mask: TokenMask,
+    /// Trie nodes walked by the last mask.
+    walked: u64,
+}
+
+impl Walk for FwWalk {
+    fn compute_mask(&mut self) -> Result<(), String> {
+        let before = self.m.stats().trie_nodes_walked;
+        self.m.compute_mask(&mut self.mask);
+        self.walked = self.m.stats().trie_nodes_walked - before;
+        Ok(())
+    }
+    fn allowed(&self, t: u32) -> bool {
+        self.mask.contains(TokenId(t))
+    }
+    fn commit(&mut self, t: u32) -> Result<(), String> {
+        self.m.commit(TokenId(t)).map_err(|e| e.to_string())
+    }
+    fn work(&self) -> Option<u64> {
+        Some(self.walked)
+    }
+}
+
+impl Compiled for FwCompiled {
+    fn walk(&self) -> Result<Box<dyn Walk + '_>, String> {
+        let n = self.0.vocab().len();
+        Ok(Box::new(FwWalk {
+            m: self.0.matcher(),
+            mask: TokenMask::new(n),
+            walked: 0,
+        }))
+    }
+    fn memory(&self) -> Option<usize> {
+        Some(self.0.memory_usage())
+    }
+}
+
+impl Engine for Formwork {
+    fn name(&self) -> &'static str {
+        "formwork"
+    }
+    fn compile(&self, src: &Source<'_>) -> Result<Box<dyn Compiled + '_>, String> {
+        let owned;
+        let g = match src {
+            Source::Schema(s) => {
+                let opts = formwork_schema::SchemaOptions {
+                    limits: self.limits.clone(),
+                    ..Default::default()
+                };
+                owned = formwork_schema::compile(s, &opts).map_err(|e| e.to_string())?;
+                &owned
+            }
+            Source::Grammar(g) | Source::AnyJson(g) => *g,
+        };
+        let c = CompiledGrammar::with_index(g, self.index.clone(), &self.limits)
+            .map_err(|e| e.to_string())?;
+        Ok(Box::new(FwCompiled(c)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The walk of one file, as MASK_PROTOCOL.md says.
+
+/// How one test ended.
+#[derive(Clone, Debug)]
+struct TestOutcome {
+    accepted: bool,
+    steps: usize,
+    reject: Option<&'static str>,
+    error: Option<String>,
+}
+
+impl TestOutcome {
+    fn to_json(&self) -> Value {
+        let mut v = json!({"accepted": self.accepted, "steps": self.steps});
+        if let Some(r) = self.reject {
+            v["reject"] = json!(r);
+        }
+        if let Some(e) = &self.error {
+            v["error"] = json!(e);
+        }
+        v
+    }
+}
+
+/// The result of one file on one engine.
+#[derive(Debug, Default)]
+struct FileRun {
+    compile_error: Option<String>,
+    compile_us: f64,
+    ttfm_us: f64,
+    mask_us: Vec<f64>,
+    /// Parallel to `mask_us`: (test, step, work counter).
+    mask_at: Vec<(u32, u32, u64)>,
+    tests: Vec<TestOutcome>,
+    memory: Option<usize>,
+}
+
+fn us(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e6
+}
+
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
+/// Walks one test's tokens through a fresh state; `first` is a state whose first mask is
+/// already computed (the file's very first mask, inside TTFM). Each timed mask also goes to
+/// `at` as (`test`, step, the engine's work counter).
+fn walk_test(
+    w: &mut dyn Walk,
+    (test, tokens): (usize, &[u32]),
+    eos: u32,
+    mut first_done: bool,
+    mask_us: &mut Vec<f64>,
+    at: &mut Vec<(u32, u32, u64)>,
+) -> TestOutcome {
+    let mut steps = 0;
+    let reject = |steps, r: &'static str, e: Option<String>| TestOutcome {
+        accepted: false,
+        steps,
+        reject: Some(r),
+        error: e,
+    };
+    let mut timed = |w: &mut dyn Walk, steps: usize| {
+        let t0 = Instant::now();
+        let r = w.compute_mask();
+        mask_us.push(us(t0));
+        at.push((test as u32, steps as u32, w.work().unwrap_or(0)));
+        r
+    };
+    for &t in tokens {
+        if !first_done {
+            if let Err(e) = timed(w, steps) {
+                return reject(steps, "exception", Some(e));
+            }
+        }
+        first_done = false;
+        if !w.allowed(t) {
+            return reject(steps, "mask", None);
+        }
+        if let Err(e) = w.commit(t) {
+            return reject(steps, "consume", Some(e));
+        }
+        steps += 1;
+    }
+    if !first_done {
+        if let Err(e) = timed(w, steps) {
+            return reject(steps, "exception", Some(e));
+        }
+    }
+    if !w.allowed(eos) {
+        return reject(steps, "eos", None);
+    }
+    TestOutcome {
+        accepted: true,
+        steps,
+        reject: None,
+        error: None,
+    }
+}
+
+/// Compiles `src` on `engine` and walks every test, timing as the protocol says.
+fn run_file(engine: &dyn Engine, src: &Source<'_>, tests: &[Vec<u32>], eos: u32) -> FileRun {
+    let mut run = FileRun::default();
+    let t0 = Instant::now();
+    let compiled = match std::panic::catch_unwind(AssertUnwindSafe(|| engine.compile(src))) {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            run.compile_error = Some(e);
+            return run;
+        }
+        Err(p) => {
+            run.compile_error = Some(format!("the compiler panicked: {}", panic_text(p)));
+            return run;
+        }
+    };
+    run.compile_us = us(t0);
+    run.memory = compiled.memory();
+    for (i, tokens) in tests.iter().enumerate() {
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut w = compiled.walk()?;
+            let mut first_done = false;
+            if i == 0 {
+                let r = w.compute_mask();
+                run.ttfm_us = us(t0);
+                r?;
+                first_done = true;
+            }
+            Ok::<_, String>(walk_test(
+                &mut *w,
+                (i, tokens),
+                eos,
+                first_done,
+                &mut run.mask_us,
+                &mut run.mask_at,
+            ))
+        }));
+        run.tests.push(match outcome {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) => TestOutcome {
+                accepted: false,
+                steps: 0,
+                reject: Some("exception"),
+                error: Some(e),
+            },
+            Err(p) => TestOutcome {
+                accepted: false,
+                steps: 0,
+                reject: Some("exception"),
+                error: Some(panic_text(p)),
+            },
+        });
+    }
+    if tests.is_empty() {
+        // Still time the first mask so TTFM exists.
+        if let Ok(mut w) = compiled.walk() {
+            let _ = w.compute_mask();
+            run.ttfm_us = us(t0);
+        }
+    }
+    run
+}
+
+// ---------------------------------------------------------------------------------------
+// mask-engine
+
+fn mask_engine(a: MaskEngineArgs) -> anyhow::Result<()> {
+    let vocab = Vocabulary::from_tokenizer_json_file(&a.tokenizer, Some(TokenId(a.eos)))
+        .with_context(|| format!("loading {}", a.tokenizer.display()))?;
+    let vocab = Arc::new(vocab);
+    tracing::info!(tokens = vocab.len(), "vocabulary loaded");
+    let engine = Formwork::new(vocab.clone());
+    // Warm-up: compile and walk a small schema so lazy statics and allocators are warm.
+    let warm = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+    let _ = run_file(&engine, &Source::Schema(&warm), &[], a.eos);
+
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let hello = json!({
+        "kind": "hello",
+        "engine": "formwork",
+        "version": env!("CARGO_PKG_VERSION"),
+        "options": {"whitespace": "flexible", "vocab_size": vocab.len(), "eos": a.eos, "threads": 1},
+    });
+    writeln!(out, "{hello}")?;
+    out.flush()?;
+    for line in std::io::stdin().lock().lines() {
+        let line = line.context("reading a request from stdin")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let reply = match answer(&engine, &line, a.eos, &mut out) {
+            Ok(v) => v,
+            Err(e) => {
+                let path = serde_json::from_str::<Value>(&line)
+                    .ok()
+                    .and_then(|v| v.get("path").cloned())
+                    .unwrap_or(Value::Null);
+                json!({"kind": "result", "path": path, "compile_error": format!("bad request: {e:#}")})
+            }
+        };
+        writeln!(out, "{reply}")?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+fn answer(engine: &Formwork, line: &str, eos: u32, out: &mut impl Write) -> anyhow::Result<Value> {
+    let req: Value = serde_json::from_str(line).context("the request is not JSON")?;
+    let path = req
+        .get("path")
+        .and_then(Value::as_str)
+        .context("the request has no \"path\" string")?;
+    let tokens: Vec<Vec<u32>> =
+        serde_json::from_value(req.get("tokens").cloned().unwrap_or(Value::Null))
+            .context("\"tokens\" must be a list of lists of token ids")?;
+    let file: Value = serde_json::from_str(
+        &std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?,
+    )
+    .with_context(|| format!("{path} is not JSON"))?;
+    let schema = file
+        .get("schema")
+        .with_context(|| format!("{path} has no \"schema\""))?;
+    let run = run_file(engine, &Source::Schema(schema), &tokens, eos);
+    if let Some(e) = run.compile_error {
+        return Ok(json!({"kind": "result", "path": path, "compile_error": e}));
+    }
+    let progress = json!({"kind": "compiled", "path": path, "compile_us": run.compile_us, "ttfm_us": run.ttfm_us});
+    writeln!(out, "{progress}")?;
+    out.flush()?;
+    Ok(json!({
+        "kind": "result",
+        "path": path,
+        "compile_us": run.compile_us,
+        "ttfm_us": run.ttfm_us,
+        "mask_us": run.mask_us,
+        "tests": run.tests.iter().map(TestOutcome::to_json).collect::<Vec<_>>(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scripted engine: accepts exactly the token sequence `0 1 2`, then EOS (9).
+    struct Script;
+    struct ScriptWalk {
+        pos: usize,
+        mask: Vec<u32>,
+    }
+    impl Walk for ScriptWalk {
+        fn compute_mask(&mut self) -> Result<(), String> {
+            self.mask = if self.pos < 3 {
+                vec![self.pos as u32]
+            } else {
+                vec![9]
+            };
+            Ok(())
+        }
+        fn allowed(&self, t: u32) -> bool {
+            self.mask.contains(&t)
+        }
+        fn commit(&mut self, t: u32) -> Result<(), String> {
+            if t == 1 && self.pos == 1 {
+                self.pos += 1;
+                return Ok(());
+            }
+            if t as usize == self.pos {
+                self.pos += 1;
+                Ok(())
+            } else {
+                Err("no".into())
+            }
+        }
+    }
+    impl Compiled for Script {
+        fn walk(&self) -> Result<Box<dyn Walk + '_>, String> {
+            Ok(Box::new(ScriptWalk {
+                pos: 0,
+                mask: vec![],
+            }))
+        }
+        fn memory(&self) -> Option<usize> {
+            Some(1)
+        }
+    }
+    impl Engine for Script {
+        fn name(&self) -> &'static str {
+            "script"
+        }
+        fn compile(&self, src: &Source<'_>) -> Result<Box<dyn Compiled + '_>, String> {
+            match src {
+                Source::Schema(v) if v.get("refuse").is_some() => {
+                    Err("refused: keyword `refuse`".into())
+                }
+                _ => Ok(Box::new(Script)),
+            }
+        }
+    }
+
+    #[test]
+    fn walk_follows_the_protocol() {
+        let schema = json!({});
+        let tests = vec![vec![0, 1, 2], vec![0, 2], vec![0, 1], vec![]];
+        let run = run_file(&Script, &Source::Schema(&schema), &tests, 9);
+        assert!(run.compile_error.is_none());
+        let got: Vec<(bool, usize, Option<&str>)> = run
+            .tests
+            .iter()
+            .map(|t| (t.accepted, t.steps, t.reject))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (true, 3, None),
+                (false, 1, Some("mask")),
+                (false, 2, Some("eos")),
+                (false, 0, Some("eos"))
+            ]
+        );
+        // Masks: test 0 has 4 (the first inside TTFM, so 3 samples); test 1: 2; test 2: 3; test 3: 1.
+        assert_eq!(run.mask_us.len(), 3 + 2 + 3 + 1);
+        assert!(run.ttfm_us >= run.compile_us);
+
+        let mut t = Tally::default();
+        t.add("x", &run, &[true, false, false, false]);
+        assert_eq!(
+            (t.pass, t.validation_errors, t.invalidation_errors),
+            (1, 0, 0)
+        );
+        let mut t = Tally::default();
+        t.add("x", &run, &[false, true, false, false]);
+        assert_eq!(
+            (t.pass, t.validation_errors, t.invalidation_errors),
+            (0, 1, 1)
+        );
+
+        let refused = run_file(&Script, &Source::Schema(&json!({"refuse": 1})), &tests, 9);
+        assert!(refused.compile_error.unwrap().contains("refuse"));
+    }
+
+    #[test]
+    fn lark_printing_of_the_json_grammar() {
+        let g = formwork_grammar::json::grammar(&Default::default());
+        let l = lark::to_lark(&g);
+        assert!(l.starts_with("start: r"));
+        assert_eq!(l.lines().count(), g.rules().len() + 1);
+        assert!(!l.contains("\"\"\""));
+    }
+
+    #[test]
+    fn percentiles() {
+        let v: Vec<f64> = (1..=100).map(|x| x as f64).collect();
+        assert_eq!(pct(&v, 0.5), 51.0);
+        assert_eq!(pct(&v, 0.99), 100.0);
+        assert!(pct(&[], 0.5).is_nan());
+    }
+
+    #[test]
+    fn mask_engine_answers_a_request_with_the_real_engine() {
+        // A byte-level vocabulary: token b is byte b, EOS is 256.
+        let bytes: Vec<Vec<u8>> = (0u8..=255).map(|b| vec![b]).collect();
+        let vocab = Arc::new(Vocabulary::from_strings(&bytes, &["</s>"]));
+        let engine = Formwork::new(vocab);
+        let dir = std::env::temp_dir().join(format!("formwork-bench-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("case.json");
+        let schema =
+            json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]});
+        std::fs::write(&path, json!({"schema": schema, "tests": []}).to_string()).unwrap();
+        let toks = |s: &str| s.bytes().map(|b| b as u32).collect::<Vec<_>>();
+        let req = json!({"path": path, "tokens": [toks("{\"a\":12}"), toks("{\"a\":\"x\"}"), toks("{\"a\":1")]});
+        let mut progress = Vec::new();
+        let v = answer(&engine, &req.to_string(), 256, &mut progress).unwrap();
+        let progress: Value = serde_json::from_slice(&progress).unwrap();
+        assert_eq!(progress["kind"], "compiled");
+        assert_eq!(v["kind"], "result");
+        assert_eq!(v["tests"][0], json!({"accepted": true, "steps": 8}));
+        assert_eq!(v["tests"][1]["accepted"], false);
+        assert_eq!(v["tests"][1]["reject"], "mask");
+        assert_eq!(
+            v["tests"][1]["steps"], 5,
+            "the quote after the colon is refused"
+        );
+        assert_eq!(v["tests"][2]["reject"], "eos");
+        // 8 + 1 masks for test 0 minus the first (inside TTFM), 6 for test 1, 6 + 1 for test 2.
+        assert_eq!(v["mask_us"].as_array().unwrap().len(), 8 + 6 + 7);
+        assert!(v["ttfm_us"].as_f64().unwrap() >= v["compile_us"].as_f64().unwrap());
+
+        let bad = answer(
+            &engine,
+            "{\"path\": \"/nonexistent/x.json\", \"tokens\": []}",
+            256,
+            &mut Vec::new(),
+        );
+        assert!(format!("{:#}", bad.unwrap_err()).contains("/nonexistent/x.json"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
