@@ -174,13 +174,7 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
             let pp = pattern_parts[0];
             let map = pp.get("patternProperties").and_then(|x| x.as_object()).cloned().unwrap_or_default();
             let mut keys = Vec::new();
-            let mut ok = !closed_by_others(parts, pp);
-            for pat in map.keys() {
-                if names.iter().any(|n| pattern_matches(pat, n) != Some(false)) {
-                    ok = false;
-                }
-            }
-            if ok {
+            if !closed_by_others(parts, pp) {
                 let mut vparts: Vec<Part> = map.keys().map(|pat| pp.sub(&format!("/patternProperties/{}", escape_ptr(pat)))).collect();
                 for p in parts {
                     if !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties").is_some() {
@@ -189,7 +183,18 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
                 }
                 let value = cx.schema(vparts)?;
                 for pat in map.keys() {
-                    let body = crate::regex::string_body(cx, pat, 0, None, &pp.kw_ptr("patternProperties"), "patternProperties")?;
+                    let at = pp.kw_ptr("patternProperties");
+                    // Listed names the pattern matches are members, never additional keys.
+                    let listed: Vec<String> = names.iter().filter(|n| pattern_matches(pat, n) != Some(false)).cloned().collect();
+                    let body = if listed.is_empty() {
+                        crate::regex::string_body(cx, pat, 0, None, &at, "patternProperties")?
+                    } else {
+                        match crate::regex::string_body_except(cx, pat, &listed, &at, "patternProperties")? {
+                            Some(b) => b,
+                            // Too large a DFA: this pattern's other keys are left out.
+                            None => continue,
+                        }
+                    };
                     keys.push(Expr::seq([Expr::lit("\""), body, Expr::lit("\"")]));
                 }
                 if !is_nothing(&value) && !keys.is_empty() {

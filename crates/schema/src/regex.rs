@@ -228,11 +228,49 @@ fn unreachable_items() -> Vec<Hir> {
 
 /// The JSON string body (without quotes) for a pattern and length bounds.
 pub(crate) fn string_body(cx: &mut Cx, src: &str, min: u64, max: Option<u64>, at: &str, kw: &'static str) -> R<Expr> {
+    let (body, unanchored) = plain_body(cx, src, min, max, at, kw)?;
+    // An unanchored side's "any characters" padding makes the matcher track every place the
+    // pattern might start; the same language as a DFA is followed on one stack.
+    if unanchored && !tests::dfa_off() {
+        if let Some(d) = dfa::determinize(&body) {
+            tracing::debug!(pattern = src, states = d.len(), "pattern lowered through a DFA");
+            return Ok(dfa::emit(cx, &d, &format!("{src}\u{0}{min}\u{0}{max:?}")));
+        }
+    }
+    Ok(body)
+}
+
+/// The JSON string bodies of a pattern (no length bounds) but those that decode to one of
+/// `names` (in any encoding), as a DFA; `None` when that DFA is over the size bounds.
+pub(crate) fn string_body_except(cx: &mut Cx, src: &str, names: &[String], at: &str, kw: &'static str) -> R<Option<Expr>> {
+    let (body, _) = plain_body(cx, src, 0, None, at, kw)?;
+    let minus = Expr::alt(names.iter().map(|n| Expr::seq(n.chars().map(every_encoding).collect::<Vec<_>>())).collect::<Vec<_>>());
+    let Some(d) = dfa::determinize_minus(&body, Some(&minus)) else { return Ok(None) };
+    let key = format!("{src}\u{0}except\u{0}{}", serde_json::to_string(names).unwrap_or_default());
+    Ok(Some(dfa::emit(cx, &d, &key)))
+}
+
+/// Every JSON encoding of `c` inside a string: raw or short escape ([`enc_class`]), and
+/// `\uXXXX` (a surrogate pair beyond the BMP) with hex digits in either case.
+fn every_encoding(c: char) -> Expr {
+    let hex = |u: u32| {
+        Expr::seq((0..4).rev().map(|i| {
+            let d = std::char::from_digit((u >> (4 * i)) & 15, 16).unwrap_or('0');
+            Expr::Class(formwork_grammar::ir::normalize_ranges(vec![(d, d), (d.to_ascii_uppercase(), d.to_ascii_uppercase())]))
+        }).collect::<Vec<_>>())
+    };
+    let mut units = [0u16; 2];
+    let esc = Expr::seq(c.encode_utf16(&mut units).iter().map(|&u| Expr::seq([Expr::lit("\\u"), hex(u as u32)])).collect::<Vec<_>>());
+    Expr::alt([enc_class(&[(c, c)]), esc])
+}
+
+/// The body of [`string_body`] before the DFA, and whether a branch is unanchored.
+fn plain_body(cx: &mut Cx, src: &str, min: u64, max: Option<u64>, at: &str, kw: &'static str) -> R<(Expr, bool)> {
     let hir = match parse(src) {
         Ok(h) => h,
         Err(why) => {
             cx.refuse(kw, format!("pattern {src:?}: {why}"), at.to_string())?;
-            return rep(cx, any_char(), min, max);
+            return Ok((rep(cx, any_char(), min, max)?, false));
         }
     };
     let mut alts = Vec::new();
@@ -246,20 +284,11 @@ pub(crate) fn string_body(cx: &mut Cx, src: &str, min: u64, max: Option<u64>, at
                     crate::SchemaErrorKind::Unsupported { why, .. } => why.clone(),
                     k => format!("{k:?}"),
                 }), at.to_string())?;
-                return rep(cx, any_char(), min, max);
+                return Ok((rep(cx, any_char(), min, max)?, false));
             }
         }
     }
-    let body = crate::compile::alt_of(alts);
-    // An unanchored side's "any characters" padding makes the matcher track every place the
-    // pattern might start; the same language as a DFA is followed on one stack.
-    if unanchored && !tests::dfa_off() {
-        if let Some(d) = dfa::determinize(&body) {
-            tracing::debug!(pattern = src, states = d.len(), "pattern lowered through a DFA");
-            return Ok(dfa::emit(cx, &d, &format!("{src}\u{0}{min}\u{0}{max:?}")));
-        }
-    }
-    Ok(body)
+    Ok((crate::compile::alt_of(alts), unanchored))
 }
 
 fn branch_body(cx: &mut Cx, b: &Branch, min: u64, max: Option<u64>, kw: &str, at: &str) -> R<Expr> {

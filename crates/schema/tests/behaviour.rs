@@ -157,3 +157,21 @@ fn additional_keys_exclude_every_encoding_of_listed_keys() {
         &[r#"{"a\/b":"x"}"#, r#"{"a/b":1,"a\/b":"x"}"#, r#"{"é":"x"}"#, r#"{"ab":"x"}"#],
     );
 }
+
+#[test]
+fn pattern_keys_stay_allowed_next_to_listed_keys_they_match() {
+    // `line1` is required (so listed) and matched by the pattern: the other pattern keys are
+    // still additional keys, `line1` is not one again.
+    check(
+        json!({"type": "object", "properties": {"city": {"type": "string"}}, "patternProperties": {"^line[1-3]$": {"type": "string"}},
+               "additionalProperties": false, "required": ["city", "line1"]}),
+        &[r#"{"city":"a","line1":"b","line2":"c","line3":"d"}"#, r#"{"city":"a","line1":"b"}"#],
+        &[r#"{"city":"a","line1":"b","line1":"c"}"#, r#"{"city":"a","line1":"b","line\u0031":"c"}"#, r#"{"city":"a","line1":"b","line4":"c"}"#, r#"{"city":"a","line1":"b","line2":1}"#],
+    );
+    // An unanchored pattern that matches every listed key.
+    check(
+        json!({"type": "object", "properties": {"id": {"type": "string"}}, "patternProperties": {".*": {"type": ["integer", "string"]}}}),
+        &[r#"{"id":"x","a":1,"idx":2}"#, r#"{"ids":3}"#],
+        &[r#"{"id":"x","id":1}"#, r#"{"id":"x","i\u0064":1}"#, r#"{"id":1}"#, r#"{"a":null}"#],
+    );
+}

@@ -31,6 +31,8 @@ enum Node {
     /// Any of these (epsilon moves).
     Split(Vec<usize>),
     Match,
+    /// The end of the subtracted expression of [`determinize_minus`].
+    Excluded,
 }
 
 struct Nfa {
@@ -163,8 +165,19 @@ fn to_char_range(lo: u32, hi: u32) -> Option<(char, char)> {
 /// The minimal DFA of `e`, or `None` when `e` is not regular here or too big. A DFA with no
 /// states accepts nothing.
 pub(crate) fn determinize(e: &Expr) -> Option<Dfa> {
-    let mut nfa = Nfa { nodes: vec![Node::Match] };
-    let start = nfa.build(e, 0)?;
+    determinize_minus(e, None)
+}
+
+/// The minimal DFA of the strings of `e` that `minus` does not match (the subset
+/// construction runs both NFAs side by side: a subset accepts when it holds `e`'s end and
+/// not `minus`'s), or `None` as for [`determinize`].
+pub(crate) fn determinize_minus(e: &Expr, minus: Option<&Expr>) -> Option<Dfa> {
+    let mut nfa = Nfa { nodes: vec![Node::Match, Node::Excluded] };
+    let mut start = nfa.build(e, 0)?;
+    if let Some(m) = minus {
+        let m = nfa.build(m, 1)?;
+        start = nfa.push(Node::Split(vec![start, m]))?;
+    }
     // Elementary intervals: between consecutive range boundaries.
     let mut cuts: Vec<u32> = vec![0, 0x11_0000];
     for n in &nfa.nodes {
@@ -192,7 +205,7 @@ pub(crate) fn determinize(e: &Expr) -> Option<Dfa> {
     let mut buckets: Vec<Vec<usize>> = vec![Vec::new(); nint];
     while i < sets.len() {
         let set = sets[i].clone();
-        let accept = set.iter().any(|&n| matches!(nfa.nodes[n as usize], Node::Match));
+        let accept = set.iter().any(|&n| matches!(nfa.nodes[n as usize], Node::Match)) && !set.iter().any(|&n| matches!(nfa.nodes[n as usize], Node::Excluded));
         let mut touched = Vec::new();
         for &n in &set {
             if let Node::Char(r, next) = &nfa.nodes[n as usize] {
@@ -467,6 +480,12 @@ mod tests {
         for (s, ok) in [("ab1", true), ("zzab12", true), ("ab123", false), ("ab", false), ("aab9", true), ("ba1", false)] {
             assert_eq!(d.accepts(s), ok, "{s}");
         }
+        let minus = Expr::alt([Expr::lit("ab1"), Expr::lit("zzab")]);
+        let d = determinize_minus(&e, Some(&minus)).unwrap();
+        for (s, ok) in [("ab1", false), ("zzab12", true), ("ab12", true), ("zzab1", true), ("ab", false)] {
+            assert_eq!(d.accepts(s), ok, "{s}");
+        }
+        assert_eq!(determinize_minus(&Expr::lit("x"), Some(&Expr::lit("x"))).unwrap().len(), 0);
         assert_eq!(determinize(&crate::compile::nothing()).unwrap().len(), 0);
         assert!(determinize(&Expr::Rule(formwork_grammar::RuleId(0))).is_none());
         assert!(determinize(&Expr::repeat(Expr::repeat(Expr::lit("ab"), 0, Some(200)), 0, Some(200))).is_none());
