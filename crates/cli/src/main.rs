@@ -14,6 +14,9 @@
 
 use clap::{Parser, Subcommand};
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench;
 mod bench_e2e;
 mod bench_extract;
