@@ -163,44 +163,15 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
         members.push((name.clone(), value, req));
     }
     // Additional keys.
-    let mut extra: Option<(Expr, Expr)> = None; // (key incl. quotes, value)
+    let mut extra: Vec<(Expr, Expr)> = Vec::new(); // (key incl. quotes, value)
     let pattern_parts: Vec<&Part> = parts.iter().filter(|p| p.get("patternProperties").and_then(|x| x.as_object()).is_some_and(|m| !m.is_empty())).collect();
     let closed = strict || parts.iter().any(|p| p.get("additionalProperties") == Some(&Value::Bool(false)) && pattern_parts.iter().all(|q| q.ptr != p.ptr || q.doc != p.doc));
     let has_names = parts.iter().any(|p| p.get("propertyNames").is_some());
     if !pattern_parts.is_empty() {
         if pattern_parts.len() > 1 || has_names {
             cx.refuse("patternProperties", "patternProperties in several conjuncts or with propertyNames", pattern_parts[0].kw_ptr("patternProperties"))?;
-        } else if !closed || pattern_parts.iter().all(|p| p.get("additionalProperties") == Some(&Value::Bool(false)) || true) {
-            let pp = pattern_parts[0];
-            let map = pp.get("patternProperties").and_then(|x| x.as_object()).cloned().unwrap_or_default();
-            let mut keys = Vec::new();
-            if !closed_by_others(parts, pp) {
-                let mut vparts: Vec<Part> = map.keys().map(|pat| pp.sub(&format!("/patternProperties/{}", escape_ptr(pat)))).collect();
-                for p in parts {
-                    if !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties").is_some() {
-                        vparts.push(p.sub("/additionalProperties"));
-                    }
-                }
-                let value = cx.schema(vparts)?;
-                for pat in map.keys() {
-                    let at = pp.kw_ptr("patternProperties");
-                    // Listed names the pattern matches are members, never additional keys.
-                    let listed: Vec<String> = names.iter().filter(|n| pattern_matches(pat, n) != Some(false)).cloned().collect();
-                    let body = if listed.is_empty() {
-                        crate::regex::string_body(cx, pat, 0, None, &at, "patternProperties")?
-                    } else {
-                        match crate::regex::string_body_except(cx, pat, &listed, &at, "patternProperties")? {
-                            Some(b) => b,
-                            // Too large a DFA: this pattern's other keys are left out.
-                            None => continue,
-                        }
-                    };
-                    keys.push(Expr::seq([Expr::lit("\""), body, Expr::lit("\"")]));
-                }
-                if !is_nothing(&value) && !keys.is_empty() {
-                    extra = Some((alt_of(keys), value));
-                }
-            }
+        } else if !closed_by_others(parts, pattern_parts[0]) {
+            extra = pattern_keys(cx, parts, pattern_parts[0], &names)?;
         }
     } else if !closed {
         let vparts: Vec<Part> = parts.iter().filter(|p| p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
@@ -220,18 +191,89 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
         };
         if let Some(key) = key {
             if !is_nothing(&value) && !is_nothing(&key) {
-                extra = Some((key, value));
+                extra.push((key, value));
             }
         }
     }
     build(cx, &members, extra, minp, maxp, &parts[0].at)
 }
 
+/// The additional members of an object whose `patternProperties` are in part `pp`: the keys
+/// (with quotes) and values, one pair per set of patterns a key can match (its value must
+/// satisfy each of them), plus the keys no pattern matches when `pp` allows them (not in
+/// strict mode). Listed
+/// `names` are never additional keys. Other parts' `additionalProperties` apply to every
+/// additional key (their `properties` are among `names`).
+fn pattern_keys(cx: &mut Cx, parts: &[Part], pp: &Part, names: &[String]) -> R<Vec<(Expr, Expr)>> {
+    let map = pp.get("patternProperties").and_then(|x| x.as_object()).cloned().unwrap_or_default();
+    let pats: Vec<String> = map.keys().cloned().collect();
+    let at = pp.kw_ptr("patternProperties");
+    let others: Vec<Part> = parts.iter().filter(|p| !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
+    let value_of = |cx: &mut Cx, set: u32| {
+        let mut v: Vec<Part> = (0..pats.len()).filter(|&k| set & (1 << k) != 0).map(|k| pp.sub(&format!("/patternProperties/{}", escape_ptr(&pats[k])))).collect();
+        if set == 0 && pp.get("additionalProperties").is_some() {
+            v.push(pp.sub("/additionalProperties"));
+        }
+        v.extend(others.iter().cloned());
+        cx.schema(v)
+    };
+    let quoted = |body: Expr| Expr::seq([Expr::lit("\""), body, Expr::lit("\"")]);
+    // Listed names some pattern matches: members, never additional keys.
+    let listed: Vec<String> = names.iter().filter(|n| pats.iter().any(|p| pattern_matches(p, n) != Some(false))).cloned().collect();
+    let rest = !cx.opts.strict && pp.get("additionalProperties") != Some(&Value::Bool(false));
+    let mut out = Vec::new();
+    if pats.len() == 1 && listed.is_empty() && !rest {
+        let value = value_of(cx, 1)?;
+        let body = crate::regex::string_body(cx, &pats[0], 0, None, &at, "patternProperties")?;
+        if !is_nothing(&value) && !is_nothing(&body) {
+            out.push((quoted(body), value));
+        }
+        return Ok(out);
+    }
+    if pats.len() <= crate::regex::MAX_REGION_PATTERNS {
+        // Keys no pattern matches must differ from every listed name.
+        let excluded = if rest { names } else { &listed[..] };
+        if let Some(regions) = crate::regex::pattern_regions(cx, &pats, excluded, rest, &at, "patternProperties")? {
+            for (set, body) in regions {
+                let value = value_of(cx, set)?;
+                if !is_nothing(&value) {
+                    out.push((quoted(body), value));
+                }
+            }
+            return Ok(out);
+        }
+    }
+    // Many patterns, or DFAs over the bounds: any pattern's keys (but listed names), with a
+    // value that satisfies every pattern's schema.
+    let value = value_of(cx, (1u32 << pats.len().min(31)) - 1)?;
+    if is_nothing(&value) {
+        return Ok(out);
+    }
+    let mut keys = Vec::new();
+    for pat in &pats {
+        let mine: Vec<String> = listed.iter().filter(|n| pattern_matches(pat, n) != Some(false)).cloned().collect();
+        let body = if mine.is_empty() {
+            crate::regex::string_body(cx, pat, 0, None, &at, "patternProperties")?
+        } else {
+            match crate::regex::string_body_except(cx, pat, &mine, &at, "patternProperties")? {
+                Some(b) => b,
+                // Too large a DFA: this pattern's other keys are left out.
+                None => continue,
+            }
+        };
+        keys.push(quoted(body));
+    }
+    if !keys.is_empty() {
+        out.push((alt_of(keys), value));
+    }
+    Ok(out)
+}
+
 fn closed_by_others(parts: &[Part], pp: &Part) -> bool {
     parts.iter().any(|p| !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties") == Some(&Value::Bool(false)))
 }
 
-fn build(cx: &mut Cx, members: &[(String, Expr, bool)], extra: Option<(Expr, Expr)>, minp: u64, maxp: Option<u64>, at: &str) -> R<Expr> {
+fn build(cx: &mut Cx, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, at: &str) -> R<Expr> {
     let ws = cx.ws.clone();
     let cap: u64 = match maxp {
         Some(m) => m + 1,
@@ -277,7 +319,7 @@ fn build(cx: &mut Cx, members: &[(String, Expr, bool)], extra: Option<(Expr, Exp
             if !required_from[i] && n >= minp {
                 alts.push(Expr::empty());
             }
-            if room(n) && (i < n_members || extra.is_some()) {
+            if room(n) && (i < n_members || !extra.is_empty()) {
                 alts.push(Expr::seq([sep(n), Expr::Rule(cx.b.rule_id(&member_name(i, n)))]));
                 todo.push((true, i, n));
             }
@@ -296,10 +338,10 @@ fn build(cx: &mut Cx, members: &[(String, Expr, bool)], extra: Option<(Expr, Exp
                 alts.push(Expr::Rule(cx.b.rule_id(&member_name(i + 1, n))));
                 todo.push((true, i + 1, n));
             }
-        } else if let Some((k, v)) = &extra {
+        } else if !extra.is_empty() {
             if room(n) {
                 let id = cx.b.rule_id(&after_name(i, next(n)));
-                alts.push(Expr::seq([kv(k, v), Expr::Rule(id)]));
+                alts.push(Expr::seq([alt_of(extra.iter().map(|(k, v)| kv(k, v)).collect()), Expr::Rule(id)]));
                 todo.push((false, i, next(n)));
             }
         }

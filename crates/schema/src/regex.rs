@@ -244,10 +244,49 @@ pub(crate) fn string_body(cx: &mut Cx, src: &str, min: u64, max: Option<u64>, at
 /// `names` (in any encoding), as a DFA; `None` when that DFA is over the size bounds.
 pub(crate) fn string_body_except(cx: &mut Cx, src: &str, names: &[String], at: &str, kw: &'static str) -> R<Option<Expr>> {
     let (body, _) = plain_body(cx, src, 0, None, at, kw)?;
-    let minus = Expr::alt(names.iter().map(|n| Expr::seq(n.chars().map(every_encoding).collect::<Vec<_>>())).collect::<Vec<_>>());
-    let Some(d) = dfa::determinize_minus(&body, Some(&minus)) else { return Ok(None) };
+    let Some(d) = dfa::determinize_minus(&body, &names_expr(names)) else { return Ok(None) };
     let key = format!("{src}\u{0}except\u{0}{}", serde_json::to_string(names).unwrap_or_default());
     Ok(Some(dfa::emit(cx, &d, &key)))
+}
+
+/// Most patterns [`pattern_regions`] takes (it builds a DFA per non-empty subset).
+pub(crate) const MAX_REGION_PATTERNS: usize = 4;
+
+/// The key languages of `patternProperties` `pats` (at most [`MAX_REGION_PATTERNS`]): for each
+/// non-empty set of them (bit `k` for `pats[k]`), the JSON string bodies that exactly those
+/// patterns match and that decode to none of `names`, as DFA rules (empty regions left out).
+/// With `rest`, also set 0: the keys no pattern matches and not in `names`, written with raw
+/// characters and short escapes only (where a pattern's lowering accepts every encoding of
+/// what it matches, so no key in another encoding of a pattern's match slips in).
+/// `None` when a DFA is over the size bounds.
+pub(crate) fn pattern_regions(cx: &mut Cx, pats: &[String], names: &[String], rest: bool, at: &str, kw: &'static str) -> R<Option<Vec<(u32, Expr)>>> {
+    debug_assert!(pats.len() <= MAX_REGION_PATTERNS);
+    let mut exprs = Vec::new();
+    for p in pats {
+        exprs.push(plain_body(cx, p, 0, None, at, kw)?.0);
+    }
+    let all = (1u32 << pats.len()) - 1;
+    // Bit `universe` (when `rest`): canonically encoded strings.
+    let universe = 1u32 << exprs.len();
+    exprs.push(Expr::star(enc_class(&[('\0', char::MAX)])));
+    if !names.is_empty() {
+        exprs.push(names_expr(names));
+    }
+    let refs: Vec<&Expr> = exprs.iter().collect();
+    let mut out = Vec::new();
+    for set in if rest { 0 } else { 1 }..=all {
+        let Some(d) = dfa::determinize_all(&refs, |m| m & !universe == set && (set != 0 || m & universe != 0)) else { return Ok(None) };
+        if d.len() > 0 {
+            let key = format!("{}\u{0}region {set}\u{0}{}", serde_json::to_string(pats).unwrap_or_default(), serde_json::to_string(names).unwrap_or_default());
+            out.push((set, dfa::emit(cx, &d, &key)));
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Every encoding of every one of `names`.
+fn names_expr(names: &[String]) -> Expr {
+    Expr::alt(names.iter().map(|n| Expr::seq(n.chars().map(every_encoding).collect::<Vec<_>>())).collect::<Vec<_>>())
 }
 
 /// Every JSON encoding of `c` inside a string: raw or short escape ([`enc_class`]), and

@@ -175,3 +175,30 @@ fn pattern_keys_stay_allowed_next_to_listed_keys_they_match() {
         &[r#"{"id":"x","id":1}"#, r#"{"id":"x","i\u0064":1}"#, r#"{"id":1}"#, r#"{"a":null}"#],
     );
 }
+
+#[test]
+fn pattern_properties_values_follow_the_patterns_each_key_matches() {
+    // Disjoint patterns with different value types (a conjunction of both would be empty).
+    check(
+        json!({"type": "object", "patternProperties": {"^/": {"type": "string"}, "^[^/]": {"type": "object"}}, "properties": {"P": {"type": "object"}}}),
+        &[r#"{"P":{},"/a":"x","b":{},"/":"y"}"#, r#"{"Q":{"z":1}}"#],
+        &[r#"{"/a":{}}"#, r#"{"b":"x"}"#, r#"{"P":{},"P":{}}"#],
+    );
+    // Overlapping patterns: a key matched by both needs a value valid for both.
+    check(
+        json!({"type": "object", "patternProperties": {".*": {"type": "array"}, "additionalProperties": false}, "additionalProperties": false}),
+        &[r#"{"tray1":["a"],"tray2":[]}"#, r#"{"additional":[]}"#],
+        &[r#"{"additionalProperties":[]}"#, r#"{"xadditionalPropertiesx":[]}"#, r#"{"a":1}"#],
+    );
+    // Keys no pattern matches follow `additionalProperties` (here the default, anything).
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}, "patternProperties": {"^x": {"type": "string"}}}),
+        &[r#"{"a":1,"xy":"s","b":null}"#, r#"{"y":[1],"x":""}"#],
+        &[r#"{"xy":1}"#, r#"{"\u0078y":1}"#, r#"{"a":"1"}"#],
+    );
+    check(
+        json!({"type": "object", "patternProperties": {"^x": {"type": "string"}}, "additionalProperties": {"type": "integer"}}),
+        &[r#"{"xa":"s","b":1}"#, r#"{"b":2,"x":"t"}"#],
+        &[r#"{"b":"s"}"#, r#"{"xa":1}"#, r#"{"\u0062":"s"}"#],
+    );
+}

@@ -30,9 +30,8 @@ enum Node {
     Char(Vec<(char, char)>, usize),
     /// Any of these (epsilon moves).
     Split(Vec<usize>),
-    Match,
-    /// The end of the subtracted expression of [`determinize_minus`].
-    Excluded,
+    /// The end of input expression `k` (of [`determinize_all`]).
+    End(u32),
 }
 
 struct Nfa {
@@ -100,7 +99,7 @@ impl Nfa {
         }
     }
 
-    /// The sorted set of `Char`/`Match` nodes reachable from `from` by epsilon moves.
+    /// The sorted set of `Char`/`End` nodes reachable from `from` by epsilon moves.
     fn closure(&self, from: &[usize], seen: &mut [bool]) -> Vec<u32> {
         let mut out = Vec::new();
         let mut stack: Vec<usize> = from.to_vec();
@@ -165,19 +164,28 @@ fn to_char_range(lo: u32, hi: u32) -> Option<(char, char)> {
 /// The minimal DFA of `e`, or `None` when `e` is not regular here or too big. A DFA with no
 /// states accepts nothing.
 pub(crate) fn determinize(e: &Expr) -> Option<Dfa> {
-    determinize_minus(e, None)
+    determinize_all(&[e], |m| m & 1 != 0)
 }
 
-/// The minimal DFA of the strings of `e` that `minus` does not match (the subset
-/// construction runs both NFAs side by side: a subset accepts when it holds `e`'s end and
-/// not `minus`'s), or `None` as for [`determinize`].
-pub(crate) fn determinize_minus(e: &Expr, minus: Option<&Expr>) -> Option<Dfa> {
-    let mut nfa = Nfa { nodes: vec![Node::Match, Node::Excluded] };
-    let mut start = nfa.build(e, 0)?;
-    if let Some(m) = minus {
-        let m = nfa.build(m, 1)?;
-        start = nfa.push(Node::Split(vec![start, m]))?;
+/// The minimal DFA of the strings of `e` that `minus` does not match, or `None` as for
+/// [`determinize`].
+pub(crate) fn determinize_minus(e: &Expr, minus: &Expr) -> Option<Dfa> {
+    determinize_all(&[e, minus], |m| m == 1)
+}
+
+/// The minimal DFA of a boolean combination of (at most 32) expressions: the strings whose set
+/// of matching expressions (bit `k` for `exprs[k]`) satisfies `accept`. The subset
+/// construction runs the expressions' NFAs side by side. `None` as for [`determinize`].
+pub(crate) fn determinize_all(exprs: &[&Expr], accept: impl Fn(u32) -> bool) -> Option<Dfa> {
+    if exprs.is_empty() || exprs.len() > 32 {
+        return None;
     }
+    let mut nfa = Nfa { nodes: (0..exprs.len() as u32).map(Node::End).collect() };
+    let mut starts = Vec::with_capacity(exprs.len());
+    for (k, e) in exprs.iter().enumerate() {
+        starts.push(nfa.build(e, k)?);
+    }
+    let start = if starts.len() == 1 { starts[0] } else { nfa.push(Node::Split(starts))? };
     // Elementary intervals: between consecutive range boundaries.
     let mut cuts: Vec<u32> = vec![0, 0x11_0000];
     for n in &nfa.nodes {
@@ -205,7 +213,11 @@ pub(crate) fn determinize_minus(e: &Expr, minus: Option<&Expr>) -> Option<Dfa> {
     let mut buckets: Vec<Vec<usize>> = vec![Vec::new(); nint];
     while i < sets.len() {
         let set = sets[i].clone();
-        let accept = set.iter().any(|&n| matches!(nfa.nodes[n as usize], Node::Match)) && !set.iter().any(|&n| matches!(nfa.nodes[n as usize], Node::Excluded));
+        let ends = set.iter().fold(0u32, |m, &n| match nfa.nodes[n as usize] {
+            Node::End(k) => m | 1 << k,
+            _ => m,
+        });
+        let accept = accept(ends);
         let mut touched = Vec::new();
         for &n in &set {
             if let Node::Char(r, next) = &nfa.nodes[n as usize] {
@@ -481,11 +493,17 @@ mod tests {
             assert_eq!(d.accepts(s), ok, "{s}");
         }
         let minus = Expr::alt([Expr::lit("ab1"), Expr::lit("zzab")]);
-        let d = determinize_minus(&e, Some(&minus)).unwrap();
+        let d = determinize_minus(&e, &minus).unwrap();
         for (s, ok) in [("ab1", false), ("zzab12", true), ("ab12", true), ("zzab1", true), ("ab", false)] {
             assert_eq!(d.accepts(s), ok, "{s}");
         }
-        assert_eq!(determinize_minus(&Expr::lit("x"), Some(&Expr::lit("x"))).unwrap().len(), 0);
+        assert_eq!(determinize_minus(&Expr::lit("x"), &Expr::lit("x")).unwrap().len(), 0);
+        // Strings of `a*` and `(aa)*` but not both: odd runs of `a`.
+        let (a, aa) = (Expr::star(Expr::lit("a")), Expr::star(Expr::lit("aa")));
+        let d = determinize_all(&[&a, &aa], |m| m == 1).unwrap();
+        for (s, ok) in [("", false), ("a", true), ("aa", false), ("aaa", true)] {
+            assert_eq!(d.accepts(s), ok, "{s}");
+        }
         assert_eq!(determinize(&crate::compile::nothing()).unwrap().len(), 0);
         assert!(determinize(&Expr::Rule(formwork_grammar::RuleId(0))).is_none());
         assert!(determinize(&Expr::repeat(Expr::repeat(Expr::lit("ab"), 0, Some(200)), 0, Some(200))).is_none());
