@@ -27,8 +27,8 @@
 //!
 //! ## Safe subsets (documented, never over-accepting)
 //! - integers are accepted only in canonical integer syntax (`1`, not `1.0` or `1e0`);
-//! - numbers with bounds are accepted without exponents, with fraction digits bounded near
-//!   the bound so that decimal and binary comparisons agree;
+//! - numbers with bounds are accepted without exponents, and decimals with at most 15
+//!   digits, so that decimal and binary comparisons with the bounds agree;
 //! - regex-constrained strings use raw characters and mandatory escapes only (no `\u` escape of
 //!   printable characters); formats use strict grammars that are subsets of the RFCs (see
 //!   `format` module).

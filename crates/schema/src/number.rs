@@ -3,12 +3,16 @@
 //! Integers are exact over `[lo, hi]` (bounds beyond ±10^18 are tightened to it — a subset)
 //! in canonical syntax only (`-?(0|[1-9][0-9]*)`; `1.0` is an integer in JSON Schema but is
 //! not generated — a documented subset). Numbers with bounds accept integers exactly and
-//! decimals `I.F` when the whole interval `[I, I+1)` lies inside the bounds (a subset; no
-//! exponent). Unbounded numbers follow RFC 8259 in full.
+//! decimals `I.F` of at most 15 digits exactly (module `decimal`: there the decimal and the
+//! binary comparison with a bound agree; no exponent). Unbounded numbers follow RFC 8259 in
+//! full.
 
 use crate::compile::{alt_of, invalid, nothing, Cx, Part, R};
+use decimal::{magnitudes, Bound};
 use formwork_grammar::Expr;
 use serde_json::Value;
+
+mod decimal;
 
 const CAP: i128 = 1_000_000_000_000_000_000;
 
@@ -233,26 +237,35 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part], int_only: bool, excluded: &[V
             Some(d) => Expr::seq([int_range(None, None), Expr::opt(Expr::seq([Expr::lit("."), Expr::repeat(digit(), 1, Some(d))]))]),
         });
     }
-    let frac = Expr::seq([Expr::lit("."), Expr::repeat(digit(), 1, frac_digits)]);
-    // Non-negative decimals I.F with [I, I+1) inside the bounds.
+    // Decimals: magnitudes of the non-negative ones in [max(lo, 0), hi], of the negative ones
+    // in [max(-hi, 0), -lo].
     let mut alts = vec![ints];
-    let pos_lo = int_lo(k.lo).map_or(0, |l| l.max(0));
-    let pos_hi = int_hi(k.hi.map(|(v, _)| (v, false))).map(|h| h - 1);
-    if pos_hi.is_none_or(|h| h >= pos_lo) {
-        alts.push(Expr::seq([uint_range(pos_lo as u128, pos_hi.map(|h| h as u128)), frac.clone()]));
-    }
-    // Negative decimals -(I.F) in (-(I+1), -I].
-    let neg_hi = k.lo.map(|(v, _)| (-v).floor() as i128 - 1).map(|h| h.min(CAP));
-    let neg_lo = match k.hi {
-        None => 0,
-        Some((v, ex)) => {
-            let m = (-v).ceil() as i128;
-            let m = if ex && (-v).ceil() == -v { m + 1 } else { m };
-            m.max(0)
+    let zero_or = |b: Option<(f64, bool)>, lower: bool| -> Option<Option<Bound>> {
+        // Some(None): no bound on this side for decimals; None: no decimal on this side.
+        match b {
+            None => Some(None),
+            Some((v, strict)) => match Bound::of(v, strict, lower) {
+                Some(b) => Some(Some(b)),
+                None if lower => None,
+                None => Some(None),
+            },
         }
     };
-    if neg_hi.is_none_or(|h| h >= neg_lo) {
-        alts.push(Expr::seq([Expr::lit("-"), uint_range(neg_lo as u128, neg_hi.map(|h| h as u128)), frac]));
+    let pos_lo = k.lo.map(|(v, s)| if v < 0.0 { (0.0, false) } else { (v, s) });
+    if k.hi.is_none_or(|(v, _)| v >= 0.0) {
+        if let (Some(lo), Some(hi)) = (zero_or(pos_lo, true), zero_or(k.hi, false)) {
+            alts.push(magnitudes(lo.as_ref(), hi.as_ref(), frac_digits));
+        }
+    }
+    if k.lo.is_none_or(|(v, _)| v < 0.0) {
+        let neg_lo = k.hi.map(|(v, s)| if v > 0.0 { (0.0, false) } else { (-v, s) });
+        let neg_hi = k.lo.map(|(v, s)| (-v, s));
+        if let (Some(lo), Some(hi)) = (zero_or(neg_lo, true), zero_or(neg_hi, false)) {
+            let m = magnitudes(lo.as_ref(), hi.as_ref(), frac_digits);
+            if !crate::compile::is_nothing(&m) {
+                alts.push(Expr::seq([Expr::lit("-"), m]));
+            }
+        }
     }
     Ok(alt_of(alts))
 }
@@ -342,7 +355,7 @@ fn ints_multiple(cx: &mut Cx, lo: Option<i128>, hi: Option<i128>, step: u128, at
 mod tests {
     use super::*;
 
-    fn matches(e: &Expr, s: &str) -> bool {
+    pub(super) fn matches(e: &Expr, s: &str) -> bool {
         // A tiny backtracking matcher over rule-free expressions, for these tests.
         fn m<'a>(e: &Expr, s: &'a str, k: &mut dyn FnMut(&'a str) -> bool) -> bool {
             match e {

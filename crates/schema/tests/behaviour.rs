@@ -202,3 +202,25 @@ fn pattern_properties_values_follow_the_patterns_each_key_matches() {
         &[r#"{"b":"s"}"#, r#"{"xa":1}"#, r#"{"\u0062":"s"}"#],
     );
 }
+
+#[test]
+fn decimal_bounds_are_exact_where_decimal_and_binary_comparisons_agree() {
+    check(
+        json!({"type": "number", "minimum": 0.1}),
+        &["0.1", "0.10", "0.5", "0.11", "1", "1.5", "123456.25", "0.10000000000001"],
+        &["0.09", "0.0999999999", "0", "-1", "0.05"],
+    );
+    check(
+        json!({"type": "number", "exclusiveMinimum": 0.1, "maximum": 0.25}),
+        &["0.2", "0.25", "0.11", "0.250", "0.1000001"],
+        &["0.1", "0.10", "0.251", "0.3", "0.0999", "1"],
+    );
+    check(
+        json!({"type": "number", "minimum": -2.5, "exclusiveMaximum": -0.5}),
+        &["-2.5", "-1", "-0.51", "-2.49", "-1.0"],
+        &["-2.51", "-0.5", "-0.50", "0", "0.1", "-3"],
+    );
+    // Past 15 significant digits a decimal may round onto the bound: not generated.
+    check(json!({"type": "number", "exclusiveMaximum": 1}), &["0.99", "0.999999999999"], &["0.99999999999999999999", "1", "1.0"]);
+    check(json!({"type": "number", "minimum": 0, "maximum": 1, "multipleOf": 0.01}), &["0.5", "0.25", "1", "0"], &["0.255", "1.01"]);
+}
