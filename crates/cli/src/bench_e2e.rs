@@ -35,6 +35,10 @@ pub struct E2eArgs {
     /// Constrain with this JSON Schema instead of the built-in JSON grammar.
     #[arg(long)]
     pub schema: Option<PathBuf>,
+    /// Append the text the constraint forces without sampling, in one batch (as `formwork run`
+    /// and the server do); off by default, so the ratio measures the mask and check alone.
+    #[arg(long)]
+    pub force_tokens: bool,
     /// The user message.
     #[arg(long, default_value = "Describe a cat as a JSON object with the keys name, age, colour and favourite foods.")]
     pub prompt: String,
@@ -47,6 +51,7 @@ struct Totals {
     constraint: Duration,
     masks: usize,
     fast_accepts: usize,
+    forced: usize,
 }
 
 impl Totals {
@@ -79,6 +84,7 @@ pub fn e2e(a: E2eArgs) -> Result<()> {
     let opts = GenerateOptions {
         sampler: SamplerOptions { temperature: 0.0, seed: Some(1), ..Default::default() },
         num_predict: Some(a.num_predict),
+        force_tokens: a.force_tokens,
         ..Default::default()
     };
     let (mut free, mut constrained) = (Totals::default(), Totals::default());
@@ -95,8 +101,9 @@ pub fn e2e(a: E2eArgs) -> Result<()> {
             constrained.constraint += s.time;
             constrained.masks += s.masks;
             constrained.fast_accepts += s.fast_accepts;
+            constrained.forced += s.forced;
         }
-        let same_length = GenerateOptions { num_predict: Some(g2.eval_tokens.max(1)), ..opts.clone() };
+        let same_length = GenerateOptions { num_predict: Some(g2.eval_tokens.max(1)), force_tokens: false, ..opts.clone() };
         let g = generate(&mut model, &prompt, &same_length, None, &mut sink)?;
         free.tokens += g.eval_tokens;
         free.eval += g.eval_duration;
@@ -113,10 +120,11 @@ pub fn e2e(a: E2eArgs) -> Result<()> {
     println!("unconstrained: {} tokens, {:.1} tok/s", free.tokens, free.rate());
     println!("constrained:   {} tokens, {:.1} tok/s", constrained.tokens, constrained.rate());
     println!(
-        "constraint:    {:.1} µs per token ({} full masks, {} fast-path accepts)",
+        "constraint:    {:.1} µs per token ({} full masks, {} fast-path accepts, {} forced)",
         constrained.constraint.as_secs_f64() * 1e6 / constrained.tokens.max(1) as f64,
         constrained.masks,
-        constrained.fast_accepts
+        constrained.fast_accepts,
+        constrained.forced
     );
     println!("ratio constrained/unconstrained: {ratio:.3}");
     Ok(())

@@ -189,7 +189,13 @@ impl Settings {
         Ok(Settings {
             model: args.model,
             prompt,
-            options: GenerateOptions { sampler, num_predict: args.num_predict, stop: args.stop, num_ctx: args.ctx_size },
+            options: GenerateOptions {
+                sampler,
+                num_predict: args.num_predict,
+                stop: args.stop,
+                num_ctx: args.ctx_size,
+                force_tokens: true,
+            },
             threads: args.threads,
             ctx_size: args.ctx_size,
             constraint,
@@ -329,10 +335,11 @@ fn print_stats(g: &Generation, constraint: Option<&GrammarConstraint>) {
         let path = if c.fast_path { "fast path (sample, then check)" } else { "mask first" };
         let _ = writeln!(
             e,
-            "{dim}{:<21}{reset} {path}; {} fast accepts, {} masks, {} total",
+            "{dim}{:<21}{reset} {path}; {} fast accepts, {} masks, {} forced tokens, {} total",
             "constraint:",
             c.fast_accepts,
             c.masks,
+            c.forced,
             fmt_duration(c.time)
         );
         if let Some(gc) = constraint {

@@ -56,6 +56,15 @@ pub trait Constraint {
         let _ = (t, budget);
         None
     }
+
+    /// **Forced text.** The bytes every valid continuation starts with (empty when there is
+    /// a choice now, or the output may end here). The loop, when asked to
+    /// ([`GenerateOptions::force_tokens`](crate::GenerateOptions::force_tokens)), appends
+    /// them without sampling — tokenized by the model's own tokenizer — and evaluates them
+    /// in one batch. Empty by default.
+    fn forced_bytes(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
 }
 
 /// The grammar matcher ([`formwork_grammar::matcher::Matcher`]) as a [`Constraint`].
@@ -142,5 +151,9 @@ impl Constraint for GrammarConstraint {
         let plan = self.matcher.completion_tokens();
         self.matcher.rollback(1).expect("one commit to undo");
         Some(plan.is_some_and(|p| p.len() <= budget))
+    }
+
+    fn forced_bytes(&mut self) -> Vec<u8> {
+        self.matcher.forced_bytes()
     }
 }

@@ -90,6 +90,10 @@ pub struct GenerateOptions {
     /// Context length to use; capped at the length the model was loaded with (a backend
     /// that must grow its context reloads before calling [`generate`]).
     pub num_ctx: Option<usize>,
+    /// Append the text a constraint forces ([`Constraint::forced_bytes`]: a key name, `": "`)
+    /// without sampling, tokenized canonically by the model, and evaluate it in one batch
+    /// (see [`generate`]). Off by default; `formwork run` and the server turn it on.
+    pub force_tokens: bool,
 }
 
 /// Why a generation ended.
@@ -186,6 +190,8 @@ pub struct ConstraintStats {
     pub fast_accepts: usize,
     /// Full masks computed (mask-first steps, fast-path rejections, completion checks).
     pub masks: usize,
+    /// Tokens appended without sampling because the constraint forced their text.
+    pub forced: usize,
     /// Time spent in the constraint (masks, checks, commits).
     pub time: Duration,
 }
@@ -376,6 +382,16 @@ pub fn generate(
     model.truncate(reuse)?;
     tracing::debug!(prompt_tokens = prompt_tokens.len(), reused = reuse, "evaluating prompt");
 
+    // Forced tokens (`opts.force_tokens`): taken from `queue` instead of sampled; tokens not
+    // yet evaluated wait in `pending` and go to the model in one batch. The output may start
+    // with forced text too.
+    let mut queue: std::collections::VecDeque<TokenId> = Default::default();
+    let mut pending: Vec<TokenId> = Vec::new();
+    if let (true, Some(c)) = (opts.force_tokens, constraint.as_deref_mut()) {
+        let room = budget::room(opts.num_predict, ctx, 0, prompt_tokens.len()).0;
+        queue.extend(forced_tokens(&*model, c, room));
+    }
+
     let t_prompt = Instant::now();
     let mut logits = check_logits(model.decode(&prompt_tokens[reuse..])?, vocab.len())?;
     let prompt_eval_duration = t_prompt.elapsed();
@@ -396,12 +412,32 @@ pub fn generate(
             break StopDetail::NumPredict;
         }
         let budget = steer.then(|| budget::room(opts.num_predict, ctx, generated.len(), history.len()).0);
-        let t = match (budget, constraint.as_deref_mut()) {
-            (Some(r), Some(c)) => {
-                let step = budget::Step { sampler: &mut sampler, logits, history: &history, vocab: &vocab, mask: &mut mask, stats: &mut stats };
-                steering.pick(step, c, r)?
+        let forced = match (queue.pop_front(), constraint.as_deref_mut()) {
+            (Some(f), Some(c)) => match budget {
+                Some(r) => steering.take_forced(c, f, r, &mut stats).then_some(f),
+                None => Some(f),
+            },
+            _ => None,
+        };
+        let t = match forced {
+            Some(f) => {
+                stats.forced += 1;
+                f
             }
-            (_, c) => pick(&mut sampler, logits, &history, c, &vocab, &mut mask, &mut stats)?,
+            None => {
+                queue.clear();
+                if !pending.is_empty() {
+                    logits = check_logits(model.decode(&pending)?, vocab.len())?;
+                    pending.clear();
+                }
+                match (budget, constraint.as_deref_mut()) {
+                    (Some(r), Some(c)) => {
+                        let step = budget::Step { sampler: &mut sampler, logits, history: &history, vocab: &vocab, mask: &mut mask, stats: &mut stats };
+                        steering.pick(step, c, r)?
+                    }
+                    (_, c) => pick(&mut sampler, logits, &history, c, &vocab, &mut mask, &mut stats)?,
+                }
+            }
         };
         generated.push(t);
         if eos.contains(&t) {
@@ -433,7 +469,21 @@ pub fn generate(
             tracing::debug!(ctx, "context full");
             break StopDetail::ContextFull;
         }
-        logits = check_logits(model.decode(&[t])?, vocab.len())?;
+        pending.push(t);
+        // The previous logits are spent (and must not hold the model borrowed).
+        logits = &[];
+        if opts.force_tokens && queue.is_empty() {
+            if let Some(c) = constraint.as_deref_mut() {
+                let t0 = Instant::now();
+                let room = budget::room(opts.num_predict, ctx, generated.len(), history.len()).0;
+                queue.extend(forced_tokens(&*model, c, room));
+                stats.time += t0.elapsed();
+            }
+        }
+        if queue.is_empty() {
+            logits = check_logits(model.decode(&pending)?, vocab.len())?;
+            pending.clear();
+        }
     };
     let stop = match stop {
         StopDetail::StopString { .. } | StopDetail::Cancelled => stop,
@@ -469,6 +519,36 @@ pub fn generate(
         seed: sampler.seed(),
         thinking: None,
     })
+}
+
+/// The tokens to append for the constraint's forced text, at most `max`: the model's own
+/// tokenization of the forced bytes (their longest valid UTF-8 prefix), kept only when the
+/// tokens spell exactly those bytes and are all text tokens, and without the last token,
+/// which the text that follows could merge into another (so what is forced is what the
+/// model's tokenizer would produce for the whole output, near enough: the first forced
+/// token starts after a sampled one, whose boundary stays). Empty when nothing is forced.
+fn forced_tokens(model: &dyn Model, c: &mut (dyn Constraint + '_), max: usize) -> Vec<TokenId> {
+    let bytes = c.forced_bytes();
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(t) => t,
+        Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+    };
+    if text.is_empty() || max == 0 {
+        return Vec::new();
+    }
+    let Ok(mut toks) = model.tokenize(text, false, false) else {
+        return Vec::new();
+    };
+    let vocab = model.vocab();
+    let spelled: Vec<u8> = toks.iter().flat_map(|&t| vocab.token_bytes(t).iter().copied()).collect();
+    // A tokenizer that adds a leading space (SentencePiece's dummy prefix) or maps the
+    // text to special tokens does not spell it: force nothing.
+    if spelled != text.as_bytes() || toks.iter().any(|&t| vocab.kind(t) == TokenKind::Special) {
+        return Vec::new();
+    }
+    toks.pop();
+    toks.truncate(max);
+    toks
 }
 
 fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {

@@ -30,6 +30,10 @@ pub struct ScriptedModel {
     sequence: Vec<TokenId>,
     /// Decode calls since the last `truncate` (the first one evaluates the prompt).
     calls: usize,
+    /// Tokens decoded by the calls after the first since the last `truncate`: the position
+    /// of the next token in the output, which picks the script step (so a batch of forced
+    /// tokens advances the script by its length, as positions do in a real model).
+    after_prompt: usize,
     logits: Vec<f32>,
     decoded_total: usize,
 }
@@ -62,6 +66,7 @@ impl ScriptedModel {
             script: Vec::new(),
             sequence: Vec::new(),
             calls: 0,
+            after_prompt: 0,
             logits: vec![0.0; n],
             decoded_total: 0,
         }
@@ -107,7 +112,7 @@ impl ScriptedModel {
 
     fn fill_logits(&mut self) {
         self.logits.iter_mut().for_each(|l| *l = 0.0);
-        let step = self.calls.saturating_sub(1);
+        let step = self.after_prompt;
         let prefs: Vec<TokenId> = match self.script.get(step) {
             Some(p) => p.clone(),
             None => self.vocab.eos_tokens().first().copied().into_iter().collect(),
@@ -180,6 +185,7 @@ impl Model for ScriptedModel {
     fn truncate(&mut self, n: usize) -> Result<(), ModelError> {
         self.sequence.truncate(n);
         self.calls = 0;
+        self.after_prompt = 0;
         Ok(())
     }
 
@@ -198,6 +204,9 @@ impl Model for ScriptedModel {
         }
         self.sequence.extend_from_slice(tokens);
         self.decoded_total += tokens.len();
+        if self.calls > 0 {
+            self.after_prompt += tokens.len();
+        }
         self.calls += 1;
         self.fill_logits();
         Ok(&self.logits)

@@ -161,6 +161,7 @@ impl EngineBackend {
             num_predict: Some(job.num_predict as usize),
             stop: job.stop.clone(),
             num_ctx: job.num_ctx.map(|n| n as usize),
+            force_tokens: true,
         };
         let mut constraint = grammar.map(GrammarConstraint::new);
         let c = constraint.as_mut().map(|c| c as &mut dyn formwork_engine::Constraint);

@@ -123,6 +123,16 @@ impl Steering {
         plan[0]
     }
 
+    /// Takes `t`, a token the constraint forces, when the output still fits in `r - 1`
+    /// tokens after it (`r >= 1` tokens left); false leaves the choice to sampling.
+    pub fn take_forced(&mut self, c: &mut (dyn Constraint + '_), t: TokenId, r: usize, stats: &mut ConstraintStats) -> bool {
+        if !self.fits(c, t, r, stats) {
+            return false;
+        }
+        self.taken(t);
+        true
+    }
+
     fn taken(&mut self, t: TokenId) -> TokenId {
         if self.tail.first() == Some(&t) {
             self.tail.remove(0);
