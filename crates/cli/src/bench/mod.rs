@@ -86,6 +86,11 @@ pub struct MasksArgs {
     /// Skip the schema part (only grammars).
     #[arg(long)]
     pub no_schemas: bool,
+    /// A grammar corpus folder (`*.json` files of `[{name, grammar, accept, reject}]`, as
+    /// crates/grammar/testdata/corpus): every case's inputs through both engines, tallied
+    /// together as one table (accept inputs expected accepted, reject inputs rejected).
+    #[arg(long)]
+    pub corpus: Option<PathBuf>,
     /// Also list each engine's N slowest schema masks (file, test, step, work, text before).
     #[arg(long, default_value_t = 0)]
     pub slowest: usize,
