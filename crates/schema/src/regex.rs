@@ -275,7 +275,7 @@ pub(crate) fn pattern_regions(cx: &mut Cx, pats: &[String], names: &[String], re
     let refs: Vec<&Expr> = exprs.iter().collect();
     let mut out = Vec::new();
     for set in if rest { 0 } else { 1 }..=all {
-        let Some(d) = dfa::determinize_all(&refs, |m| m & !universe == set && (set != 0 || m & universe != 0)) else { return Ok(None) };
+        let Some(d) = dfa::determinize_all(&refs, |m| m & !universe == set && (set != 0 || m & universe != 0), dfa::KEY_SUBSET_WORK) else { return Ok(None) };
         if d.len() > 0 {
             let key = format!("{}\u{0}region {set}\u{0}{}", serde_json::to_string(pats).unwrap_or_default(), serde_json::to_string(names).unwrap_or_default());
             out.push((set, dfa::emit(cx, &d, &key)));

@@ -224,3 +224,14 @@ fn decimal_bounds_are_exact_where_decimal_and_binary_comparisons_agree() {
     check(json!({"type": "number", "exclusiveMaximum": 1}), &["0.99", "0.999999999999"], &["0.99999999999999999999", "1", "1.0"]);
     check(json!({"type": "number", "minimum": 0, "maximum": 1, "multipleOf": 0.01}), &["0.5", "0.25", "1", "0"], &["0.255", "1.01"]);
 }
+
+#[test]
+fn keys_outside_an_unanchored_pattern_next_to_many_listed_names() {
+    let names = ["ActiveFine", "BoostUsed", "CockpitBreach", "Factions", "FuelLevel", "FuelUsed", "JumpDist", "Latitude", "Longitude", "StarPos", "StarSystem", "SystemAddress", "Wanted", "event", "timestamp"];
+    let props: serde_json::Map<String, serde_json::Value> = names.iter().map(|n| (n.to_string(), json!({"type": "integer"}))).collect();
+    check(
+        json!({"type": "object", "properties": props, "patternProperties": {"_Localised$": false}}),
+        &[r#"{"StarSystem":1,"StationName":"x","Name_Localisedx":2}"#, r#"{"Station_Localise":[]}"#],
+        &[r#"{"Name_Localised":"x"}"#, r#"{"StarSystem":"x"}"#, r#"{"StarSystem":1,"StarSystem":1}"#],
+    );
+}

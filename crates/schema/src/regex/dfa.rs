@@ -24,6 +24,10 @@ const MAX_STATES: usize = 1_500;
 /// construction and Moore's refinement grow with it; `.*[a-z]{162}.*` needs 33,000 and
 /// 20 ms, where the plain lowering costs the matcher little, so it keeps that lowering).
 const MAX_SUBSET_WORK: usize = 8_000;
+/// The same budget for key languages (`patternProperties` regions, patterns minus listed
+/// names), which have no cheaper lowering to fall back to: a key left out is a valid
+/// instance rejected. About 25 ms at most.
+pub(crate) const KEY_SUBSET_WORK: usize = 40_000;
 
 enum Node {
     /// One code point in these ranges, then `next`.
@@ -164,19 +168,20 @@ fn to_char_range(lo: u32, hi: u32) -> Option<(char, char)> {
 /// The minimal DFA of `e`, or `None` when `e` is not regular here or too big. A DFA with no
 /// states accepts nothing.
 pub(crate) fn determinize(e: &Expr) -> Option<Dfa> {
-    determinize_all(&[e], |m| m & 1 != 0)
+    determinize_all(&[e], |m| m & 1 != 0, MAX_SUBSET_WORK)
 }
 
 /// The minimal DFA of the strings of `e` that `minus` does not match, or `None` as for
 /// [`determinize`].
 pub(crate) fn determinize_minus(e: &Expr, minus: &Expr) -> Option<Dfa> {
-    determinize_all(&[e, minus], |m| m == 1)
+    determinize_all(&[e, minus], |m| m == 1, KEY_SUBSET_WORK)
 }
 
 /// The minimal DFA of a boolean combination of (at most 32) expressions: the strings whose set
 /// of matching expressions (bit `k` for `exprs[k]`) satisfies `accept`. The subset
-/// construction runs the expressions' NFAs side by side. `None` as for [`determinize`].
-pub(crate) fn determinize_all(exprs: &[&Expr], accept: impl Fn(u32) -> bool) -> Option<Dfa> {
+/// construction runs the expressions' NFAs side by side, within `work` NFA positions summed
+/// over all subsets (see [`MAX_SUBSET_WORK`]). `None` as for [`determinize`].
+pub(crate) fn determinize_all(exprs: &[&Expr], accept: impl Fn(u32) -> bool, work_budget: usize) -> Option<Dfa> {
     if exprs.is_empty() || exprs.len() > 32 {
         return None;
     }
@@ -246,7 +251,7 @@ pub(crate) fn determinize_all(exprs: &[&Expr], accept: impl Fn(u32) -> bool) -> 
                         Some(&t) => t,
                         None => {
                             work += key.len();
-                            if sets.len() >= MAX_SUBSETS || work > MAX_SUBSET_WORK {
+                            if sets.len() >= MAX_SUBSETS || work > work_budget {
                                 return None;
                             }
                             ids.insert(key.clone(), sets.len());
@@ -500,7 +505,7 @@ mod tests {
         assert_eq!(determinize_minus(&Expr::lit("x"), &Expr::lit("x")).unwrap().len(), 0);
         // Strings of `a*` and `(aa)*` but not both: odd runs of `a`.
         let (a, aa) = (Expr::star(Expr::lit("a")), Expr::star(Expr::lit("aa")));
-        let d = determinize_all(&[&a, &aa], |m| m == 1).unwrap();
+        let d = determinize_all(&[&a, &aa], |m| m == 1, MAX_SUBSET_WORK).unwrap();
         for (s, ok) in [("", false), ("a", true), ("aa", false), ("aaa", true)] {
             assert_eq!(d.accepts(s), ok, "{s}");
         }
