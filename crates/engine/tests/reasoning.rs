@@ -297,3 +297,30 @@ fn real_deepseek_r1_vocabulary_and_template() {
     formwork_schema::validate(&schema, &g.text).unwrap_or_else(|e| panic!("{}: {e:?}", g.text));
     assert_eq!(serde_json::from_str::<serde_json::Value>(&g.text).unwrap()["answer"], 42);
 }
+
+/// With forced tokens on, the answer's forced text (here the whole key of a compact
+/// one-key schema) is appended after reasoning, not during it.
+#[test]
+fn forced_text_in_the_answer_after_free_reasoning() {
+    let mut m = r1();
+    let format = ReasoningFormat::for_model(&m, None).expect("the R1 template shows <think> tags");
+    let schema = serde_json::json!({"type": "object", "properties": {"answer": {"type": "integer"}},
+                                    "required": ["answer"], "additionalProperties": false});
+    let opts = formwork_schema::SchemaOptions { whitespace: formwork_schema::Whitespace::Compact, ..Default::default() };
+    let grammar = formwork_schema::compile(&schema, &opts).unwrap();
+    let compiled = CompiledGrammar::new(&grammar, m.vocab().clone(), &Limits::default()).unwrap();
+    let script = text_steps(&m, "x {y}\n</think>\n\n{\"answer\":42}");
+    m.set_script(script);
+    let mut c = GrammarConstraint::new(&compiled);
+    let gen_opts = GenerateOptions { force_tokens: true, ..greedy() };
+    let g = generate_with_reasoning(&mut m, &chat("?"), &gen_opts, &Reasoning::on(format), Some(&mut c), &mut |_| {
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(g.thinking.as_deref(), Some("x {y}"));
+    assert_eq!(g.text, "{\"answer\":42}");
+    // Once `\n\n` has used up the whitespace allowed before the answer, `{"answer":` is the
+    // only way on: forced, one byte per token here, the last token left to the model.
+    assert_eq!(g.constraint.unwrap().forced, "{\"answer\":".len() - 1);
+}
+

@@ -514,6 +514,16 @@ impl Constraint for ReasoningConstraint<'_> {
         }
     }
 
+    /// In the answer, once its leading whitespace is settled: the answer constraint's.
+    /// Nothing is forced while reasoning (the text is free) or while whitespace may still
+    /// lead the answer (a choice).
+    fn forced_bytes(&mut self) -> Vec<u8> {
+        match (self.phase, self.lead_open(), self.inner.as_deref_mut()) {
+            (Phase::Answer, false, Some(c)) => c.forced_bytes(),
+            _ => Vec::new(),
+        }
+    }
+
     fn completion_fits_after(&mut self, t: TokenId, budget: usize) -> Option<bool> {
         match self.phase {
             Phase::Answer if self.lead_open() && self.is_ws(t) => Some(self.inner_start_plan_len()? <= budget),
