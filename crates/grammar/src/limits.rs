@@ -21,6 +21,10 @@ pub struct Limits {
     pub max_repeat: u32,
     /// Most parser stacks (or items) alive at one step; ambiguity beyond this is an error.
     pub max_stacks: usize,
+    /// Most parser states one compiled grammar builds (they are shared by every request
+    /// using it and kept, each with up to 1 KiB of transitions); past it, steps into new
+    /// states fail with an error naming this limit.
+    pub max_states: usize,
     /// Most `$ref` expansions while compiling a schema.
     pub max_ref_expansions: usize,
     /// Wall-clock budget for compiling one grammar or schema, in milliseconds.
@@ -36,6 +40,7 @@ impl Default for Limits {
             max_elements: 500_000,
             max_repeat: 10_000,
             max_stacks: 10_000,
+            max_states: 500_000,
             max_ref_expansions: 10_000,
             max_compile_ms: 10_000,
         }

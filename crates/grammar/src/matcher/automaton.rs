@@ -14,7 +14,8 @@
 //! into [`StateId`](u32)s; state 0 is [`DEAD`] (no stack). `trans[s][b]` memoizes the
 //! state after byte `b` (`UNKNOWN` until first asked), so once warm a byte step is one
 //! load. A step that would need more than `max_stacks` stacks yields [`OVERFLOW`]
-//! (dead for masks, an error on commit).
+//! (dead for masks, an error on commit), and so does one that would create a state past
+//! `max_states`.
 //!
 //! ## Cost
 //! A step's closure is linear in the stacks and rules it touches; left recursion is refused
@@ -57,6 +58,10 @@ pub(crate) struct StateInfo {
 pub(crate) struct Automaton {
     pub flat: Flat,
     max_stacks: usize,
+    /// Most states closures may create (`Limits::max_states`).
+    max_states: usize,
+    /// Some step was refused because of `max_states` (its result was [`OVERFLOW`]).
+    states_capped: bool,
     /// Indexed by node id: `(pos, parent)`.
     nodes: Vec<(u32, u32)>,
     /// Indexed by node id: frames from the bottom (BOTTOM and CTX are 0).
@@ -87,10 +92,12 @@ pub(crate) struct Automaton {
 
 impl Automaton {
     /// An automaton for `flat` and its initial state.
-    pub fn new(flat: Flat, max_stacks: usize) -> Result<(Self, u32), usize> {
+    pub fn new(flat: Flat, max_stacks: usize, max_states: usize) -> Result<(Self, u32), usize> {
         let mut a = Automaton {
             flat,
             max_stacks: max_stacks.max(1),
+            max_states: max_states.max(2),
+            states_capped: false,
             nodes: vec![(u32::MAX, u32::MAX), (u32::MAX, u32::MAX)],
             heights: vec![0, 0],
             node_ids: FxHashMap::default(),
@@ -182,6 +189,11 @@ impl Automaton {
     #[inline]
     pub fn node(&self, n: u32) -> (u32, u32) {
         self.nodes[n as usize]
+    }
+
+    /// Was some step refused because the grammar reached `Limits::max_states`?
+    pub fn states_capped(&self) -> bool {
+        self.states_capped
     }
 
     /// Number of states interned so far.
@@ -305,6 +317,10 @@ impl Automaton {
         stacks.dedup();
         let id = match self.state_ids.get(stacks.as_slice()) {
             Some(&id) => id,
+            None if self.states.len() >= self.max_states => {
+                self.states_capped = true;
+                OVERFLOW
+            }
             None => self.intern_state(stacks.clone()),
         };
         stacks.clear();

@@ -84,7 +84,7 @@ impl CompiledGrammar {
         limits: &Limits,
     ) -> Result<Arc<Self>, CompileError> {
         let flat = lower(g, Some(index.vocab()), limits)?;
-        let (aut, initial) = Automaton::new(flat, limits.max_stacks)
+        let (aut, initial) = Automaton::new(flat, limits.max_stacks, limits.max_states)
             .map_err(|limit| CompileError::TooManyStacks { limit })?;
         tracing::debug!(
             rules = aut.flat.alts.len(),
@@ -470,15 +470,14 @@ impl Matcher {
         if next == DEAD && sh.aut.info(s).accepting && vocab.eos_tokens().contains(&t) {
             next = ENDED;
         }
+        let capped = sh.aut.states_capped();
         drop(sh);
         match next {
             DEAD => Err(MatchError::TokenRejected {
                 token: t,
                 text: String::from_utf8_lossy(vocab.token_bytes(t)).into_owned(),
             }),
-            OVERFLOW => Err(MatchError::TooManyStacks {
-                limit: self.g.limits.max_stacks,
-            }),
+            OVERFLOW => Err(self.overflow(capped)),
             n => {
                 self.states.push(n);
                 self.stats.commits += 1;
@@ -505,9 +504,7 @@ impl Matcher {
                 });
             }
             if x == OVERFLOW {
-                return Err(MatchError::TooManyStacks {
-                    limit: self.g.limits.max_stacks,
-                });
+                return Err(self.overflow(sh.aut.states_capped()));
             }
         }
         drop(sh);
@@ -632,6 +629,16 @@ impl Matcher {
         out
     }
 
+    /// The error for a step that came out [`OVERFLOW`]: too many states in the grammar
+    /// (`capped`) or too many stacks at once.
+    fn overflow(&self, capped: bool) -> MatchError {
+        if capped {
+            MatchError::TooManyStates { limit: self.g.limits.max_states }
+        } else {
+            MatchError::TooManyStacks { limit: self.g.limits.max_stacks }
+        }
+    }
+
     /// Counters for this matcher.
     pub fn stats(&self) -> MatchStats {
         self.stats.clone()
@@ -642,7 +649,7 @@ impl Matcher {
 /// named by the grammar never match here.
 pub fn accepts(g: &Grammar, input: &[u8], limits: &Limits) -> Result<bool, CompileError> {
     let flat = lower(g, None, limits)?;
-    let (mut aut, mut s) = Automaton::new(flat, limits.max_stacks)
+    let (mut aut, mut s) = Automaton::new(flat, limits.max_stacks, limits.max_states)
         .map_err(|limit| CompileError::TooManyStacks { limit })?;
     for &b in input {
         s = aut.step(s, b);

@@ -115,6 +115,12 @@ pub enum MatchError {
         /// The limit.
         limit: usize,
     },
+    /// The compiled grammar already holds as many parser states as allowed.
+    #[error("the grammar needs more than {limit} parser states (they are kept for every request that uses it); simplify it or raise `max_states`")]
+    TooManyStates {
+        /// The limit.
+        limit: usize,
+    },
     /// The matcher already ended (an end-of-sequence token was committed).
     #[error("the matcher has ended (end of sequence was committed); roll back to continue")]
     Ended,

@@ -390,6 +390,30 @@ fn ambiguity_is_bounded() {
 }
 
 #[test]
+fn a_grammar_stops_at_max_states_with_an_error_naming_it() {
+    // Every `a` of `a{0,500}` is a new parser state; allow 40 in all.
+    let g = grammar(|b| {
+        b.define("root", Expr::repeat(Expr::lit("a"), 0, Some(500)));
+    });
+    let limits = Limits { max_states: 40, ..Limits::default() };
+    let v = Arc::new(Vocabulary::from_strings(&["a"], &["</s>"]));
+    let cg = CompiledGrammar::new(&g, v.clone(), &limits).unwrap();
+    let mut m = cg.matcher();
+    let mut mask = TokenMask::new(v.len());
+    let err = (0..100).find_map(|_| m.commit(TokenId(0)).err());
+    assert_eq!(err, Some(MatchError::TooManyStates { limit: 40 }));
+    assert!(err.unwrap().to_string().contains("max_states"));
+    // Masks stay computable (the refused step reads as dead) and within the limit.
+    m.compute_mask(&mut mask);
+    assert!(m.stats().states <= 40 + 8, "{}", m.stats().states);
+    // A fresh compile with the default limit takes all 500.
+    let cg = CompiledGrammar::new(&g, v, &Limits::default()).unwrap();
+    let mut m = cg.matcher();
+    assert!((0..500).all(|_| m.commit(TokenId(0)).is_ok()));
+    assert!(m.is_accepting());
+}
+
+#[test]
 fn huge_and_bad_grammars_fail_fast() {
     let t = std::time::Instant::now();
     let g = grammar(|b| {
