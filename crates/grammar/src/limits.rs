@@ -40,7 +40,7 @@ impl Default for Limits {
             max_elements: 500_000,
             max_repeat: 10_000,
             max_stacks: 10_000,
-            max_states: 500_000,
+            max_states: 200_000,
             max_ref_expansions: 10_000,
             max_compile_ms: 10_000,
         }

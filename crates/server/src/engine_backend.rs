@@ -24,7 +24,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Compiled grammars by (constraint, vocabulary) with least-recently-used eviction. Shared
-/// (`Arc`) by every model; a repeated schema is compiled once.
+/// (`Arc`) by every model; a repeated schema is compiled once, and again only when its
+/// compiled grammar is nearly out of parser states ([`CompiledGrammar::is_nearly_full`]).
 #[derive(Debug)]
 pub struct GrammarCache {
     capacity: usize,
@@ -60,14 +61,17 @@ impl GrammarCache {
     ) -> Result<Arc<CompiledGrammar>, E> {
         let now = self.clock.fetch_add(1, Ordering::Relaxed);
         if let Some((g, used)) = self.map.lock().expect("grammar cache lock").get_mut(&key) {
-            *used = now;
-            self.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(g.clone());
+            // A grammar nearly out of parser states is compiled afresh (and replaced) below.
+            if !g.is_nearly_full() {
+                *used = now;
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(g.clone());
+            }
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         let g = compile()?;
         let mut map = self.map.lock().expect("grammar cache lock");
-        if map.len() >= self.capacity {
+        if map.len() >= self.capacity && !map.contains_key(&key) {
             if let Some(oldest) = map.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone()) {
                 map.remove(&oldest);
             }
@@ -353,5 +357,32 @@ impl EngineBackend {
         o.eval_tokens += g.eval_tokens as u32;
         o.eval_duration += g.eval_duration;
         Ok(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use formwork_grammar::{Expr, GrammarBuilder};
+
+    #[test]
+    fn a_cached_grammar_nearly_out_of_states_is_compiled_afresh() {
+        let vocab = Arc::new(formwork_engine::testing::ScriptedModel::new(&["a"], &["</s>"]).vocab().as_ref().clone());
+        let mut b = GrammarBuilder::new();
+        b.define("root", Expr::repeat(Expr::lit("a"), 0, Some(500)));
+        let g = b.build("root").unwrap();
+        let limits = Limits { max_states: 50, ..Limits::default() };
+        let cache = GrammarCache::new(4);
+        let compile = || CompiledGrammar::new(&g, vocab.clone(), &limits);
+        let first = cache.get_or_try_insert("k".into(), compile).unwrap();
+        assert!(Arc::ptr_eq(&first, &cache.get_or_try_insert("k".into(), compile).unwrap()));
+        let mut m = first.matcher();
+        while !first.is_nearly_full() {
+            m.commit_bytes(b"a").unwrap();
+        }
+        let fresh = cache.get_or_try_insert("k".into(), compile).unwrap();
+        assert!(!Arc::ptr_eq(&first, &fresh));
+        assert_eq!(cache.stats(), (1, 2));
+        assert!(Arc::ptr_eq(&fresh, &cache.get_or_try_insert("k".into(), compile).unwrap()));
     }
 }

@@ -10,8 +10,10 @@ use std::sync::{Arc, Mutex};
 
 /// A bounded cache of compiled grammars, keyed by the grammar's
 /// [`fingerprint`](Grammar::fingerprint) (checked by equality), the vocabulary (by `Arc`
-/// identity) and the limits. When full, the least recently used entry is dropped. Cheap to
-/// share: put one in the server state.
+/// identity) and the limits. When full, the least recently used entry is dropped; a grammar
+/// that has built most of the parser states its limits allow
+/// ([`CompiledGrammar::is_nearly_full`]) is compiled afresh on its next use. Cheap to share:
+/// put one in the server state.
 #[derive(Debug)]
 pub struct GrammarCache {
     capacity: usize,
@@ -54,13 +56,25 @@ impl GrammarCache {
             let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             inner.tick += 1;
             let tick = inner.tick;
-            if let Some(e) = inner.map.get_mut(&key).and_then(|v| {
-                v.iter_mut().find(|e| {
+            let mut full = false;
+            if let Some(v) = inner.map.get_mut(&key) {
+                if let Some(i) = v.iter().position(|e| {
                     e.grammar == *g && e.limits == *limits && Arc::ptr_eq(e.compiled.vocab(), vocab)
-                })
-            }) {
-                e.used = tick;
-                return Ok(e.compiled.clone());
+                }) {
+                    if !v[i].compiled.is_nearly_full() {
+                        v[i].used = tick;
+                        return Ok(v[i].compiled.clone());
+                    }
+                    // Nearly out of parser states: dropped here, compiled afresh below.
+                    v.swap_remove(i);
+                    full = true;
+                }
+            }
+            if full {
+                inner.len -= 1;
+                if inner.map.get(&key).is_some_and(Vec::is_empty) {
+                    inner.map.remove(&key);
+                }
             }
         }
         // Compile outside the lock.
@@ -136,5 +150,28 @@ mod tests {
             &a1,
             &c.get_or_compile(&g("a"), &other, &l).unwrap()
         ));
+    }
+
+    #[test]
+    fn a_grammar_nearly_out_of_states_is_compiled_afresh() {
+        let v = Arc::new(Vocabulary::from_strings(&["a"], &["</s>"]));
+        let mut b = GrammarBuilder::new();
+        b.define("root", Expr::repeat(Expr::lit("a"), 0, Some(500)));
+        let gr = b.build("root").unwrap();
+        let l = Limits { max_states: 50, ..Limits::default() };
+        let c = GrammarCache::new(4);
+        let first = c.get_or_compile(&gr, &v, &l).unwrap();
+        assert!(Arc::ptr_eq(&first, &c.get_or_compile(&gr, &v, &l).unwrap()));
+        // Walk it until 80 % of its states are built.
+        let mut m = first.matcher();
+        while !first.is_nearly_full() {
+            m.commit(formwork_vocab::TokenId(0)).unwrap();
+        }
+        let fresh = c.get_or_compile(&gr, &v, &l).unwrap();
+        assert!(!Arc::ptr_eq(&first, &fresh));
+        assert!(!fresh.is_nearly_full());
+        assert_eq!(c.len(), 1);
+        // The request already on the old grammar goes on with the room that is left.
+        assert!(m.commit(formwork_vocab::TokenId(0)).is_ok());
     }
 }

@@ -144,6 +144,14 @@ impl CompiledGrammar {
             + sh.trunc.capacity() * 8
     }
 
+    /// Has this grammar built 80 % of the parser states `Limits::max_states` allows? Caches
+    /// then compile it afresh for new requests (requests already using it keep it, with the
+    /// rest of the room), so a long-lived shared grammar never reaches the limit.
+    pub fn is_nearly_full(&self) -> bool {
+        let n = self.lock().aut.n_states();
+        n.saturating_mul(5) >= self.limits.max_states.saturating_mul(4)
+    }
+
     pub(super) fn lock(&self) -> MutexGuard<'_, Shared> {
         // A panic while holding the lock leaves caches that are still consistent (every
         // write is a complete insert), so poisoning is ignored.
