@@ -222,7 +222,11 @@ fn load_grammar(src: &ConstraintSource, limits: &Limits, first_key: Option<&str>
             let text = std::fs::read_to_string(path).with_context(|| format!("reading the schema {}", path.display()))?;
             let schema: serde_json::Value =
                 serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
-            let opts = formwork_schema::SchemaOptions { force_first_key: first_key.map(str::to_string), ..Default::default() };
+            let opts = formwork_schema::SchemaOptions {
+                force_first_key: first_key.map(str::to_string),
+                canonical_integers: true,
+                ..Default::default()
+            };
             let g = formwork_schema::compile(&schema, &opts).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             (g, Some(schema))
         }

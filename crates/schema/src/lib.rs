@@ -139,6 +139,11 @@ pub struct SchemaOptions {
     /// string is accepted, and the `jsonschema` validator ignores them too), recording a
     /// [`Warning`]. Off by default: unknown formats are refused.
     pub unknown_formats_as_annotations: bool,
+    /// Integers only in canonical form (`3`, never `3.0`). For generation: a zero fraction
+    /// is a valid integer in JSON Schema, but unexpected in an answer (and refused by strict
+    /// clients such as pydantic's strict `int`). Off by default, so that checking existing
+    /// documents accepts `3.0` as the specification does.
+    pub canonical_integers: bool,
     /// The draft assumed when the schema has no `$schema`.
     pub draft: Draft,
     /// Documents that `$ref`s may point at, by absolute URI (e.g. `http://localhost:1234/x.json`).

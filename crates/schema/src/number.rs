@@ -226,8 +226,13 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part], int_only: bool, excluded: &[V
     } else {
         ranges_minus(ilo, ihi, &excl_ints)
     };
-    // `3.0` is the integer 3 in JSON Schema: integers may carry a zero fraction.
-    let ints = if crate::compile::is_nothing(&ints) { ints } else { Expr::seq([ints, zero_fraction()]) };
+    // `3.0` is the integer 3 in JSON Schema: integers may carry a zero fraction (unless the
+    // caller generates, and wants canonical integers).
+    let ints = if crate::compile::is_nothing(&ints) || cx.opts.canonical_integers {
+        ints
+    } else {
+        Expr::seq([ints, zero_fraction()])
+    };
     if !frac_allowed {
         return Ok(ints);
     }

@@ -78,6 +78,22 @@ fn refusals_name_the_keyword_and_pointer() {
 }
 
 #[test]
+fn canonical_integers_option_drops_the_zero_fraction() {
+    let s = json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0},
+                                                     "x": {"type": "number"}}});
+    let g = compile(&s, &SchemaOptions::default()).unwrap();
+    let l = SchemaOptions::default().limits;
+    // JSON Schema counts `3.0` as an integer: accepted by default.
+    assert!(accepts(&g, br#"{"n":3.0}"#, &l).unwrap());
+    let opts = SchemaOptions { canonical_integers: true, ..Default::default() };
+    let g = compile(&s, &opts).unwrap();
+    assert!(accepts(&g, br#"{"n":3}"#, &l).unwrap());
+    assert!(!accepts(&g, br#"{"n":3.0}"#, &l).unwrap());
+    // Numbers keep their fractions.
+    assert!(accepts(&g, br#"{"n":3,"x":3.0}"#, &l).unwrap());
+}
+
+#[test]
 fn strict_and_compact_options() {
     let s = json!({"type": "object", "properties": {"a": {"type": "boolean"}}});
     let opts = SchemaOptions { strict: true, whitespace: Whitespace::Compact, ..Default::default() };

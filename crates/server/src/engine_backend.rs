@@ -139,7 +139,12 @@ impl EngineBackend {
                 let grammar = match &schema {
                     None => formwork_grammar::json::grammar(&formwork_grammar::json::JsonGrammarOptions::default()),
                     Some(s) => {
-                        let opts = formwork_schema::SchemaOptions { strict, limits: limits.clone(), ..Default::default() };
+                        let opts = formwork_schema::SchemaOptions {
+                            strict,
+                            limits: limits.clone(),
+                            canonical_integers: true,
+                            ..Default::default()
+                        };
                         formwork_schema::compile(s, &opts).map_err(|e| BackendError::BadRequest {
                             message: format!("invalid or unsupported JSON Schema: {e}"),
                             param: None,
