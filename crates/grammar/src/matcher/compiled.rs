@@ -38,6 +38,9 @@ pub struct CompiledGrammar {
     limits: Limits,
     /// Shortest-completion tables, built on first use (see `complete`).
     pub(super) completion: std::sync::OnceLock<super::complete::Completion>,
+    /// Parser states built, as last seen by a mask or a commit (read by
+    /// [`is_nearly_full`](Self::is_nearly_full) without taking the lock).
+    states_seen: std::sync::atomic::AtomicUsize,
 }
 
 pub(super) struct Shared {
@@ -106,6 +109,7 @@ impl CompiledGrammar {
             }),
             limits: limits.clone(),
             completion: std::sync::OnceLock::new(),
+            states_seen: std::sync::atomic::AtomicUsize::new(0),
         }))
     }
 
@@ -147,9 +151,16 @@ impl CompiledGrammar {
     /// Has this grammar built 80 % of the parser states `Limits::max_states` allows? Caches
     /// then compile it afresh for new requests (requests already using it keep it, with the
     /// rest of the room), so a long-lived shared grammar never reaches the limit.
+    /// Lock-free (a cache asks on every hit): it reads the count of states as of the last
+    /// mask or commit of any request.
     pub fn is_nearly_full(&self) -> bool {
-        let n = self.lock().aut.n_states();
+        let n = self.states_seen.load(std::sync::atomic::Ordering::Relaxed);
         n.saturating_mul(5) >= self.limits.max_states.saturating_mul(4)
+    }
+
+    /// Records the state count for [`is_nearly_full`](Self::is_nearly_full).
+    fn saw_states(&self, n: usize) {
+        self.states_seen.store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Shared> {
@@ -411,6 +422,7 @@ impl Matcher {
             let mut sh = self.g.lock();
             let r = self.g.mask_of(&mut sh, s);
             self.stats.states = sh.aut.n_states();
+            self.g.saw_states(self.stats.states);
             r
         };
         if hit {
@@ -479,6 +491,7 @@ impl Matcher {
             next = ENDED;
         }
         let capped = sh.aut.states_capped();
+        self.g.saw_states(sh.aut.n_states());
         drop(sh);
         match next {
             DEAD => Err(MatchError::TokenRejected {
@@ -515,6 +528,7 @@ impl Matcher {
                 return Err(self.overflow(sh.aut.states_capped()));
             }
         }
+        self.g.saw_states(sh.aut.n_states());
         drop(sh);
         self.states.push(x);
         self.stats.commits += 1;
