@@ -62,6 +62,38 @@ pub enum Expr {
     Rule(RuleId),
     /// One special token, produced only where the grammar names it.
     Token(TokenRef),
+    /// Members in any order, each listed one at most once: a JSON object's body (see
+    /// [`Unordered`]). Not expressible in GBNF (a permutation language has no small
+    /// context-free grammar); the matcher builds the rules for each set of members seen
+    /// on first use.
+    Unordered(Box<Unordered>),
+}
+
+/// The language of [`Expr::Unordered`]: zero or more members separated by `sep`, where each
+/// listed member appears at most once and every required one appears, any number of `extra`
+/// members may appear (when given), and the count of members (listed and extra) is within
+/// `min..=max`. Members must not match the empty string (they start with a key), and
+/// listed members and `extra` should be disjoint languages (distinct keys), so that each
+/// member of an input is one listed member or an extra one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Unordered {
+    /// The listed members (a key, `:` and its value), with whether each is required.
+    pub members: Vec<(Expr, bool)>,
+    /// Members beyond the listed ones (additional properties), repeatable; `None`: none.
+    pub extra: Option<Expr>,
+    /// Between two members (`ws "," ws`).
+    pub sep: Expr,
+    /// Fewest members in all.
+    pub min: u32,
+    /// Most members in all (`None`: unbounded).
+    pub max: Option<u32>,
+}
+
+impl Unordered {
+    /// The expressions inside, in order: members, extra, separator.
+    pub fn parts(&self) -> impl Iterator<Item = &Expr> {
+        self.members.iter().map(|(e, _)| e).chain(self.extra.iter()).chain(std::iter::once(&self.sep))
+    }
 }
 
 impl Expr {
@@ -362,6 +394,12 @@ fn check(e: &Expr, rule: &str, _n: usize) -> Result<(), IrError> {
                     return Err(IrError::Malformed { rule: rule.into(), what: "class not normalized".into() });
                 }
             }
+            Expr::Unordered(u) => {
+                if u.max.is_some_and(|m| m < u.min) {
+                    return Err(IrError::Malformed { rule: rule.into(), what: "unordered group with min > max".into() });
+                }
+                stack.extend(u.parts())
+            }
             _ => {}
         }
     }
@@ -374,6 +412,7 @@ fn check_refs(e: &Expr, n: usize, rule: &str) -> Result<(), IrError> {
         match e {
             Expr::Alt(v) | Expr::Seq(v) => stack.extend(v),
             Expr::Repeat { expr, .. } => stack.push(expr),
+            Expr::Unordered(u) => stack.extend(u.parts()),
             Expr::Rule(id) if id.index() >= n => {
                 return Err(IrError::Malformed { rule: rule.into(), what: format!("reference to unknown rule #{}", id.0) })
             }

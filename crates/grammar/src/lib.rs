@@ -36,5 +36,5 @@ mod limits;
 pub mod matcher;
 
 pub use limits::Limits;
-pub use ir::{Expr, Grammar, GrammarBuilder, IrError, RuleId, TokenRef};
+pub use ir::{Expr, Grammar, GrammarBuilder, IrError, RuleId, TokenRef, Unordered};
 pub use matcher::{accepts, CompileError, CompiledGrammar, GrammarCache, MatchError, MatchStats, Matcher, TokenIndex};

@@ -137,6 +137,13 @@ fn productive(e: &Expr, prod: &[bool]) -> bool {
                     work.push(W::Any(v.len()));
                     work.extend(v.iter().map(W::Visit));
                 }
+                // Productive when its required members are (an approximation when `min`
+                // asks for more members than are required).
+                Expr::Unordered(u) => {
+                    let req: Vec<&Expr> = u.members.iter().filter(|(_, r)| *r).map(|(e, _)| e).collect();
+                    work.push(W::All(req.len()));
+                    work.extend(req.into_iter().map(W::Visit));
+                }
             },
             W::All(n) => {
                 let at = vals.len() - n;

@@ -12,6 +12,10 @@
 //! For a grammar in canonical form (see the [module docs](super)) with valid names and a
 //! root named `root`, `parse(print(g)) == g`. The printer is iterative, so any IR depth
 //! prints without recursion.
+//!
+//! [`Expr::Unordered`] (a JSON object's members in any order) has no GBNF form; it prints
+//! as `@unordered(m1, m2?, ..., extra*; sep S; count min..max)` (`?` marks optional members),
+//! which no GBNF reader accepts: such a grammar is for reading, not for llama.cpp.
 
 use crate::ir::complement;
 use crate::{Expr, Grammar, TokenRef};
@@ -115,6 +119,34 @@ fn write_expr(out: &mut String, e: &Expr, names: &[String]) {
                 } else {
                     let _ = write!(out, "<{n}>");
                 }
+            }
+            Expr::Unordered(u) => {
+                out.push_str("@unordered(");
+                let count = match u.max {
+                    Some(m) => format!("; count {}..{m})", u.min),
+                    None => format!("; count {}..)", u.min),
+                };
+                stack.push(Work::Owned(count));
+                stack.push(Work::Expr(&u.sep, Ctx::Item));
+                stack.push(Work::Text("; sep "));
+                let mut items: Vec<Work> = Vec::new();
+                for (i, (m, req)) in u.members.iter().enumerate() {
+                    if i > 0 {
+                        items.push(Work::Text(", "));
+                    }
+                    items.push(Work::Expr(m, Ctx::Operand));
+                    if !req {
+                        items.push(Work::Text("?"));
+                    }
+                }
+                if let Some(x) = &u.extra {
+                    if !u.members.is_empty() {
+                        items.push(Work::Text(", "));
+                    }
+                    items.push(Work::Expr(x, Ctx::Operand));
+                    items.push(Work::Text("*"));
+                }
+                stack.extend(items.into_iter().rev());
             }
             Expr::Seq(v) if v.is_empty() => out.push_str("()"),
             Expr::Seq(v) => {

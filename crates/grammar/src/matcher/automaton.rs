@@ -287,6 +287,10 @@ impl Automaton {
                     }
                 }
                 Elem::Rule(r) => {
+                    if self.flat.alts[r as usize].is_empty() {
+                        // An unordered group's rule, built on first use.
+                        self.flat.expand(r);
+                    }
                     let cont = if self.flat.elems[pos as usize + 1] == Elem::End {
                         parent
                     } else {

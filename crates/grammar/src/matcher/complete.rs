@@ -125,7 +125,8 @@ impl Completion {
         };
         let mut acc = base;
         for &y in chain.iter().rev() {
-            acc = acc.saturating_add(self.rest[aut.node(y).0 as usize]);
+            // Positions past the table are rules of unordered groups built since: no completion.
+            acc = acc.saturating_add(self.rest.get(aut.node(y).0 as usize).copied().unwrap_or(INF));
             memo.nodes.insert(y, acc);
         }
         acc

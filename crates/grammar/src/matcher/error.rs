@@ -16,6 +16,12 @@ pub enum CompileError {
         /// The cycle, as rule names.
         path: String,
     },
+    /// A member or separator of an unordered group can match the empty string.
+    #[error("rule `{rule}` has an unordered group whose member or separator can match the empty string; members must start with a key")]
+    EmptyMember {
+        /// The rule.
+        rule: String,
+    },
     /// The start rule matches no string at all.
     #[error("the grammar matches nothing: rule `{rule}` has no alternative that can complete (check for empty character classes or rules that only refer to themselves)")]
     MatchesNothing {

@@ -27,6 +27,7 @@ use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 
 mod repeats;
+mod unordered;
 use repeats::Chain;
 pub(crate) use repeats::RepeatPos;
 
@@ -111,6 +112,8 @@ pub(crate) struct Flat {
     /// Frame positions inside bounded repetitions, with their loop equivalents (see
     /// [`RepeatPos`]); only positions with a budget of at least `repeats::MIN_BUDGET`.
     pub repeats: FxHashMap<u32, RepeatPos>,
+    /// Unordered groups, whose rules are built on first use (module `unordered`).
+    pub lazy: unordered::Lazy,
 }
 
 impl Flat {
@@ -125,6 +128,7 @@ impl Flat {
                 .sum::<usize>()
             + self.names.iter().map(|n| n.capacity() + 24).sum::<usize>()
             + self.repeats.capacity() * 16
+            + self.lazy.memory_usage()
     }
 }
 
@@ -143,6 +147,8 @@ struct Lowerer<'a> {
     cur: u32,
     /// Chains of optional copies made for `e{m,n}`.
     chains: Vec<Chain>,
+    /// Unordered groups: start rule and family (installed after flattening).
+    groups: Vec<(u32, unordered::Family)>,
 }
 
 /// Lowers `g`. With a vocabulary, named tokens are resolved (an unknown one is an error);
@@ -165,6 +171,7 @@ pub(crate) fn lower(
         n_elems: 0,
         cur: 0,
         chains: Vec::new(),
+        groups: Vec::new(),
     };
     if n_user > limits.max_rules {
         return Err(CompileError::TooManyRules {
@@ -187,6 +194,11 @@ pub(crate) fn lower(
         lw.rules[i] = lowered;
     }
     let mut flat = lw.flatten(g.root().0);
+    for (start, fam) in std::mem::take(&mut lw.groups) {
+        flat.add_family(start, fam);
+        let o = lw.origin[start as usize];
+        lw.origin.resize(flat.alts.len(), o);
+    }
     repeats::add_loops(&mut flat, &lw.chains, &mut lw.origin, limits);
     check(&flat, &lw.origin)?;
     Ok(flat)
@@ -301,6 +313,10 @@ impl Lowerer<'_> {
                             );
                         }
                         Expr::Rule(id) => self.push_buf(&mut bufs[buf], Elem::Rule(id.0))?,
+                        Expr::Unordered(u) => {
+                            let r = self.unordered(u, depth)?;
+                            self.push_buf(&mut bufs[buf], Elem::Rule(r))?;
+                        }
                         Expr::Token(t) => {
                             let id = self.token(t)?;
                             self.push_buf(&mut bufs[buf], Elem::Token(id))?;
@@ -432,6 +448,43 @@ impl Lowerer<'_> {
         Ok(())
     }
 
+    /// An unordered group: one rule per member, extra and separator, and the family's start
+    /// rule (left without alternatives until [`Flat::add_family`]).
+    fn unordered(&mut self, u: &crate::Unordered, depth: usize) -> Result<u32, CompileError> {
+        let rule_of = |lw: &mut Self, e: &Expr, what: &str| -> Result<u32, CompileError> {
+            let r = lw.new_rule(what)?;
+            let mut out = Vec::new();
+            lw.seq(e, &mut out, depth + 1)?;
+            lw.rules[r as usize] = vec![out];
+            Ok(r)
+        };
+        let mut members = Vec::with_capacity(u.members.len());
+        let mut required = vec![0u64; unordered::words(u.members.len())];
+        for (i, (m, req)) in u.members.iter().enumerate() {
+            members.push(rule_of(self, m, "member")?);
+            if *req {
+                required[i / 64] |= 1 << (i % 64);
+            }
+        }
+        let extra = match &u.extra {
+            Some(x) => Some(rule_of(self, x, "extra")?),
+            None => None,
+        };
+        let sep = rule_of(self, &u.sep, "sep")?;
+        let start = self.new_rule("unordered")?;
+        let fam = unordered::Family {
+            members: members.into_boxed_slice(),
+            required: required.into_boxed_slice(),
+            extra,
+            sep,
+            min: u.min,
+            max: u.max,
+            start,
+        };
+        self.groups.push((start, fam));
+        Ok(start)
+    }
+
     #[inline(never)]
     fn token(&mut self, t: &TokenRef) -> Result<TokenId, CompileError> {
         let Some(v) = self.vocab else {
@@ -522,19 +575,27 @@ impl Lowerer<'_> {
             names: std::mem::take(&mut self.names),
             root,
             repeats: FxHashMap::default(),
+            lazy: Default::default(),
         }
     }
 }
 
 /// Worklist fixpoint over rules: a rule has the property when one of its alternatives has
 /// it for every element; `base` says it for non-rule elements (`None` = "depends on the rule").
-fn fixpoint(flat: &Flat, base: impl Fn(&Elem) -> bool) -> Vec<bool> {
+/// Rules of unordered groups not expanded yet have it when `pending` is true.
+fn fixpoint(flat: &Flat, base: impl Fn(&Elem) -> bool, pending: bool) -> Vec<bool> {
     let n = flat.alts.len();
     let mut has = vec![false; n];
+    let mut queue = Vec::new();
+    if pending {
+        for &r in flat.lazy.pending.keys() {
+            has[r as usize] = true;
+            queue.push(r);
+        }
+    }
     // Per alternative: (rule, number of rule references still unknown); `usize::MAX` = never.
     let mut pending: Vec<(u32, usize)> = Vec::new();
     let mut uses: Vec<Vec<u32>> = vec![Vec::new(); n]; // rule -> alternatives referencing it (per occurrence)
-    let mut queue = Vec::new();
     for (r, starts) in flat.alts.iter().enumerate() {
         for &s in starts {
             let a = pending.len() as u32;
@@ -577,20 +638,30 @@ fn fixpoint(flat: &Flat, base: impl Fn(&Elem) -> bool) -> Vec<bool> {
 
 /// Which rules match the empty string.
 pub(crate) fn nullable(flat: &Flat) -> Vec<bool> {
-    fixpoint(flat, |_| false)
+    fixpoint(flat, |_| false, false)
 }
 
 fn check(flat: &Flat, origin: &[u32]) -> Result<(), CompileError> {
-    let productive = fixpoint(flat, |e| match e {
-        Elem::Bytes(i) => !flat.sets[*i as usize].is_empty(),
-        _ => true,
-    });
+    let productive = fixpoint(
+        flat,
+        |e| match e {
+            Elem::Bytes(i) => !flat.sets[*i as usize].is_empty(),
+            _ => true,
+        },
+        true,
+    );
     if !productive[flat.root as usize] {
         return Err(CompileError::MatchesNothing {
             rule: flat.names[flat.root as usize].clone(),
         });
     }
     let nullable = nullable(flat);
+    // Members and separators of unordered groups consume input (see module `unordered`).
+    for f in &flat.lazy.families {
+        if let Some(&r) = f.members.iter().chain(f.extra.iter()).chain([&f.sep]).find(|&&r| nullable[r as usize]) {
+            return Err(CompileError::EmptyMember { rule: flat.names[origin[r as usize] as usize].clone() });
+        }
+    }
     // Left-edge graph: r -> (x, pushes a frame?) for each rule x reachable at r's left edge.
     let n = flat.alts.len();
     let mut edges: Vec<Vec<(u32, bool)>> = vec![Vec::new(); n];

@@ -99,7 +99,7 @@ impl Nfa {
                 }
                 Some(cur)
             }
-            Expr::Rule(_) | Expr::Token(_) => None,
+            Expr::Rule(_) | Expr::Token(_) | Expr::Unordered(_) => None,
         }
     }
 

@@ -73,6 +73,38 @@ impl Oracle<'_> {
                 }
                 out
             }
+            Expr::Unordered(u) => {
+                // Search over (position, members seen, count).
+                let mut out = BTreeSet::new();
+                let mut todo = vec![(at, vec![false; u.members.len()], 0u32)];
+                let mut visited = BTreeSet::new();
+                while let Some((p, seen, n)) = todo.pop() {
+                    if !visited.insert((p, seen.clone(), n)) {
+                        continue;
+                    }
+                    let complete = u.members.iter().zip(&seen).all(|((_, req), s)| !req || *s);
+                    if complete && n >= u.min {
+                        out.insert(p);
+                    }
+                    if u.max.is_some_and(|m| n >= m) {
+                        continue;
+                    }
+                    let starts: Vec<usize> = if n == 0 { vec![p] } else { self.ends(&u.sep, p).into_iter().collect() };
+                    for q in starts {
+                        for (i, (m, _)) in u.members.iter().enumerate() {
+                            if !seen[i] {
+                                let mut s2 = seen.clone();
+                                s2[i] = true;
+                                todo.extend(self.ends(m, q).into_iter().map(|e| (e, s2.clone(), n + 1)));
+                            }
+                        }
+                        if let Some(x) = &u.extra {
+                            todo.extend(self.ends(x, q).into_iter().map(|e| (e, seen.clone(), n + 1)));
+                        }
+                    }
+                }
+                out
+            }
             Expr::Repeat { expr, min, max } => {
                 let mut out = BTreeSet::new();
                 let mut seen = BTreeSet::new();
