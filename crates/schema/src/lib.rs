@@ -71,6 +71,21 @@ impl Default for Whitespace {
     }
 }
 
+/// The order of an object's keys that a grammar accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum KeyOrder {
+    /// Listed properties in `properties` order (optional ones may be skipped), then
+    /// additional ones: what generation uses, so an answer reads in the order the schema
+    /// author wrote (and a reasoning field can come before the answer it supports).
+    #[default]
+    Listed,
+    /// Any order, each key at most once (JSON Schema's own semantics: objects are
+    /// unordered). For checking documents written elsewhere. Objects become unordered
+    /// groups ([`formwork_grammar::Unordered`]), which GBNF cannot express, and a budget
+    /// cannot close an output early inside one.
+    Any,
+}
+
 /// Which specification a schema follows when it does not say (`$schema` wins when present).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Draft {
@@ -139,11 +154,19 @@ pub struct SchemaOptions {
     /// string is accepted, and the `jsonschema` validator ignores them too), recording a
     /// [`Warning`]. Off by default: unknown formats are refused.
     pub unknown_formats_as_annotations: bool,
+    /// Treat every `format` as an annotation: JSON Schema 2020-12's default when a schema
+    /// does not use the format-assertion vocabulary. Strings are not checked against it (a
+    /// [`Warning`] is recorded for each), and neither does final validation. Off by default:
+    /// formwork asserts the formats it knows, as the specification allows by configuration,
+    /// because a generated `date` should be a date.
+    pub formats_as_annotations: bool,
     /// Integers only in canonical form (`3`, never `3.0`). For generation: a zero fraction
     /// is a valid integer in JSON Schema, but unexpected in an answer (and refused by strict
     /// clients such as pydantic's strict `int`). Off by default, so that checking existing
     /// documents accepts `3.0` as the specification does.
     pub canonical_integers: bool,
+    /// The order of object keys the grammar accepts.
+    pub key_order: KeyOrder,
     /// The draft assumed when the schema has no `$schema`.
     pub draft: Draft,
     /// Documents that `$ref`s may point at, by absolute URI (e.g. `http://localhost:1234/x.json`).
@@ -265,7 +288,7 @@ pub(crate) fn effective_draft(schema: &serde_json::Value, opts: &SchemaOptions) 
 
 pub(crate) fn validator_options(schema: &serde_json::Value, opts: &SchemaOptions) -> Result<jsonschema::ValidationOptions<'static>, String> {
     let draft = effective_draft(schema, opts);
-    let mut o = jsonschema::options().with_draft(draft.to_jsonschema()).should_validate_formats(true);
+    let mut o = jsonschema::options().with_draft(draft.to_jsonschema()).should_validate_formats(!opts.formats_as_annotations);
     if !opts.remotes.is_empty() {
         o = o.with_retriever(MapRetriever(opts.remotes.clone()));
     } else {

@@ -144,6 +144,7 @@ fn neg_value(cx: &mut Cx, at: &Part, v: Value, depth: usize) -> R<Value> {
                 alts.push(neg_value(cx, &target, tv, depth + 1)?);
             }
             "x-formwork-not-values" => return Err(unsupported("not", "double negation of values", at.at.clone())),
+            "format" if cx.opts.formats_as_annotations => {} // an annotation: constrains nothing
             "pattern" | "format" | "items" | "prefixItems" | "additionalItems" | "additionalProperties" | "patternProperties"
             | "propertyNames" | "contains" | "minContains" | "maxContains" | "uniqueItems" | "multipleOf" | "oneOf" | "if"
             | "then" | "else" | "dependentRequired" | "dependentSchemas" | "dependencies" | "unevaluatedProperties"

@@ -1,6 +1,7 @@
 //! Objects: listed properties in `properties` order (optional ones may be skipped), then
 //! additional properties; counts for `minProperties`/`maxProperties` are tracked in the rule
-//! state `(next listed property, members so far)`.
+//! state `(next listed property, members so far)`. With [`KeyOrder::Any`](crate::KeyOrder),
+//! the members form one [`Unordered`] group instead (any order, each key at most once).
 //!
 //! A listed key's value must satisfy, for every conjunct, its `properties` entry, the
 //! `patternProperties` entries whose pattern matches the key, or else its
@@ -10,7 +11,7 @@
 use crate::compile::{alt_of, invalid, is_nothing, nothing, unsupported, Cx, Part, R};
 use crate::resolve::escape_ptr;
 use crate::string::as_count;
-use formwork_grammar::Expr;
+use formwork_grammar::{Expr, Unordered};
 use serde_json::Value;
 
 fn pattern_matches(pat: &str, key: &str) -> Option<bool> {
@@ -25,7 +26,8 @@ fn pattern_matches(pat: &str, key: &str) -> Option<bool> {
 /// - `x-formwork-first` (a property name), or [`crate::SchemaOptions::force_first_key`] for the
 ///   root object: that key is required and comes first — e.g. a `reasoning` field generated
 ///   before the answer it supports.
-fn order_keys(cx: &mut Cx, parts: &[Part], names: &mut Vec<String>, required: &mut Vec<String>) -> R<()> {
+/// Returns whether a first key was forced.
+fn order_keys(cx: &mut Cx, parts: &[Part], names: &mut Vec<String>, required: &mut Vec<String>) -> R<bool> {
     let mut first: Option<(String, String)> = None;
     for p in parts {
         if let Some(v) = p.get("propertyOrdering") {
@@ -56,6 +58,7 @@ fn order_keys(cx: &mut Cx, parts: &[Part], names: &mut Vec<String>, required: &m
         cx.force_first_applied = true;
         first = Some((k, parts[0].at.clone()));
     }
+    let forced = first.is_some();
     if let Some((k, at)) = first {
         if !names.contains(&k) {
             return Err(invalid("x-formwork-first", format!("the key to put first, `{k}`, is not a property of this object"), at));
@@ -66,7 +69,7 @@ fn order_keys(cx: &mut Cx, parts: &[Part], names: &mut Vec<String>, required: &m
             required.push(k);
         }
     }
-    Ok(())
+    Ok(forced)
 }
 
 pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
@@ -109,7 +112,8 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
             names.push(r.clone());
         }
     }
-    order_keys(cx, parts, &mut names, &mut required)?;
+    // A key forced first keeps the listed order for this object.
+    let forced_first = order_keys(cx, parts, &mut names, &mut required)?;
     // Value of each listed name.
     let mut members: Vec<(String, Expr, bool)> = Vec::new();
     for name in &names {
@@ -195,7 +199,28 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
             }
         }
     }
+    if cx.opts.key_order == crate::KeyOrder::Any && !forced_first {
+        return Ok(build_any(cx, &members, extra, minp, maxp));
+    }
     build(cx, &members, extra, minp, maxp, &parts[0].at)
+}
+
+/// The object as one unordered group: listed members in any order, each at most once,
+/// additional members among them.
+fn build_any(cx: &mut Cx, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>) -> Expr {
+    let ws = cx.ws.clone();
+    let kv = |k: Expr, v: &Expr| Expr::seq([k, ws.clone(), Expr::lit(":"), ws.clone(), v.clone()]);
+    let listed = members.iter().map(|(k, v, req)| (kv(Expr::lit(serde_json::to_string(k).unwrap_or_default()), v), *req)).collect();
+    let extra = (!extra.is_empty()).then(|| alt_of(extra.into_iter().map(|(k, v)| kv(k, &v)).collect()));
+    let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    let group = Unordered {
+        members: listed,
+        extra,
+        sep: Expr::seq([ws.clone(), Expr::lit(","), ws.clone()]),
+        min: clamp(minp),
+        max: maxp.map(clamp),
+    };
+    Expr::seq([Expr::lit("{"), ws.clone(), Expr::Unordered(Box::new(group)), ws, Expr::lit("}")])
 }
 
 /// The additional members of an object whose `patternProperties` are in part `pp`: the keys

@@ -54,6 +54,38 @@ const ONE_KW: &[&str] = &[
 /// Keywords whose value is an array of subschemas.
 const ARR_KW: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
 
+/// The validation vocabulary's keywords (2019-09 and 2020-12).
+const VALIDATION_KW: &[&str] = &[
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength", "minLength",
+    "pattern", "maxItems", "minItems", "uniqueItems", "maxContains", "minContains", "maxProperties", "minProperties", "required",
+    "dependentRequired",
+];
+
+/// Removes the validation vocabulary's keywords from every subschema of `doc` (a document
+/// whose metaschema does not enable that vocabulary: they are annotations there).
+fn strip_validation(doc: &mut Value) {
+    let mut stack = vec![String::new()];
+    while let Some(ptr) = stack.pop() {
+        let Some(Value::Object(o)) = doc.pointer_mut(&ptr) else { continue };
+        for k in VALIDATION_KW {
+            o.remove(*k);
+        }
+        for (k, sub) in o.iter() {
+            if MAP_KW.contains(&k.as_str()) {
+                for key in sub.as_object().into_iter().flat_map(|m| m.keys()) {
+                    stack.push(format!("{ptr}/{}/{}", escape_ptr(k), escape_ptr(key)));
+                }
+            } else if ARR_KW.contains(&k.as_str()) && sub.is_array() {
+                for i in 0..sub.as_array().map_or(0, |a| a.len()) {
+                    stack.push(format!("{ptr}/{}/{i}", escape_ptr(k)));
+                }
+            } else if ONE_KW.contains(&k.as_str()) {
+                stack.push(format!("{ptr}/{}", escape_ptr(k)));
+            }
+        }
+    }
+}
+
 pub(crate) fn escape_ptr(seg: &str) -> String {
     seg.replace('~', "~0").replace('/', "~1")
 }
@@ -185,8 +217,11 @@ impl<'a> Resolver<'a> {
         r
     }
 
-    fn add_doc(&mut self, value: Value, uri: &str, draft: Draft) -> usize {
+    fn add_doc(&mut self, mut value: Value, uri: &str, draft: Draft) -> usize {
         let draft = value.get("$schema").and_then(|s| s.as_str()).and_then(Draft::from_schema_uri).unwrap_or(draft);
+        if !self.validation_vocabulary(&value) {
+            strip_validation(&mut value);
+        }
         let doc = self.docs.len();
         self.resources.insert(strip_fragment(uri).to_string(), Loc { doc, ptr: String::new() });
         // Schema-aware walk.
@@ -249,6 +284,17 @@ impl<'a> Resolver<'a> {
         }
         self.docs.push(Doc { value: std::rc::Rc::new(value), draft, uri: strip_fragment(uri).to_string() });
         doc
+    }
+
+    /// Does the document's metaschema enable the validation vocabulary? Only a metaschema
+    /// among the remotes with a `$vocabulary` can turn it off (listing a vocabulary, `true` or
+    /// `false`, enables it for an implementation that knows it, as formwork does).
+    fn validation_vocabulary(&self, value: &Value) -> bool {
+        let Some(uri) = value.get("$schema").and_then(|s| s.as_str()) else { return true };
+        let Some(vocab) = self.remotes.get(strip_fragment(uri)).and_then(|m| m.get("$vocabulary")).and_then(|v| v.as_object()) else {
+            return true;
+        };
+        vocab.keys().any(|k| k.ends_with("/vocab/validation"))
     }
 
     pub fn value(&self, loc: &Loc) -> Option<&Value> {

@@ -219,7 +219,9 @@ fn collect(cx: &mut Cx, parts: &[Part]) -> R<StrKw> {
         }
         if let Some(v) = p.get("format") {
             if let Some(s) = v.as_str() {
-                if crate::format::regex_for(s).is_some() {
+                if cx.opts.formats_as_annotations {
+                    cx.warnings.push(crate::Warning { keyword: "format".into(), pointer: p.kw_ptr("format"), why: format!("format `{s}` treated as an annotation (formats_as_annotations)") });
+                } else if crate::format::regex_for(s).is_some() {
                     if !k.formats.iter().any(|(q, _)| q == s) {
                         k.formats.push((s.to_string(), p.kw_ptr("format")));
                     }

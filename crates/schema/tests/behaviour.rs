@@ -4,7 +4,7 @@
 mod common;
 
 use formwork_grammar::matcher::accepts;
-use formwork_schema::{compile, compile_with_warnings, validate, SchemaOptions, Whitespace};
+use formwork_schema::{compile, compile_with_warnings, validate, validate_with, KeyOrder, SchemaOptions, Whitespace};
 use serde_json::json;
 
 fn check(schema: serde_json::Value, yes: &[&str], no: &[&str]) {
@@ -250,4 +250,68 @@ fn keys_outside_an_unanchored_pattern_next_to_many_listed_names() {
         &[r#"{"StarSystem":1,"StationName":"x","Name_Localisedx":2}"#, r#"{"Station_Localise":[]}"#],
         &[r#"{"Name_Localised":"x"}"#, r#"{"StarSystem":"x"}"#, r#"{"StarSystem":1,"StarSystem":1}"#],
     );
+}
+
+fn check_with(opts: &SchemaOptions, schema: serde_json::Value, yes: &[&str], no: &[&str]) {
+    let g = compile(&schema, opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
+    for s in yes {
+        assert!(accepts(&g, s.as_bytes(), &opts.limits).unwrap(), "{schema} should accept {s}");
+        assert!(validate_with(&schema, s, opts).is_ok(), "{s} should validate against {schema}");
+    }
+    for s in no {
+        assert!(!accepts(&g, s.as_bytes(), &opts.limits).unwrap(), "{schema} should reject {s}");
+    }
+}
+
+#[test]
+fn any_key_order_accepts_each_key_once_in_any_order() {
+    let any = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
+    let s = json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {}}, "required": ["b"], "maxProperties": 3});
+    check_with(
+        &any,
+        s,
+        &[r#"{"b":"x"}"#, r#"{"b":"x","a":1}"#, r#"{ "c" : null , "a" : 1 , "b" : "x" }"#, r#"{"z":0,"b":"x"}"#],
+        &[r#"{"a":1}"#, r#"{"b":"x","b":"y"}"#, r#"{"a":1,"b":"x","a":2}"#, r#"{"a":"1","b":"x"}"#, r#"{"a":1,"b":"x","c":2,"d":3}"#],
+    );
+    // Closed objects, minProperties, and constant objects in any order.
+    check_with(&any, json!({"properties": {"p": {}, "q": {}}, "additionalProperties": false, "minProperties": 2}), &[r#"{"q":1,"p":2}"#], &[r#"{"q":1}"#, r#"{"q":1,"r":2}"#]);
+    check_with(&any, json!({"const": {"x": 1, "y": [true]}}), &[r#"{"y":[true],"x":1}"#, r#"{"x":1.0,"y":[true]}"#], &[r#"{"y":[true]}"#, r#"{"x":1,"y":[true],"x":1}"#]);
+    // dependentRequired: the dependency may come before the key that needs it.
+    check_with(&any, json!({"dependentRequired": {"bar": ["foo"]}}), &[r#"{"foo":1,"bar":2}"#, r#"{"bar":2,"foo":1}"#, r#"{"foo":1}"#], &[r#"{"bar":2}"#]);
+    // The listed order stays the default.
+    check(json!({"properties": {"a": {}, "b": {}}}), &[r#"{"a":1,"b":2}"#], &[r#"{"b":2,"a":1}"#]);
+}
+
+#[test]
+fn formats_as_annotations_constrain_nothing_and_say_so() {
+    let opts = SchemaOptions { formats_as_annotations: true, ..Default::default() };
+    let s = json!({"type": "string", "format": "email"});
+    check_with(&opts, s.clone(), &[r#""not an email""#, r#""a@b.c""#], &["1"]);
+    let (_, w) = compile_with_warnings(&s, &opts).unwrap();
+    assert!(w.iter().any(|w| w.keyword == "format" && w.why.contains("annotation")), "{w:?}");
+    // Asserted by default.
+    check(s, &[r#""a@b.c""#], &[r#""not an email""#]);
+    // `not` of an annotation-only schema is false: a grammar that matches nothing.
+    let n = json!({"not": {"format": "email"}});
+    let g = compile(&n, &opts).unwrap();
+    assert!(!matches!(accepts(&g, br#""x""#, &opts.limits), Ok(true)));
+}
+
+#[test]
+fn a_metaschema_without_the_validation_vocabulary_turns_validation_keywords_off() {
+    let meta = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "http://localhost:1234/meta-no-validation.json",
+        "$vocabulary": {"https://json-schema.org/draft/2020-12/vocab/applicator": true, "https://json-schema.org/draft/2020-12/vocab/core": true},
+    });
+    let mut opts = SchemaOptions::default();
+    opts.remotes.insert("http://localhost:1234/meta-no-validation.json".into(), meta);
+    let s = json!({"$schema": "http://localhost:1234/meta-no-validation.json", "properties": {"bad": false, "n": {"minimum": 10, "type": "integer"}}});
+    let g = compile(&s, &opts).unwrap();
+    for yes in [r#"{"n":20}"#, r#"{"n":1}"#, r#"{"n":"x"}"#] {
+        assert!(accepts(&g, yes.as_bytes(), &opts.limits).unwrap(), "{yes}");
+        assert_eq!(validate_with(&s, yes, &opts), Ok(()), "final validation agrees: {yes}");
+    }
+    // The applicator vocabulary still applies.
+    assert!(!accepts(&g, br#"{"bad":1}"#, &opts.limits).unwrap());
 }
