@@ -64,6 +64,11 @@ pub struct SourceOptions {
     /// With --schema: OpenAI strict mode (all properties required, no additional ones).
     #[arg(long)]
     strict: bool,
+    /// With --schema: object keys in any order, each at most once (what JSON Schema means),
+    /// instead of the generation grammar's `properties` order. Printed grammars then show
+    /// objects as `@unordered(...)`, which is not GBNF.
+    #[arg(long)]
+    any_key_order: bool,
 }
 
 /// A whitespace bound from the command line.
@@ -229,6 +234,7 @@ fn compile_schema(p: &Path, opts: &SourceOptions, limits: &Limits) -> Result<Gra
         lenient: opts.lenient,
         strict: opts.strict,
         limits: limits.clone(),
+        key_order: if opts.any_key_order { formwork_schema::KeyOrder::Any } else { formwork_schema::KeyOrder::Listed },
         ..Default::default()
     };
     let (g, warnings) = formwork_schema::compile_with_warnings(&schema, &so)
@@ -465,6 +471,26 @@ mod tests {
         let spaces = format!("{{{}}}", " ".repeat(json::DEFAULT_MAX_WS_RUN as usize + 1));
         let v = check(&g, spaces.as_bytes(), &l).unwrap();
         assert!(matches!(v, Verdict::Rejected { offset: 21, .. }), "{v}");
+    }
+
+    #[test]
+    fn check_with_any_key_order_accepts_reordered_keys_once() {
+        let dir = std::env::temp_dir().join(format!("formwork-anyorder-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("s.json");
+        std::fs::write(&p, r#"{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a"]}"#).unwrap();
+        let l = Limits::default();
+        let mut opts = SourceOptions { any_value: false, max_ws_run: WsRun(Some(20)), lenient: false, strict: false, any_key_order: false };
+        let listed = compile_schema(&p, &opts, &l).unwrap();
+        assert!(!check(&listed, br#"{"b":"x","a":1}"#, &l).unwrap().accepted());
+        opts.any_key_order = true;
+        let any = compile_schema(&p, &opts, &l).unwrap();
+        assert!(check(&any, br#"{"b":"x","a":1}"#, &l).unwrap().accepted());
+        // A second `"a"` fails at its closing quote (`"ab"` would be an additional key).
+        let v = check(&any, br#"{"a":1,"a":2}"#, &l).unwrap();
+        assert!(matches!(v, Verdict::Rejected { offset: 9, .. }), "{v}");
+        assert!(gbnf::print(&any).contains("@unordered("));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -54,6 +54,29 @@ pub struct MaskEngineArgs {
     /// The end-of-sequence token id that ends an instance.
     #[arg(long)]
     pub eos: u32,
+    /// Object key order that schemas accept (see `KeyOrder`).
+    #[arg(long, value_enum, default_value_t = KeyOrderArg::Any)]
+    pub key_order: KeyOrderArg,
+}
+
+/// `--key-order`: `any` (each key once, in any order: what JSON Schema means, and what
+/// documents written elsewhere need) or `listed` (`properties` order: the grammar `formwork
+/// run` and the server generate with).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyOrderArg {
+    /// Any order, each key at most once.
+    Any,
+    /// `properties` order, listed keys before additional ones.
+    Listed,
+}
+
+impl From<KeyOrderArg> for formwork_schema::KeyOrder {
+    fn from(k: KeyOrderArg) -> Self {
+        match k {
+            KeyOrderArg::Any => formwork_schema::KeyOrder::Any,
+            KeyOrderArg::Listed => formwork_schema::KeyOrder::Listed,
+        }
+    }
 }
 
 /// Flags of `bench masks`.
@@ -94,6 +117,9 @@ pub struct MasksArgs {
     /// Also list each engine's N slowest schema masks (file, test, step, work, text before).
     #[arg(long, default_value_t = 0)]
     pub slowest: usize,
+    /// Object key order that formwork's schema grammars accept.
+    #[arg(long, value_enum, default_value_t = KeyOrderArg::Any)]
+    pub key_order: KeyOrderArg,
 }
 
 /// Runs a subcommand.
@@ -149,16 +175,18 @@ struct Formwork {
     /// keeps it while some compiled grammar is alive).
     index: Arc<formwork_grammar::matcher::TokenIndex>,
     limits: Limits,
+    key_order: formwork_schema::KeyOrder,
 }
 
 impl Formwork {
     /// Builds the vocabulary's shared token index up front (untimed, like llguidance's token
     /// tables), so no file pays for it.
-    fn new(vocab: Arc<Vocabulary>) -> Self {
+    fn new(vocab: Arc<Vocabulary>, key_order: formwork_schema::KeyOrder) -> Self {
         let index = formwork_grammar::matcher::TokenIndex::for_vocab(&vocab);
         Formwork {
             index,
             limits: Limits::default(),
+            key_order,
         }
     }
 }
@@ -214,6 +242,7 @@ impl Engine for Formwork {
             Source::Schema(s) => {
                 let opts = formwork_schema::SchemaOptions {
                     limits: self.limits.clone(),
+                    key_order: self.key_order,
                     ..Default::default()
                 };
                 owned = formwork_schema::compile(s, &opts).map_err(|e| e.to_string())?;
@@ -402,7 +431,7 @@ fn mask_engine(a: MaskEngineArgs) -> anyhow::Result<()> {
         .with_context(|| format!("loading {}", a.tokenizer.display()))?;
     let vocab = Arc::new(vocab);
     tracing::info!(tokens = vocab.len(), "vocabulary loaded");
-    let engine = Formwork::new(vocab.clone());
+    let engine = Formwork::new(vocab.clone(), a.key_order.into());
     // Warm-up: compile and walk a small schema so lazy statics and allocators are warm.
     let warm = json!({"type": "object", "properties": {"a": {"type": "string"}}});
     let _ = run_file(&engine, &Source::Schema(&warm), &[], a.eos);
@@ -594,7 +623,7 @@ mod tests {
         // A byte-level vocabulary: token b is byte b, EOS is 256.
         let bytes: Vec<Vec<u8>> = (0u8..=255).map(|b| vec![b]).collect();
         let vocab = Arc::new(Vocabulary::from_strings(&bytes, &["</s>"]));
-        let engine = Formwork::new(vocab);
+        let engine = Formwork::new(vocab, formwork_schema::KeyOrder::Any);
         let dir = std::env::temp_dir().join(format!("formwork-bench-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("case.json");
