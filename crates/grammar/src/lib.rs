@@ -5,7 +5,9 @@
 //! ## Layers (dependencies point down)
 //! 1. [`ir`]: the grammar IR — [`Grammar`] of named rules, each an [`Expr`] tree over
 //!    literals, Unicode character classes, sequences, alternations, bounded/unbounded
-//!    repetitions, rule references and explicitly named special tokens. Built only through
+//!    repetitions, rule references, explicitly named special tokens, and unordered member
+//!    groups ([`Unordered`]: a JSON object's members in any order, whose rules the matcher
+//!    builds lazily). Built only through
 //!    [`GrammarBuilder`], which enforces the invariants (every reference resolved, a root).
 //! 2. Front ends that produce IR: `gbnf` (llama.cpp-compatible GBNF text → AST with spans →
 //!    IR, and IR → normalized GBNF text), `json` (the built-in JSON grammar),
