@@ -716,13 +716,8 @@ impl<'a> Cx<'a> {
             }
             Value::Object(o) => {
                 if self.opts.key_order == crate::KeyOrder::Any && o.len() > 1 {
-                    let members = o
-                        .iter()
-                        .map(|(k, x)| (Expr::seq([Expr::lit(serde_json::to_string(k).unwrap_or_default()), self.ws.clone(), Expr::lit(":"), self.ws.clone(), self.literal(x)]), true))
-                        .collect();
-                    let sep = Expr::seq([self.ws.clone(), Expr::lit(","), self.ws.clone()]);
-                    let group = formwork_grammar::Unordered { members, extra: None, sep, min: 0, max: None };
-                    return Expr::seq([Expr::lit("{"), self.ws.clone(), Expr::Unordered(Box::new(group)), self.ws.clone(), Expr::lit("}")]);
+                    let members: Vec<(String, Expr, bool)> = o.iter().map(|(k, x)| (k.clone(), self.literal(x), true)).collect();
+                    return crate::object::unordered(&self.ws, &members, Vec::new(), 0, None);
                 }
                 let mut items = vec![Expr::lit("{"), self.ws.clone()];
                 for (i, (k, x)) in o.iter().enumerate() {

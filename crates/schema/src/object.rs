@@ -200,15 +200,16 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
         }
     }
     if cx.opts.key_order == crate::KeyOrder::Any && !forced_first {
-        return Ok(build_any(cx, &members, extra, minp, maxp));
+        return Ok(unordered(&cx.ws, &members, extra, minp, maxp));
     }
     build(cx, &members, extra, minp, maxp, &parts[0].at)
 }
 
-/// The object as one unordered group: listed members in any order, each at most once,
-/// additional members among them.
-fn build_any(cx: &mut Cx, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>) -> Expr {
-    let ws = cx.ws.clone();
+/// An object as one unordered group: listed members `(name, value, required)` in any order,
+/// each at most once, additional members `(quoted key, value)` among them (also for
+/// constant objects, `Cx::literal`).
+pub(crate) fn unordered(ws: &Expr, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>) -> Expr {
+    let ws = ws.clone();
     let kv = |k: Expr, v: &Expr| Expr::seq([k, ws.clone(), Expr::lit(":"), ws.clone(), v.clone()]);
     let listed = members.iter().map(|(k, v, req)| (kv(Expr::lit(serde_json::to_string(k).unwrap_or_default()), v), *req)).collect();
     let extra = (!extra.is_empty()).then(|| alt_of(extra.into_iter().map(|(k, v)| kv(k, &v)).collect()));
