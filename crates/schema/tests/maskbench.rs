@@ -90,3 +90,57 @@ fn run() {
 fn maskbench_dev_schemas() {
     common::big_stack(run);
 }
+
+/// Token masks on real schemas equal the brute-force answer: after each structural byte of
+/// the valid instances (`{`, `[`, `,`, `:`, `"`, where object keys and values start), every
+/// token of the SmolLM2 vocabulary is allowed in the mask exactly when stepping its bytes
+/// through a second, independent copy of the grammar succeeds. This checks the mask machinery
+/// (truncated states, first-byte dispatch, bounded-repetition shortcuts, unordered groups)
+/// against the automaton itself. Release builds check every 4th file, debug builds every 64th.
+fn masks_brute_force() {
+    use formwork_grammar::matcher::CompiledGrammar;
+    use formwork_vocab::{TokenMask, Vocabulary};
+    use std::sync::Arc;
+    let vocab = Arc::new(Vocabulary::from_tokenizer_json_file(common::data_dir().join("tokenizers/smollm2.json"), None).unwrap());
+    let dir = common::data_dir().join("maskbench-dev");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    files.sort();
+    let step = if cfg!(debug_assertions) { 64 } else { 4 };
+    let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
+    let (mut checked_masks, mut checked_files) = (0usize, 0usize);
+    for f in files.iter().step_by(step) {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        let Ok(g) = compile(&v["schema"], &opts) else { continue };
+        let Ok(cg) = CompiledGrammar::new(&g, vocab.clone(), &opts.limits) else { continue };
+        let oracle = CompiledGrammar::new(&g, vocab.clone(), &opts.limits).unwrap();
+        checked_files += 1;
+        let mut mask = TokenMask::new(vocab.len());
+        for t in v["tests"].as_array().into_iter().flatten().filter(|t| t["valid"] != false) {
+            let text = serde_json::to_string(&t["data"]).unwrap();
+            let (mut m, mut o) = (cg.matcher(), oracle.matcher());
+            // At most 24 positions per instance, spread over it.
+            let points: Vec<usize> = (1..=text.len()).filter(|&i| b"{[,:\"".contains(&text.as_bytes()[i - 1])).collect();
+            let every = points.len().div_ceil(24).max(1);
+            let mut done = 0;
+            for &i in points.iter().step_by(every) {
+                m.commit_bytes(&text.as_bytes()[done..i]).unwrap();
+                o.commit_bytes(&text.as_bytes()[done..i]).unwrap();
+                done = i;
+                m.compute_mask(&mut mask);
+                for u in vocab.ids() {
+                    let ok = o.is_allowed(u);
+                    assert_eq!(mask.contains(u), ok, "{name}: token {:?} after {:?}", String::from_utf8_lossy(vocab.token_bytes(u)), &text[..i]);
+                }
+                checked_masks += 1;
+            }
+        }
+    }
+    eprintln!("brute-force masks: {checked_masks} masks in {checked_files} files, all equal");
+    assert!(checked_masks > 0);
+}
+
+#[test]
+fn maskbench_masks_equal_brute_force() {
+    common::big_stack(masks_brute_force);
+}

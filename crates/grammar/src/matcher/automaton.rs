@@ -161,6 +161,67 @@ impl Automaton {
         next
     }
 
+    /// Fills in every byte transition of `s` at once: bytes taken by the same stacks lead to
+    /// the same state, so each distinct set of stacks is closed once (a state of many stacks,
+    /// an object's unseen keys, would otherwise scan all of them for each of ~200 bytes).
+    pub fn step_all(&mut self, s: u32) {
+        if self.trans[s as usize].as_ref().is_some_and(|t| !t.contains(&UNKNOWN)) {
+            return;
+        }
+        let stacks = self.states[s as usize].stacks.clone();
+        let words = stacks.len().div_ceil(64).max(1);
+        // Per byte: the stacks (by index) that take it.
+        let mut sig = vec![0u64; 256 * words];
+        for (i, &n) in stacks.iter().enumerate() {
+            if n == BOTTOM || n == CTX {
+                continue;
+            }
+            let pos = self.nodes[n as usize].0;
+            if let Elem::Bytes(k) = self.flat.elems[pos as usize] {
+                let set = self.flat.sets[k as usize];
+                for (w, &bits) in set.0.iter().enumerate() {
+                    let mut bits = bits;
+                    while bits != 0 {
+                        let b = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        sig[b * words + i / 64] |= 1 << (i % 64);
+                    }
+                }
+            }
+        }
+        let mut done: FxHashMap<&[u64], u32> = FxHashMap::default();
+        let mut next = [DEAD; 256];
+        for b in 0..256 {
+            let key = &sig[b * words..(b + 1) * words];
+            if key.iter().all(|&w| w == 0) {
+                continue;
+            }
+            if let Some(&x) = done.get(key) {
+                next[b] = x;
+                continue;
+            }
+            self.seeds.clear();
+            for (w, &bits) in key.iter().enumerate() {
+                let mut bits = bits;
+                while bits != 0 {
+                    let i = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let (pos, parent) = self.nodes[stacks[i] as usize];
+                    self.seeds.push((pos + 1, parent));
+                }
+            }
+            let x = self.memo_closure();
+            done.insert(key, x);
+            next[b] = x;
+        }
+        let t = self.trans[s as usize].get_or_insert_with(|| Box::new([UNKNOWN; 256]));
+        for (slot, x) in t.iter_mut().zip(next) {
+            if *slot == UNKNOWN {
+                *slot = x;
+            }
+        }
+    }
+
     /// The state after special token `t` from `s` (not memoized; special tokens are rare).
     pub fn step_token(&mut self, s: u32, t: TokenId) -> u32 {
         if !self.states[s as usize].tokens.contains(&t) {
@@ -380,6 +441,9 @@ impl Automaton {
     /// stacks sharing frames are cut alike, and a step that stays above the cut maps the
     /// truncation of `s` to the truncation of the next state); stacks that reach the bottom
     /// above the cut are kept whole, so a state of shallow stacks is its own truncation.
+    /// A stack is also cut at its topmost frame inside an unordered group's family rule
+    /// (which records the members seen so far): what happens inside one member is the same
+    /// whichever members came before, so states that differ only there share a truncation.
     pub fn truncate(&mut self, s: u32, k: usize) -> u32 {
         let tallest = self.states[s as usize]
             .stacks
@@ -392,14 +456,18 @@ impl Automaton {
         let mut path: Vec<u32> = Vec::with_capacity(k);
         for i in 0..self.states[s as usize].stacks.len() {
             let n = self.states[s as usize].stacks[i];
-            if n == BOTTOM || n == CTX || cut == 0 {
+            if n == BOTTOM || n == CTX {
                 out.push(n);
                 continue;
             }
             path.clear();
             let mut x = n;
             // Keep at least each stack's top frame (its next terminal).
-            while x != BOTTOM && x != CTX && (path.is_empty() || self.heights[x as usize] > cut) {
+            while x != BOTTOM
+                && x != CTX
+                && (path.is_empty()
+                    || (self.heights[x as usize] > cut && !self.flat.lazy.in_family(self.nodes[x as usize].0)))
+            {
                 path.push(x);
                 x = self.nodes[x as usize].1;
             }

@@ -4,7 +4,8 @@ use super::automaton::{Automaton, DEAD, OVERFLOW};
 use super::error::{CompileError, MatchError};
 use super::index::TokenIndex;
 use super::lower::lower;
-use super::mask::{repeat_split, walk_from, Accel, CiMask};
+use super::lower::ByteSet;
+use super::mask::{repeat_split, walk_from, Accel, CiMask, SubCi};
 use crate::{Grammar, Limits};
 use formwork_vocab::{TokenId, TokenMask, Vocabulary};
 use rustc_hash::FxHashMap;
@@ -16,7 +17,7 @@ pub(super) const ENDED: u32 = u32::MAX - 2;
 const MASK_CACHE_BYTES: usize = 64 << 20;
 /// Frames kept when truncating a state for its context-independent mask.
 const TRUNCATE_DEPTH: usize = 4;
-/// Fewest first bytes leading to one looping state for [`CompiledGrammar::dispatch_mask`].
+/// Fewest first bytes leading to one looping state for [`CompiledGrammar::dispatch_ci`].
 const DISPATCH_MIN: usize = 16;
 /// Frames below the top two of a stack are replaced by their loop equivalents only from
 /// this budget on (see `Automaton::canonical`).
@@ -50,6 +51,12 @@ pub(super) struct Shared {
     mask_bytes: usize,
     /// Indexed by truncated state: its context-independent mask.
     ci: FxHashMap<u32, Arc<CiMask>>,
+    /// Indexed by (state after a first byte, that byte): the subtree's context-independent
+    /// part, for first-byte dispatch (counted in `ci_bytes`, dropped with `ci`).
+    sub: FxHashMap<(u32, u8), Arc<SubCi>>,
+    /// Indexed by (looping target, the first bytes leading to it): that group's part of a
+    /// first-byte dispatch (counted in `ci_bytes`, dropped with `ci`).
+    group: FxHashMap<(u32, ByteSet), Arc<CiMask>>,
     ci_bytes: usize,
     /// Indexed by state: its truncation.
     trunc: FxHashMap<u32, u32>,
@@ -102,6 +109,8 @@ impl CompiledGrammar {
                 masks: FxHashMap::default(),
                 mask_bytes: 0,
                 ci: FxHashMap::default(),
+                sub: FxHashMap::default(),
+                group: FxHashMap::default(),
                 ci_bytes: 0,
                 trunc: FxHashMap::default(),
                 repeat_shortcut: true,
@@ -178,10 +187,7 @@ impl CompiledGrammar {
         let vocab = self.index.vocab();
         let (m, walked) = match self.repeat_mask(sh, s) {
             Some(r) => r,
-            None => match self.dispatch_mask(sh, s) {
-                Some(r) => r,
-                None => self.ci_mask(sh, s),
-            },
+            None => self.ci_mask(sh, s),
         };
         let mut m = m;
         let info = sh.aut.info(s);
@@ -236,15 +242,44 @@ impl CompiledGrammar {
         Some((m, walked + w))
     }
 
-    /// The text-token mask of `s` by first-byte dispatch, when `s` is not a loop itself but
-    /// many of its first bytes lead to one state `x` that loops on them (a partial object
-    /// key that may still become a listed key or already is an unlisted one; a bounded
-    /// counter). For such a byte `b`, a token `b·w` is allowed in `s` exactly when `w` is
-    /// allowed in `x = δ(s, b)`, and since `δ(x, b) = x`, exactly when `b·w` is allowed in
-    /// `x`: that part of the mask is `mask(x) ∩ first_byte(b)`, taken from `x`'s (cached,
-    /// usually accelerated) mask. The other first bytes walk their subtrees. `None` when no
-    /// such group exists (the caller walks normally).
-    fn dispatch_mask(&self, sh: &mut Shared, s: u32) -> Option<(TokenMask, usize)> {
+    /// The context-independent mask of state `t` (cached by state), and the trie nodes
+    /// walked to build it (0 on a hit). A state that loops on many bytes is built with its
+    /// accelerator; one that does not, but whose first bytes lead to a looping state, by
+    /// first-byte dispatch ([`dispatch_ci`](Self::dispatch_ci)); any other by a plain walk.
+    fn ci_of(&self, sh: &mut Shared, t: u32) -> (Arc<CiMask>, usize) {
+        if let Some(c) = sh.ci.get(&t) {
+            return (c.clone(), 0);
+        }
+        sh.aut.step_all(t);
+        let c = match Accel::for_state(&mut sh.aut, &self.index, t) {
+            Some(a) => CiMask::build(&mut sh.aut, &self.index, t, Some(&a)),
+            None => match self.dispatch_ci(sh, t) {
+                Some(c) => c,
+                None => CiMask::build(&mut sh.aut, &self.index, t, None),
+            },
+        };
+        let c = Arc::new(c);
+        if sh.ci_bytes + c.memory_usage() > MASK_CACHE_BYTES {
+            sh.ci.clear();
+            sh.sub.clear();
+            sh.group.clear();
+            sh.ci_bytes = 0;
+        }
+        sh.ci_bytes += c.memory_usage();
+        sh.ci.insert(t, c.clone());
+        let walked = c.walked;
+        (c, walked)
+    }
+
+    /// The context-independent mask of `t` by first-byte dispatch, when `t` is not a loop
+    /// itself but many of its first bytes lead to one state `x` that loops on them (a partial
+    /// object key that may still become a listed key or already is an unlisted one; a
+    /// bounded counter). For such a byte `b`, a token `b·w` is consumed from `t` exactly as
+    /// `w` is from `x = δ(t, b)`, and since `δ(x, b) = x`, exactly as `b·w` is from `x`: that
+    /// part of the mask (and of the uncertain subtrees) is `x`'s, restricted to first byte
+    /// `b`, taken from `x`'s cached (usually accelerated) mask. The other first bytes walk
+    /// their subtrees. `None` when no such group exists.
+    fn dispatch_ci(&self, sh: &mut Shared, t: u32) -> Option<CiMask> {
         let trie = self.index.trie();
         // The root's children: (node, byte, state after the byte).
         let mut kids: Vec<(usize, u8, u32)> = Vec::with_capacity(256);
@@ -252,8 +287,8 @@ impl CompiledGrammar {
         let (mut i, n) = (1, trie.end(0));
         while i < n {
             let b = trie.byte(i);
-            let x = sh.aut.step(s, b);
-            if x == s {
+            let x = sh.aut.step(t, b);
+            if x == t {
                 self_loops += 1;
             }
             kids.push((i, b, x));
@@ -264,45 +299,75 @@ impl CompiledGrammar {
         if self_loops >= DISPATCH_MIN {
             return None;
         }
-        let mut groups: Vec<(u32, Vec<u8>)> = Vec::new();
+        let mut groups: Vec<(u32, ByteSet)> = Vec::new();
         for &(_, b, x) in &kids {
-            if x == DEAD || x == OVERFLOW || x == s || sh.aut.step(x, b) != x {
+            if x == DEAD || x == OVERFLOW || x == t || sh.aut.is_ctx(x) || sh.aut.step(x, b) != x {
                 continue;
             }
             match groups.iter_mut().find(|g| g.0 == x) {
-                Some(g) => g.1.push(b),
-                None => groups.push((x, vec![b])),
-            }
-        }
-        groups.retain(|g| g.1.len() >= DISPATCH_MIN);
-        if groups.is_empty() {
-            return None;
-        }
-        let mut m = TokenMask::new(self.index.vocab().len());
-        let mut walked = 0;
-        let fb = self.index.first_byte_masks();
-        let mut grouped = [false; 256];
-        for (x, bytes) in &groups {
-            let (mx, _, w) = self.mask_of(sh, *x);
-            walked += w;
-            let out = m.words_mut();
-            for &b in bytes {
-                grouped[b as usize] = true;
-                for ((o, a), f) in out.iter_mut().zip(mx.words()).zip(fb[b as usize].words()) {
-                    *o |= a & f;
+                Some(g) => g.1.insert(b),
+                None => {
+                    let mut set = ByteSet::default();
+                    set.insert(b);
+                    groups.push((x, set));
                 }
             }
         }
+        groups.retain(|g| g.1.len() >= DISPATCH_MIN as u32);
+        if groups.is_empty() {
+            return None;
+        }
+        let vocab = self.index.vocab();
+        let mut ci = CiMask { mask: TokenMask::new(vocab.len()), nodes: Vec::new(), tokens: Vec::new(), walked: 0 };
+        let fb = self.index.first_byte_masks();
+        let mut grouped = ByteSet::default();
+        for (x, bytes) in &groups {
+            grouped.union(bytes);
+            let part = match sh.group.get(&(*x, *bytes)) {
+                Some(p) => p.clone(),
+                None => {
+                    let (cx, w) = self.ci_of(sh, *x);
+                    ci.walked += w;
+                    let mut part = CiMask { mask: TokenMask::new(vocab.len()), nodes: Vec::new(), tokens: Vec::new(), walked: 0 };
+                    let out = part.mask.words_mut();
+                    for b in (0..=255u8).filter(|&b| bytes.contains(b)) {
+                        for ((o, a), f) in out.iter_mut().zip(cx.mask.words()).zip(fb[b as usize].words()) {
+                            *o |= a & f;
+                        }
+                    }
+                    part.nodes.extend(cx.nodes.iter().filter(|(_, p)| bytes.contains(p[0])).cloned());
+                    part.tokens.extend(cx.tokens.iter().filter(|&&tok| vocab.token_bytes(tok).first().is_some_and(|&b| bytes.contains(b))));
+                    let part = Arc::new(part);
+                    sh.ci_bytes += part.memory_usage();
+                    sh.group.insert((*x, *bytes), part.clone());
+                    part
+                }
+            };
+            for (o, a) in ci.mask.words_mut().iter_mut().zip(part.mask.words()) {
+                *o |= a;
+            }
+            ci.nodes.extend(part.nodes.iter().cloned());
+            ci.tokens.extend_from_slice(&part.tokens);
+        }
+        // The other first bytes: their subtrees, kept by the state after the byte.
         for &(node, b, x) in &kids {
-            if grouped[b as usize] || x == DEAD || x == OVERFLOW {
+            if grouped.contains(b) || x == DEAD || x == OVERFLOW {
                 continue;
             }
-            for &tok in trie.tokens_at(node) {
-                m.insert(tok);
-            }
-            walked += 1 + walk_from(&mut sh.aut, trie, node, x, &mut m);
+            let sub = match sh.sub.get(&(x, b)) {
+                Some(sub) => sub.clone(),
+                None => {
+                    let sub = Arc::new(SubCi::build(&mut sh.aut, trie, vocab.len(), node, x));
+                    ci.walked += sub.walked;
+                    sh.ci_bytes += sub.memory_usage();
+                    sh.sub.insert((x, b), sub.clone());
+                    sub
+                }
+            };
+            sub.allow_into(&mut ci.mask);
+            ci.nodes.extend(sub.nodes.iter().cloned());
         }
-        Some((m, walked))
+        Some(ci)
     }
 
     /// The text-token mask of `s` through its truncation's context-independent mask.
@@ -317,22 +382,7 @@ impl CompiledGrammar {
                 t
             }
         };
-        let mut walked = 0;
-        let ci = match sh.ci.get(&t) {
-            Some(c) => c.clone(),
-            None => {
-                let accel = Accel::for_state(&mut sh.aut, &self.index, t);
-                let c = Arc::new(CiMask::build(&mut sh.aut, &self.index, t, accel.as_deref()));
-                if sh.ci_bytes + c.memory_usage() > MASK_CACHE_BYTES {
-                    sh.ci.clear();
-                    sh.ci_bytes = 0;
-                }
-                sh.ci_bytes += c.memory_usage();
-                sh.ci.insert(t, c.clone());
-                walked = c.walked;
-                c
-            }
-        };
+        let (ci, mut walked) = self.ci_of(sh, t);
         let mut m = ci.mask.clone();
         for (node, prefix) in &ci.nodes {
             let mut x = s;

@@ -16,6 +16,21 @@
 //! top frames, so a new nesting context costs only the uncertain checks (tokens that close
 //! the current rule, typically a few hundred).
 //!
+//! ## First-byte dispatch
+//! A state that does not loop itself, but whose first bytes mostly lead to one state that
+//! loops on them (just after an object key's opening quote: any letter but the first letters
+//! of the listed keys leads to "some other key"), builds its context-independent mask from
+//! that looping state's (cached, accelerated) one, restricted to those first bytes; the
+//! other first bytes' subtrees are walked and kept by the state after the byte ([`SubCi`]).
+//! Both parts are cached, so the next key of the same object, whose state differs only in
+//! the keys still unseen, re-walks only the subtree of the letter whose keys changed.
+//!
+//! ## Unordered groups
+//! A frame inside an unordered group's family rule records the members seen so far, so the
+//! states of two keys of one object differ there even when the member being written is the
+//! same. Truncation also cuts at the topmost such frame (see `Automaton::truncate`): what
+//! happens inside a member does not depend on the members before it.
+//!
 //! ## Bounded repetitions
 //! A state inside `e{m,n}` is new after every unit, so it would always miss the caches.
 //! Its canonical state ([`Automaton::canonical`]: the repetition's frames replaced by loop
@@ -286,7 +301,7 @@ impl CiMask {
 /// Like [`walk_from`] from the root, but a node whose state popped into `CTX` is recorded
 /// in `uncertain` (with its path) and its subtree skipped; so are the root's children on
 /// a byte in `skip_first`.
-fn walk_ci(
+pub(crate) fn walk_ci(
     aut: &mut Automaton,
     trie: &TokenTrie,
     s0: u32,
@@ -295,12 +310,90 @@ fn walk_ci(
     uncertain: &mut Vec<(u32, Box<[u8]>)>,
 ) -> usize {
     let words = mask.words_mut();
+    walk_ci_below(aut, trie, 0, &[], s0, skip_first, |t| words[t.index() / 64] |= 1 << (t.index() % 64), uncertain)
+}
+
+/// The context-independent part of one subtree of the trie below the root (the tokens that
+/// start with one byte), walked from the state after that byte. A first-byte dispatch
+/// keeps these per state, since the state after a byte changes less often than the state
+/// before it (an object's key: one unseen key fewer changes the subtree of its first letter).
+#[derive(Debug)]
+pub(crate) struct SubCi {
+    /// Tokens allowed whatever the context: a list, or a mask when that is smaller.
+    tokens: Box<[TokenId]>,
+    mask: Option<TokenMask>,
+    /// Subtrees whose fate depends on context: (node, bytes from the root).
+    pub nodes: Vec<(u32, Box<[u8]>)>,
+    /// Trie nodes walked to build it.
+    pub walked: usize,
+}
+
+impl SubCi {
+    pub(crate) fn memory_usage(&self) -> usize {
+        self.tokens.len() * 4
+            + self.mask.as_ref().map_or(0, |m| m.memory_usage())
+            + self.nodes.iter().map(|(_, p)| p.len() + 24).sum::<usize>()
+            + 48
+    }
+
+    /// Adds the allowed tokens to `m`.
+    pub(crate) fn allow_into(&self, m: &mut TokenMask) {
+        match &self.mask {
+            Some(mine) => {
+                for (o, a) in m.words_mut().iter_mut().zip(mine.words()) {
+                    *o |= a;
+                }
+            }
+            None => {
+                for &t in self.tokens.iter() {
+                    m.insert(t);
+                }
+            }
+        }
+    }
+
+    /// Walks the subtree of root child `node` (byte `b`) from `x`, the state after `b`.
+    pub(crate) fn build(aut: &mut Automaton, trie: &TokenTrie, vocab_len: usize, node: usize, x: u32) -> SubCi {
+        let b = trie.byte(node);
+        let mut nodes = Vec::new();
+        if aut.is_ctx(x) {
+            nodes.push((node as u32, Box::from([b])));
+            return SubCi { tokens: Box::default(), mask: None, nodes, walked: 1 };
+        }
+        let mut tokens = trie.tokens_at(node).to_vec();
+        let walked = 1 + walk_ci_below(aut, trie, node, &[b], x, None, |t| tokens.push(t), &mut nodes);
+        // A list of more than a sixteenth of the vocabulary is longer than its mask's words.
+        if tokens.len() > vocab_len / 16 {
+            let mut m = TokenMask::new(vocab_len);
+            for &t in &tokens {
+                m.insert(t);
+            }
+            return SubCi { tokens: Box::default(), mask: Some(m), nodes, walked };
+        }
+        SubCi { tokens: tokens.into_boxed_slice(), mask: None, nodes, walked }
+    }
+}
+
+/// The walk of [`walk_ci`] over the subtree of `root` (reached by `prefix`, in state `s0`),
+/// handing each allowed token to `allow`.
+#[allow(clippy::too_many_arguments)]
+fn walk_ci_below(
+    aut: &mut Automaton,
+    trie: &TokenTrie,
+    root: usize,
+    prefix: &[u8],
+    s0: u32,
+    skip_first: Option<&super::lower::ByteSet>,
+    mut allow: impl FnMut(TokenId),
+    uncertain: &mut Vec<(u32, Box<[u8]>)>,
+) -> usize {
     let mut visited = 0usize;
     let mut stack: Vec<(u32, u32)> = Vec::with_capacity(trie.max_depth() + 2);
     let mut path: Vec<u8> = Vec::with_capacity(trie.max_depth() + 1);
-    stack.push((trie.end(0) as u32, s0));
-    let mut i = 1;
-    let n = trie.len();
+    path.extend_from_slice(prefix);
+    stack.push((trie.end(root) as u32, s0));
+    let mut i = root + 1;
+    let n = trie.end(root);
     while i < n {
         while i as u32 >= stack[stack.len() - 1].0 {
             stack.pop();
@@ -325,7 +418,7 @@ fn walk_ci(
             continue;
         }
         for &t in trie.tokens_at(i) {
-            words[t.index() / 64] |= 1 << (t.index() % 64);
+            allow(t);
         }
         stack.push((trie.end(i) as u32, s));
         path.push(trie.byte(i));

@@ -78,6 +78,9 @@ pub(crate) struct Lazy {
     pub pending: FxHashMap<u32, Key>,
     /// Every family rule created, by key.
     ids: FxHashMap<Key, u32>,
+    /// Bitset over `Flat::elems`: the positions inside family rules. A stack frame at such a
+    /// position depends on the members seen; the automaton cuts truncated stacks there.
+    positions: Vec<u64>,
 }
 
 impl Lazy {
@@ -87,6 +90,13 @@ impl Lazy {
         self.pending.values().map(key).sum::<usize>()
             + self.ids.keys().map(key).sum::<usize>()
             + self.families.iter().map(|f| f.members.len() * 4 + f.required.len() * 8 + 48).sum::<usize>()
+            + self.positions.len() * 8
+    }
+
+    /// Is grammar position `pos` inside a family rule?
+    #[inline]
+    pub fn in_family(&self, pos: u32) -> bool {
+        self.positions.get(pos as usize / 64).is_some_and(|w| w >> (pos % 64) & 1 == 1)
     }
 }
 
@@ -161,10 +171,16 @@ impl Flat {
             }
         }
         let mut starts = Vec::with_capacity(alts.len());
+        let first = self.elems.len();
         for a in alts {
             starts.push(self.elems.len() as u32);
             self.elems.extend_from_slice(&a);
             self.elems.push(Elem::End);
+        }
+        let bits = &mut self.lazy.positions;
+        bits.resize(self.elems.len().div_ceil(64), 0);
+        for p in first..self.elems.len() {
+            bits[p / 64] |= 1 << (p % 64);
         }
         self.alts[r as usize] = starts;
     }
