@@ -65,9 +65,16 @@ pub enum Whitespace {
     Compact,
 }
 
+/// The default bound on a whitespace run: enough for any pretty-printed document, and at
+/// least the longest whitespace token of common vocabularies (Llama 3's is 128 spaces,
+/// SmolLM2's a newline and 80 spaces). A bound below a token's length is costly: that token
+/// must then be walked byte by byte from every position where whitespace may start, one new
+/// parser state per byte, instead of being answered by the repetition's looping form.
+pub const DEFAULT_MAX_WHITESPACE_RUN: u32 = 128;
+
 impl Default for Whitespace {
     fn default() -> Self {
-        Whitespace::Flexible { max_run: Some(64) }
+        Whitespace::Flexible { max_run: Some(DEFAULT_MAX_WHITESPACE_RUN) }
     }
 }
 
