@@ -567,7 +567,6 @@ fn masks_equal_brute_force_with_ambiguous_contexts() {
         &["</s>"],
     ));
     let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
-    let oracle = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
     let text: &[u8] = b"((((((ab)])])];";
     for k in 0..=text.len() {
         let ok = (0..=k).all(|j| {
@@ -581,27 +580,7 @@ fn masks_equal_brute_force_with_ambiguous_contexts() {
         );
     }
     assert_eq!(accepts(&g, text, &Limits::default()), Ok(true));
-    let mut m = cg.matcher();
-    let mut o = oracle.matcher();
-    let mut mask = TokenMask::new(v.len());
-    for &byte in text.iter() {
-        m.compute_mask(&mut mask);
-        for u in v.ids() {
-            let ok = o.commit(u).is_ok();
-            if ok {
-                o.rollback(1).unwrap();
-            }
-            assert_eq!(
-                mask.contains(u),
-                ok,
-                "token {u} after {} bytes",
-                o.committed()
-            );
-        }
-        m.commit_bytes(&[byte]).unwrap();
-        o.commit_bytes(&[byte]).unwrap();
-    }
-    assert!(m.is_accepting());
+    masks_match_brute_force_along(&g, &v, text);
 }
 
 /// First-byte dispatch: a partial key that may still become a listed key (`alpha`,
@@ -643,33 +622,9 @@ fn masks_equal_brute_force_on_key_prefixes() {
     }
     let refs: Vec<&str> = words.iter().map(String::as_str).collect();
     let v = Arc::new(Vocabulary::from_strings(&refs, &["</s>"]));
-    let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
-    let oracle = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
     let text: &[u8] = b"{\"alpha\":1,\"alpx\":1,\"alpine\":1,\"zz\":1,\"al\":1}";
     assert_eq!(accepts(&g, text, &Limits::default()), Ok(true));
-    let mut m = cg.matcher();
-    let mut o = oracle.matcher();
-    let mut mask = TokenMask::new(v.len());
-    for &byte in text.iter() {
-        m.compute_mask(&mut mask);
-        for u in v.ids() {
-            let ok = o.commit(u).is_ok();
-            if ok {
-                o.rollback(1).unwrap();
-            }
-            assert_eq!(
-                mask.contains(u),
-                ok,
-                "token {:?} after {:?}",
-                String::from_utf8_lossy(v.token_bytes(u)),
-                String::from_utf8_lossy(&text[..o.committed()])
-            );
-        }
-        m.commit_bytes(&[byte]).unwrap();
-        o.commit_bytes(&[byte]).unwrap();
-    }
-    m.compute_mask(&mut mask);
-    assert!(m.is_accepting());
+    masks_match_brute_force_along(&g, &v, text);
 }
 
 /// Unordered groups (objects in any key order), nested, with extra keys: every mask equals
@@ -710,8 +665,6 @@ fn masks_equal_brute_force_in_unordered_groups() {
     }
     let refs: Vec<&str> = words.iter().map(String::as_str).collect();
     let v = Arc::new(Vocabulary::from_strings(&refs, &["</s>"]));
-    let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
-    let oracle = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
     let texts: [&[u8]; 3] = [
         b"{\"alpha\":{\"zz\":1,\"beta\":1,\"alpine\":{\"beta\":{\"alp\":1,\"beta\":1}}},\"alpx\":1,\"beta\":1}",
         b"{\"beta\":{\"beta\":1,\"alpha\":1},\"alpine\":1,\"alpha\":{\"alpine\":1,\"beta\":1}}",
@@ -719,23 +672,33 @@ fn masks_equal_brute_force_in_unordered_groups() {
     ];
     for text in texts {
         assert_eq!(accepts(&g, text, &Limits::default()), Ok(true), "{}", String::from_utf8_lossy(text));
-        let mut m = cg.matcher();
-        let mut o = oracle.matcher();
-        let mut mask = TokenMask::new(v.len());
-        for &byte in text.iter() {
-            m.compute_mask(&mut mask);
-            for u in v.ids() {
-                assert_eq!(
-                    mask.contains(u),
-                    o.is_allowed(u),
-                    "token {:?} after {:?}",
-                    String::from_utf8_lossy(v.token_bytes(u)),
-                    String::from_utf8_lossy(&text[..o.committed()])
-                );
-            }
-            m.commit_bytes(&[byte]).unwrap();
-            o.commit_bytes(&[byte]).unwrap();
-        }
-        assert!(m.is_accepting());
+        masks_match_brute_force_along(&g, &v, text);
     }
+}
+
+/// Walks `text` byte by byte through `g` and checks every mask on the way (and at the end)
+/// against brute force: each token stepped through a second, independent copy of the grammar.
+fn masks_match_brute_force_along(g: &Grammar, v: &Arc<Vocabulary>, text: &[u8]) {
+    let cg = CompiledGrammar::new(g, v.clone(), &Limits::default()).unwrap();
+    let oracle = CompiledGrammar::new(g, v.clone(), &Limits::default()).unwrap();
+    let mut m = cg.matcher();
+    let mut o = oracle.matcher();
+    let mut mask = TokenMask::new(v.len());
+    for i in 0..=text.len() {
+        m.compute_mask(&mut mask);
+        for u in v.ids() {
+            assert_eq!(
+                mask.contains(u),
+                o.is_allowed(u),
+                "token {:?} after {:?}",
+                String::from_utf8_lossy(v.token_bytes(u)),
+                String::from_utf8_lossy(&text[..i])
+            );
+        }
+        if i < text.len() {
+            m.commit_bytes(&text[i..=i]).unwrap();
+            o.commit_bytes(&text[i..=i]).unwrap();
+        }
+    }
+    assert!(m.is_accepting());
 }
