@@ -56,29 +56,10 @@ pub(crate) fn walk_from(
     mask: &mut TokenMask,
 ) -> usize {
     let words = mask.words_mut();
-    let mut visited = 0usize;
-    // (end of the subtree, state at its root)
-    let mut stack: Vec<(u32, u32)> = Vec::with_capacity(trie.max_depth() + 2);
-    stack.push((trie.end(root) as u32, s0));
-    let mut i = root + 1;
-    let n = trie.end(root);
-    while i < n {
-        while i as u32 >= stack[stack.len() - 1].0 {
-            stack.pop();
-        }
-        let parent = stack[stack.len() - 1].1;
-        visited += 1;
-        let s = aut.step(parent, trie.byte(i));
-        if s == DEAD || s == OVERFLOW {
-            i = trie.end(i);
-            continue;
-        }
-        for &t in trie.tokens_at(i) {
-            words[t.index() / 64] |= 1 << (t.index() % 64);
-        }
-        stack.push((trie.end(i) as u32, s));
-        i += 1;
-    }
+    // From a full state nothing pops into `CTX`, so nothing is uncertain.
+    let mut none = Vec::new();
+    let visited = walk_ci_below(aut, trie, root, &[], s0, None, |t| words[t.index() / 64] |= 1 << (t.index() % 64), &mut none);
+    debug_assert!(none.is_empty(), "a walk from a full state reached CTX");
     visited
 }
 
