@@ -31,6 +31,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod corpus;
 pub mod gbnf;
 pub mod ir;
 pub mod json;

@@ -8,40 +8,17 @@
 //! mask at its step and EOS at the end; for a rejected one, some token must be missing from
 //! its step's mask or EOS missing at the end. Mask membership must agree with `commit`.
 
+use formwork_grammar::corpus::{read_corpus, CorpusCase};
 use formwork_grammar::{accepts, gbnf, CompiledGrammar, Grammar, Limits, TokenIndex};
 use formwork_testkit::{greedy_tokenize, SharedTokenizer};
 use formwork_vocab::{TokenId, TokenMask, Vocabulary};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-#[derive(serde::Deserialize)]
-struct Case {
-    #[serde(default)]
-    name: String,
-    grammar: String,
-    #[serde(default)]
-    accept: Vec<String>,
-    #[serde(default)]
-    reject: Vec<String>,
-}
-
-fn cases() -> Vec<(String, Case)> {
+fn cases() -> Vec<(String, CorpusCase)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no corpus files in {}", dir.display());
-    let mut out = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).unwrap();
-        let cs: Vec<Case> =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
-        out.extend(cs.into_iter().map(|c| (stem.clone(), c)));
-    }
+    let out = read_corpus(&dir).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!out.is_empty(), "no corpus cases in {}", dir.display());
     out
 }
 

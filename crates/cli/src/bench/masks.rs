@@ -365,59 +365,34 @@ fn corpus(
     hf: &HfTokenizer,
     eos: u32,
 ) -> anyhow::Result<()> {
-    #[derive(serde::Deserialize)]
-    struct Case {
-        #[serde(default)]
-        name: String,
-        grammar: String,
-        #[serde(default)]
-        accept: Vec<String>,
-        #[serde(default)]
-        reject: Vec<String>,
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
+    let cases = formwork_grammar::corpus::read_corpus(dir)?;
     let mut tallies: Vec<(&'static str, Tally)> = engines
         .iter()
         .map(|e| (e.name(), Tally::default()))
         .collect();
     let (mut n_cases, mut skipped) = (0, 0);
-    for f in &files {
-        let text =
-            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-        let cases: Vec<Case> = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a corpus file", f.display()))?;
-        for c in cases {
-            // Cases meant to be refused (a malformed grammar) are the parser's tests, not masks'.
-            let Ok(g) = formwork_grammar::gbnf::parse(&c.grammar, &Limits::default()) else {
-                skipped += 1;
-                continue;
-            };
-            let mut tokens = Vec::new();
-            let mut expected = Vec::new();
-            for (inputs, valid) in [(&c.accept, true), (&c.reject, false)] {
-                for i in inputs {
-                    // Inputs the tokenizer cannot spell (bytes it has no token for) are skipped.
-                    if let Ok(t) = hf.encode(i) {
-                        tokens.push(t);
-                        expected.push(valid);
-                    }
+    for (file, c) in &cases {
+        // Cases meant to be refused (a malformed grammar) are the parser's tests, not masks'.
+        let Ok(g) = formwork_grammar::gbnf::parse(&c.grammar, &Limits::default()) else {
+            skipped += 1;
+            continue;
+        };
+        let mut tokens = Vec::new();
+        let mut expected = Vec::new();
+        for (inputs, valid) in [(&c.accept, true), (&c.reject, false)] {
+            for i in inputs {
+                // Inputs the tokenizer cannot spell (bytes it has no token for) are skipped.
+                if let Ok(t) = hf.encode(i) {
+                    tokens.push(t);
+                    expected.push(valid);
                 }
             }
-            n_cases += 1;
-            let name = format!(
-                "{}:{}",
-                f.file_name().unwrap_or_default().to_string_lossy(),
-                c.name
-            );
-            for (e, (_, t)) in engines.iter().zip(tallies.iter_mut()) {
-                let run = run_file(e.as_ref(), &Source::Grammar(&g), &tokens, eos);
-                t.add(&name, &run, &expected);
-            }
+        }
+        n_cases += 1;
+        let name = format!("{file}.json:{}", c.name);
+        for (e, (_, t)) in engines.iter().zip(tallies.iter_mut()) {
+            let run = run_file(e.as_ref(), &Source::Grammar(&g), &tokens, eos);
+            t.add(&name, &run, &expected);
         }
     }
     print_table(
