@@ -49,7 +49,7 @@ pub(crate) struct Part {
 
 impl Part {
     pub fn value(&self) -> &Value {
-        self.root.pointer(&self.ptr).unwrap_or(&Value::Bool(true))
+        crate::resolve::pointer(&self.root, &self.ptr).unwrap_or(&Value::Bool(true))
     }
     pub fn obj(&self) -> Option<&Map<String, Value>> {
         if self.consumed & C_REF_ONLY != 0 {
