@@ -320,6 +320,10 @@ pub(super) fn masks(a: MasksArgs) -> anyhow::Result<()> {
             if t.slowest.is_empty() {
                 continue;
             }
+            println!("\n{name}: the {} slowest times to first mask (µs: compile and first mask, file)", t.slowest_ttfm.len());
+            for (us, file) in &t.slowest_ttfm {
+                println!("  {us:.0} {file}");
+            }
             println!(
                 "\n{name}: the {} slowest masks (µs, file, test:step, work, text before the mask)",
                 t.slowest.len()

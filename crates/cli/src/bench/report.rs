@@ -19,6 +19,20 @@ pub(super) struct Tally {
     pub(super) keep_slowest: usize,
     /// The slowest masks: (µs, file, test, step, work counter).
     pub(super) slowest: Vec<(f64, String, u32, u32, u64)>,
+    /// The slowest times to first mask (compile + first mask): (µs, file).
+    pub(super) slowest_ttfm: Vec<(f64, String)>,
+}
+
+/// Inserts `x` into `v` (sorted slowest first) if it is among the `keep` slowest.
+fn keep_slowest<T>(v: &mut Vec<(f64, T)>, keep: usize, x: (f64, T)) {
+    if v.len() >= keep && v.last().is_none_or(|l| x.0 <= l.0) {
+        return;
+    }
+    if v.len() >= keep {
+        v.pop();
+    }
+    let at = v.partition_point(|y| y.0 >= x.0);
+    v.insert(at, x);
 }
 
 pub(super) fn pct(sorted: &[f64], q: f64) -> f64 {
@@ -40,6 +54,7 @@ impl Tally {
         self.ttfm.push(run.ttfm_us);
         self.tbm.extend_from_slice(&run.mask_us);
         if self.keep_slowest > 0 {
+            keep_slowest(&mut self.slowest_ttfm, self.keep_slowest, (run.ttfm_us, name.to_string()));
             for (&us, &(test, step, work)) in run.mask_us.iter().zip(&run.mask_at) {
                 let full = self.slowest.len() >= self.keep_slowest;
                 if full && us <= self.slowest[self.slowest.len() - 1].0 {
