@@ -318,7 +318,7 @@ impl CompiledGrammar {
             return None;
         }
         let vocab = self.index.vocab();
-        let mut ci = CiMask { mask: TokenMask::new(vocab.len()), nodes: Vec::new(), tokens: Vec::new(), walked: 0 };
+        let mut ci = CiMask::empty(vocab.len());
         let fb = self.index.first_byte_masks();
         let mut grouped = ByteSet::default();
         for (x, bytes) in &groups {
@@ -328,7 +328,7 @@ impl CompiledGrammar {
                 None => {
                     let (cx, w) = self.ci_of(sh, *x);
                     ci.walked += w;
-                    let mut part = CiMask { mask: TokenMask::new(vocab.len()), nodes: Vec::new(), tokens: Vec::new(), walked: 0 };
+                    let mut part = CiMask::empty(vocab.len());
                     let out = part.mask.words_mut();
                     for b in (0..=255u8).filter(|&b| bytes.contains(b)) {
                         for ((o, a), f) in out.iter_mut().zip(cx.mask.words()).zip(fb[b as usize].words()) {

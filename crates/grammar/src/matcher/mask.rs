@@ -229,6 +229,11 @@ pub(crate) struct CiMask {
 }
 
 impl CiMask {
+    /// Nothing allowed, nothing uncertain, over a vocabulary of `n` tokens.
+    pub(crate) fn empty(n: usize) -> CiMask {
+        CiMask { mask: TokenMask::new(n), nodes: Vec::new(), tokens: Vec::new(), walked: 0 }
+    }
+
     pub(crate) fn memory_usage(&self) -> usize {
         self.mask.memory_usage()
             + self.nodes.iter().map(|(_, p)| p.len() + 24).sum::<usize>()
@@ -242,13 +247,7 @@ impl CiMask {
         t: u32,
         accel: Option<&Accel>,
     ) -> CiMask {
-        let n = index.vocab().len();
-        let mut ci = CiMask {
-            mask: TokenMask::new(n),
-            nodes: Vec::new(),
-            tokens: Vec::new(),
-            walked: 0,
-        };
+        let mut ci = CiMask::empty(index.vocab().len());
         match accel {
             Some(a) => {
                 ci.mask.words_mut().copy_from_slice(a.class.all_in.words());
