@@ -9,6 +9,10 @@
 //! ## Key types
 //! - [`Model`] / [`ModelInfo`]: what the loop needs from a backend (tokenize, decode → logits,
 //!   truncate the KV cache, and optionally [`Model::cached_tokens`] for prefix reuse).
+//! - [`batch`]: many sequences on one model. A [`batch::BatchModel`] evaluates several
+//!   sequences in one call; a [`batch::Batcher`] steps them together (continuous batching,
+//!   chunked prefill, prefix reuse per slot) and hands out [`batch::Sequence`]s, each a
+//!   [`Model`], so the same loop serves one sequence (the CLI) and many (the server).
 //! - [`Prompt`]: a chat ([`ChatMessage`]s + optional tools JSON) or raw text.
 //! - [`GenerateOptions`]: sampler options, `num_predict`, stop strings, `num_ctx`.
 //! - [`Constraint`]: what a grammar must provide (`compute_mask`, `is_allowed`, `commit`,
@@ -84,6 +88,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod batch;
 mod constraint;
 mod generate;
 pub mod instruct;

@@ -216,3 +216,146 @@ impl Model for ScriptedModel {
         Some(&self.sequence)
     }
 }
+
+/// A [`ScriptedModel`] with several sequences, as a [`BatchModel`](crate::batch::BatchModel):
+/// each sequence follows the same script (or its own, [`ScriptedBatchModel::set_seq_script`]),
+/// its step counted from the evaluation that finished its prompt. Records the largest batch.
+#[derive(Debug)]
+pub struct ScriptedBatchModel {
+    seqs: Vec<ScriptedModel>,
+    /// Per sequence: whether the last entry finished a prompt (the script starts after it).
+    started: Vec<bool>,
+    logits: Vec<Vec<f32>>,
+    max_batch_tokens: usize,
+    /// A batch holding this token fails (to test failure isolation).
+    fail_token: Option<TokenId>,
+    /// Each decode call sleeps this long (to make steps observable).
+    step_delay: std::time::Duration,
+}
+
+impl ScriptedBatchModel {
+    /// `n_seq` sequences over the vocabulary of [`ScriptedModel::new`].
+    pub fn new<S: AsRef<[u8]>>(tokens: &[S], specials: &[&str], n_seq: usize) -> Self {
+        Self::from_model(ScriptedModel::new(tokens, specials), n_seq)
+    }
+
+    /// `n_seq` copies of `model` (its script, vocabulary and context length per sequence).
+    pub fn from_model(model: ScriptedModel, n_seq: usize) -> Self {
+        ScriptedBatchModel {
+            seqs: vec![model; n_seq.max(1)],
+            started: vec![false; n_seq.max(1)],
+            logits: Vec::new(),
+            max_batch_tokens: 512,
+            fail_token: None,
+            step_delay: std::time::Duration::ZERO,
+        }
+    }
+
+    /// Scripts every sequence with `text` (see [`ScriptedModel::script_text`]).
+    pub fn script_text(&mut self, text: &str) {
+        self.seqs.iter_mut().for_each(|s| s.script_text(text));
+    }
+
+    /// Scripts one sequence.
+    pub fn set_seq_script(&mut self, seq: usize, steps: Vec<Vec<TokenId>>) {
+        self.seqs[seq].set_script(steps);
+    }
+
+    /// Most tokens per batch.
+    pub fn with_max_batch_tokens(mut self, n: usize) -> Self {
+        self.max_batch_tokens = n.max(1);
+        self
+    }
+
+    /// Any batch holding `t` fails (a model error), to test that only its sequence fails.
+    pub fn with_failing_token(mut self, t: TokenId) -> Self {
+        self.fail_token = Some(t);
+        self
+    }
+
+    /// Every decode call takes at least `d`.
+    pub fn with_step_delay(mut self, d: std::time::Duration) -> Self {
+        self.step_delay = d;
+        self
+    }
+
+    /// The token whose bytes are `s`.
+    pub fn token(&self, s: &str) -> TokenId {
+        self.seqs[0].token(s)
+    }
+}
+
+struct ScriptedTokenizer(ScriptedModel);
+
+impl crate::batch::Tokenize for ScriptedTokenizer {
+    fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError> {
+        self.0.tokenize(text, add_bos, parse_special)
+    }
+}
+
+impl crate::batch::BatchModel for ScriptedBatchModel {
+    fn info(&self) -> &ModelInfo {
+        &self.seqs[0].info
+    }
+    fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.seqs[0].vocab
+    }
+    fn tokenizer(&self) -> Arc<dyn crate::batch::Tokenize> {
+        Arc::new(ScriptedTokenizer(self.seqs[0].clone()))
+    }
+    fn n_seq(&self) -> usize {
+        self.seqs.len()
+    }
+    fn max_batch_tokens(&self) -> usize {
+        self.max_batch_tokens
+    }
+    fn seq_keep(&mut self, seq: crate::batch::SeqId, n: usize) -> bool {
+        let s = &mut self.seqs[seq.index()];
+        if n < s.sequence.len() || n == 0 {
+            s.sequence.truncate(n);
+            s.after_prompt = 0;
+            s.calls = 0;
+            self.started[seq.index()] = false;
+        }
+        true
+    }
+    fn decode_batch(&mut self, entries: &[crate::batch::BatchEntry<'_>]) -> Result<(), ModelError> {
+        if !self.step_delay.is_zero() {
+            std::thread::sleep(self.step_delay);
+        }
+        let total: usize = entries.iter().map(|e| e.tokens.len()).sum();
+        if total > self.max_batch_tokens {
+            return Err(ModelError::Decode(format!("batch of {total} tokens over the limit {}", self.max_batch_tokens)));
+        }
+        if let Some(bad) = self.fail_token {
+            if entries.iter().any(|e| e.tokens.contains(&bad)) {
+                return Err(ModelError::Decode(format!("scripted failure on token {bad}")));
+            }
+        }
+        for e in entries {
+            let s = &self.seqs[e.seq.index()];
+            if e.pos != s.sequence.len() {
+                return Err(ModelError::Decode(format!("entry at position {} but sequence {} holds {}", e.pos, e.seq.0, s.sequence.len())));
+            }
+        }
+        self.logits.clear();
+        for e in entries {
+            let i = e.seq.index();
+            let s = &mut self.seqs[i];
+            s.sequence.extend_from_slice(e.tokens);
+            s.decoded_total += e.tokens.len();
+            if self.started[i] {
+                s.after_prompt += e.tokens.len();
+            }
+            if e.logits {
+                self.started[i] = true;
+                s.fill_logits();
+                self.logits.push(s.logits.clone());
+            }
+        }
+        Ok(())
+    }
+    fn logits(&self, i: usize) -> &[f32] {
+        &self.logits[i]
+    }
+}

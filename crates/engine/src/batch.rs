@@ -1,0 +1,693 @@
+//! Many sequences on one model: the [`BatchModel`] seam and the [`Batcher`] that steps them
+//! together (continuous batching).
+//!
+//! ## The design
+//! A [`BatchModel`] holds several sequences (a llama.cpp context with several sequence ids and
+//! a KV-cache stream each). One [`BatchModel::decode_batch`] call evaluates a batch of
+//! `(sequence, position, tokens)` entries at once and yields the logits of the entries that
+//! asked for them. Evaluating 16 sequences' next tokens in one batch costs little more than
+//! one, because decoding a small model on a CPU is bound by reading the weights, which a
+//! batch reads once.
+//!
+//! The [`Batcher`] owns the model on its own thread (the *step thread*) and hands out
+//! [`Sequence`]s. A `Sequence` implements [`Model`], so the one generation loop
+//! ([`crate::generate`], and everything built on it: reasoning, retries, budgets, forced
+//! tokens, tool calls) runs unchanged on a batched model, one session per thread: its
+//! [`Model::decode`] submits the tokens and blocks until the step that evaluated them. The
+//! step thread runs a step when every sequence it served in the last step has come back with
+//! its next tokens (or [`BatcherOptions::max_wait`] after the last step, so a session busy
+//! with something slow never holds the others up for more than that). New sequences join
+//! at the next step and finished ones leave: continuous batching. Sessions sample and compute
+//! their masks in parallel, on their own threads, between steps.
+//!
+//! - **Chunked prefill**: a step holds at most [`BatchModel::max_batch_tokens`] tokens. The
+//!   sequences that are generating (a few tokens each) go first; prompts fill what is left,
+//!   in arrival order, and a long prompt is evaluated over several steps. So a long prompt
+//!   never stalls the sequences already generating.
+//! - **Prefix reuse per slot**: each slot keeps what its KV cache holds after its sequence
+//!   ends. [`Batcher::acquire`] routes a new request to the free slot whose cached tokens
+//!   share the longest prefix with its prompt (the least recently used on a tie), and the
+//!   loop's own prefix reuse ([`Model::cached_tokens`]) keeps that prefix.
+//! - **Per-slot context**: each sequence has `ModelInfo::context_length` positions of its
+//!   own, so one long conversation cannot starve the others.
+//! - **Failures stay with their sequence**: a batch the model refuses is evaluated again
+//!   entry by entry, so only the entry at fault gets the error, and its KV cache is rolled
+//!   back to where it was.
+//!
+//! ## Cost
+//! Per generated token and sequence: one hand-off to the step thread and back (a mutex, two
+//! condition-variable wake-ups, a few µs) and one copy of the logits (4 bytes per vocabulary
+//! entry). Against a decode step of milliseconds this is noise.
+//!
+//! ```
+//! use formwork_engine::batch::{Batcher, BatcherOptions};
+//! use formwork_engine::testing::ScriptedBatchModel;
+//! use formwork_engine::{generate, GenerateOptions, Prompt, SamplerOptions};
+//! use std::ops::ControlFlow;
+//! let mut model = ScriptedBatchModel::new(&["Hi", "Hel", "lo", "!"], &["</s>"], 4);
+//! model.script_text("Hello!");
+//! let batcher = Batcher::new(Box::new(model), BatcherOptions::default());
+//! let threads: Vec<_> = (0..4).map(|_| {
+//!     let b = batcher.clone();
+//!     std::thread::spawn(move || {
+//!         let prompt = Prompt::Raw("Hi".into());
+//!         let mut seq = b.acquire(&b.prompt_tokens(&prompt).unwrap());
+//!         let opts = GenerateOptions { sampler: SamplerOptions::greedy(), ..Default::default() };
+//!         generate(&mut seq, &prompt, &opts, None, &mut |_| ControlFlow::Continue(())).unwrap().text
+//!     })
+//! }).collect();
+//! for t in threads { assert_eq!(t.join().unwrap(), "Hello!"); }
+//! assert!(batcher.stats().max_batch_sequences >= 2);
+//! ```
+
+use crate::generate::{tokenize_prompt, EngineError, Prompt};
+use crate::model::{Model, ModelError, ModelInfo};
+use formwork_vocab::{TokenId, Vocabulary};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A sequence of a [`BatchModel`]: `0..BatchModel::n_seq()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SeqId(pub u32);
+
+impl SeqId {
+    /// As an index.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One entry of a batch: `tokens` appended to sequence `seq` at positions `pos..`.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchEntry<'a> {
+    /// The sequence.
+    pub seq: SeqId,
+    /// The position of the first token (the sequence holds exactly `pos` tokens before).
+    pub pos: usize,
+    /// The tokens (at least one).
+    pub tokens: &'a [TokenId],
+    /// Whether the logits after the last token are wanted.
+    pub logits: bool,
+}
+
+/// Tokenization, shareable between threads (sessions tokenize while the model decodes).
+pub trait Tokenize: Send + Sync {
+    /// Tokenizes `text` (see [`Model::tokenize`]).
+    fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError>;
+}
+
+/// A model that holds several sequences and evaluates a batch of them in one call.
+///
+/// Driven by one thread (the [`Batcher`]'s step thread); `&mut self` throughout.
+pub trait BatchModel: Send {
+    /// Static facts; `context_length` is the room of **one** sequence.
+    fn info(&self) -> &ModelInfo;
+    /// The vocabulary.
+    fn vocab(&self) -> &Arc<Vocabulary>;
+    /// The tokenizer, for use from other threads.
+    fn tokenizer(&self) -> Arc<dyn Tokenize>;
+    /// How many sequences the model holds.
+    fn n_seq(&self) -> usize;
+    /// Most tokens one [`decode_batch`](Self::decode_batch) call takes.
+    fn max_batch_tokens(&self) -> usize;
+    /// Keeps the first `n` positions of `seq` and drops the rest. Returns `false` when the
+    /// model cannot drop a suffix (recurrent state); `n == 0` (clear) always works.
+    fn seq_keep(&mut self, seq: SeqId, n: usize) -> bool;
+    /// Evaluates `entries` (distinct sequences, at most
+    /// [`max_batch_tokens`](Self::max_batch_tokens) tokens in all). On error nothing is
+    /// promised about the sequences' KV caches beyond their old positions; the caller rolls
+    /// them back with [`seq_keep`](Self::seq_keep).
+    fn decode_batch(&mut self, entries: &[BatchEntry<'_>]) -> Result<(), ModelError>;
+    /// After a successful [`decode_batch`](Self::decode_batch): the logits of the `i`-th
+    /// entry (counting only entries with `logits: true`, in order), one `f32` per
+    /// vocabulary entry (or more: backends may pad).
+    fn logits(&self, i: usize) -> &[f32];
+}
+
+/// How the [`Batcher`] steps.
+#[derive(Clone, Debug)]
+pub struct BatcherOptions {
+    /// The longest a step waits, after the previous one, for a sequence it served to come
+    /// back with its next tokens (while others are ready). Sequences that sample and mask
+    /// quickly always make the next step; this bounds what a slow one costs the others.
+    pub max_wait: Duration,
+}
+
+impl Default for BatcherOptions {
+    fn default() -> Self {
+        BatcherOptions { max_wait: Duration::from_millis(3) }
+    }
+}
+
+/// Counters of a [`Batcher`] (for `/metrics` and benchmarks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Steps run (model calls).
+    pub steps: u64,
+    /// Tokens evaluated, prompts included.
+    pub tokens: u64,
+    /// Entries that got logits (generated-token steps and finished prompts).
+    pub logits: u64,
+    /// Most sequences in one step.
+    pub max_batch_sequences: usize,
+    /// Sequences handed out now.
+    pub in_use: usize,
+    /// Slots in all.
+    pub slots: usize,
+    /// Prompt tokens reused from the slots' caches.
+    pub reused_tokens: u64,
+}
+
+/// What a session asks of the step thread.
+struct Request {
+    seq: SeqId,
+    /// The sequence keeps this many of its cached positions first (a pending truncation).
+    keep: usize,
+    /// The tokens before `keep` (only sent when a truncation is pending: evaluated again
+    /// when the model cannot drop a suffix).
+    prefix: Option<Vec<TokenId>>,
+    tokens: Vec<TokenId>,
+    /// How many of `tokens` are evaluated so far (chunked prefill).
+    done: usize,
+    /// The buffer the logits are copied into (the session's own, lent to the step).
+    logits: Vec<f32>,
+    reply: Arc<Reply>,
+}
+
+#[derive(Default)]
+struct Reply {
+    slot: Mutex<Option<Result<Vec<f32>, (ModelError, usize)>>>,
+    ready: Condvar,
+}
+
+struct Slot {
+    /// The tokens its KV cache holds, as the step thread last left it.
+    cached: Vec<TokenId>,
+    in_use: bool,
+    /// When it was last released (LRU among equal prefixes).
+    released: u64,
+}
+
+struct State {
+    slots: Vec<Slot>,
+    pending: Vec<Request>,
+    /// Sequences served by the last step that have not come back yet.
+    awaited: Vec<SeqId>,
+    last_step_end: Instant,
+    clock: u64,
+    shutdown: bool,
+    stats: BatchStats,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the step thread (a request arrived, a sequence was released, shutdown).
+    work: Condvar,
+    /// Wakes sessions waiting for a free slot.
+    freed: Condvar,
+    info: ModelInfo,
+    vocab: Arc<Vocabulary>,
+    tokenizer: Arc<dyn Tokenize>,
+    max_wait: Duration,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Steps many [`Sequence`]s of one [`BatchModel`] together. Cloning shares it; the step
+/// thread ends when the last clone and the last sequence are dropped.
+#[derive(Clone)]
+pub struct Batcher {
+    shared: Arc<Shared>,
+    _owner: Arc<Owner>,
+}
+
+/// Stops the step thread when the last [`Batcher`] clone goes.
+struct Owner(Arc<Shared>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.lock().shutdown = true;
+        self.0.work.notify_all();
+    }
+}
+
+impl std::fmt::Debug for Batcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batcher").field("model", &self.shared.info.name).field("stats", &self.stats()).finish()
+    }
+}
+
+impl Batcher {
+    /// Starts the step thread over `model`.
+    pub fn new(model: Box<dyn BatchModel>, options: BatcherOptions) -> Self {
+        let n = model.n_seq().max(1);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                slots: (0..n).map(|_| Slot { cached: Vec::new(), in_use: false, released: 0 }).collect(),
+                pending: Vec::new(),
+                awaited: Vec::new(),
+                last_step_end: Instant::now(),
+                clock: 0,
+                shutdown: false,
+                stats: BatchStats { slots: n, ..Default::default() },
+            }),
+            work: Condvar::new(),
+            freed: Condvar::new(),
+            info: model.info().clone(),
+            vocab: model.vocab().clone(),
+            tokenizer: model.tokenizer(),
+            max_wait: options.max_wait,
+        });
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("batch-{}", shared.info.name))
+            .spawn(move || step_loop(model, s))
+            .expect("cannot start the batch step thread");
+        Batcher { _owner: Arc::new(Owner(shared.clone())), shared }
+    }
+
+    /// Static facts; `context_length` is one sequence's room.
+    pub fn info(&self) -> &ModelInfo {
+        &self.shared.info
+    }
+
+    /// The vocabulary.
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.shared.vocab
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> BatchStats {
+        self.shared.lock().stats
+    }
+
+    /// The prompt's tokens as [`generate`](crate::generate) will evaluate them (for routing
+    /// with [`acquire`](Self::acquire)).
+    pub fn prompt_tokens(&self, prompt: &Prompt) -> Result<Vec<TokenId>, EngineError> {
+        tokenize_prompt(&Probe(&self.shared), prompt)
+    }
+
+    /// A sequence for a request whose prompt is `prompt` (tokens; may be empty): the free
+    /// slot whose cache shares the longest prefix with it. Blocks while every slot is in use.
+    pub fn acquire(&self, prompt: &[TokenId]) -> Sequence {
+        let mut st = self.shared.lock();
+        loop {
+            if let Some(i) = best_slot(&st.slots, prompt) {
+                return self.bind(&mut st, i);
+            }
+            st = self.shared.freed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Like [`acquire`](Self::acquire), but `None` at once when every slot is in use.
+    pub fn try_acquire(&self, prompt: &[TokenId]) -> Option<Sequence> {
+        let mut st = self.shared.lock();
+        best_slot(&st.slots, prompt).map(|i| self.bind(&mut st, i))
+    }
+
+    fn bind(&self, st: &mut State, i: usize) -> Sequence {
+        let slot = &mut st.slots[i];
+        slot.in_use = true;
+        st.stats.in_use += 1;
+        let cached = slot.cached.clone();
+        Sequence {
+            shared: self.shared.clone(),
+            _owner: self._owner.clone(),
+            seq: SeqId(i as u32),
+            evaluated: cached.len(),
+            tokens: cached,
+            truncated: false,
+            logits: Vec::with_capacity(self.shared.vocab.len()),
+            logits_valid: false,
+            reply: Arc::new(Reply::default()),
+        }
+    }
+}
+
+/// The free slot sharing the longest prefix with `prompt`, least recently released first.
+fn best_slot(slots: &[Slot], prompt: &[TokenId]) -> Option<usize> {
+    slots
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.in_use)
+        .max_by_key(|(_, s)| {
+            let common = s.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+            (common, std::cmp::Reverse(s.released))
+        })
+        .map(|(i, _)| i)
+}
+
+/// The model facts and tokenizer without a sequence: what [`tokenize_prompt`] needs.
+struct Probe<'a>(&'a Shared);
+
+impl Model for Probe<'_> {
+    fn info(&self) -> &ModelInfo {
+        &self.0.info
+    }
+    fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.0.vocab
+    }
+    fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError> {
+        self.0.tokenizer.tokenize(text, add_bos, parse_special)
+    }
+    fn n_past(&self) -> usize {
+        0
+    }
+    fn truncate(&mut self, _: usize) -> Result<(), ModelError> {
+        Ok(())
+    }
+    fn decode(&mut self, _: &[TokenId]) -> Result<&[f32], ModelError> {
+        Err(ModelError::Decode("a probe has no sequence".into()))
+    }
+}
+
+/// One sequence of a [`Batcher`]: a [`Model`] whose decodes are batched with the other
+/// sequences'. Dropping it frees its slot (the slot keeps its cache for prefix reuse).
+pub struct Sequence {
+    shared: Arc<Shared>,
+    _owner: Arc<Owner>,
+    seq: SeqId,
+    /// The sequence's tokens as the generation loop sees them.
+    tokens: Vec<TokenId>,
+    /// Of `tokens`, how many the KV cache holds unchanged (a truncation lowers it; the next
+    /// decode tells the step thread).
+    evaluated: usize,
+    truncated: bool,
+    logits: Vec<f32>,
+    logits_valid: bool,
+    reply: Arc<Reply>,
+}
+
+impl std::fmt::Debug for Sequence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sequence").field("seq", &self.seq).field("n_past", &self.tokens.len()).finish()
+    }
+}
+
+impl Sequence {
+    /// Which slot this is.
+    pub fn id(&self) -> SeqId {
+        self.seq
+    }
+}
+
+impl Model for Sequence {
+    fn info(&self) -> &ModelInfo {
+        &self.shared.info
+    }
+
+    fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.shared.vocab
+    }
+
+    fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError> {
+        self.shared.tokenizer.tokenize(text, add_bos, parse_special)
+    }
+
+    fn n_past(&self) -> usize {
+        self.tokens.len()
+    }
+
+    fn truncate(&mut self, n: usize) -> Result<(), ModelError> {
+        if n < self.tokens.len() {
+            self.tokens.truncate(n);
+            self.evaluated = self.evaluated.min(n);
+            self.truncated = true;
+            self.logits_valid = false;
+        }
+        Ok(())
+    }
+
+    fn decode(&mut self, tokens: &[TokenId]) -> Result<&[f32], ModelError> {
+        if tokens.is_empty() {
+            return if self.logits_valid {
+                Ok(&self.logits)
+            } else {
+                Err(ModelError::Decode("nothing to decode: no tokens given and none evaluated since the last reset".into()))
+            };
+        }
+        let n_vocab = self.shared.vocab.len();
+        if let Some(bad) = tokens.iter().find(|t| t.index() >= n_vocab) {
+            return Err(ModelError::Decode(format!("token id {bad} is out of range (the vocabulary has {n_vocab} tokens)")));
+        }
+        let needed = self.tokens.len() + tokens.len();
+        if needed > self.shared.info.context_length {
+            return Err(ModelError::ContextOverflow { needed, context: self.shared.info.context_length });
+        }
+        self.logits_valid = false;
+        let keep = self.evaluated;
+        let request = Request {
+            seq: self.seq,
+            keep,
+            prefix: self.truncated.then(|| self.tokens[..keep].to_vec()),
+            tokens: tokens.to_vec(),
+            done: 0,
+            logits: std::mem::take(&mut self.logits),
+            reply: self.reply.clone(),
+        };
+        {
+            let mut st = self.shared.lock();
+            if st.shutdown {
+                return Err(ModelError::Decode("the model is shutting down".into()));
+            }
+            st.pending.push(request);
+        }
+        self.shared.work.notify_one();
+        let result = {
+            let mut slot = self.reply.slot.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if let Some(r) = slot.take() {
+                    break r;
+                }
+                slot = self.reply.ready.wait(slot).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        self.truncated = false;
+        match result {
+            Ok(logits) => {
+                self.logits = logits;
+                self.tokens.extend_from_slice(tokens);
+                self.evaluated = self.tokens.len();
+                self.logits_valid = true;
+                Ok(&self.logits)
+            }
+            Err((e, kept)) => {
+                // The step thread rolled the cache back to `kept` tokens.
+                self.tokens.truncate(kept);
+                self.evaluated = kept;
+                Err(e)
+            }
+        }
+    }
+
+    fn cached_tokens(&self) -> Option<&[TokenId]> {
+        Some(&self.tokens)
+    }
+}
+
+impl Drop for Sequence {
+    fn drop(&mut self) {
+        let mut st = self.shared.lock();
+        st.clock += 1;
+        let now = st.clock;
+        st.awaited.retain(|&s| s != self.seq);
+        let slot = &mut st.slots[self.seq.index()];
+        slot.in_use = false;
+        slot.released = now;
+        st.stats.in_use -= 1;
+        drop(st);
+        self.shared.freed.notify_one();
+        self.shared.work.notify_one();
+    }
+}
+
+/// Sequences with at most this many tokens left are "generating" and go first in a step.
+const GENERATING_TOKENS: usize = 16;
+
+/// The step thread: waits for a step to be due, runs it, hands out the logits.
+fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<Shared>) {
+    let max_tokens = model.max_batch_tokens().max(1);
+    let n_vocab = shared.vocab.len();
+    loop {
+        // 1. Wait until a step is due, and take the requests it serves.
+        let mut batch: Vec<Request> = {
+            let mut st = shared.lock();
+            loop {
+                if st.shutdown && st.stats.in_use == 0 {
+                    return;
+                }
+                if !st.pending.is_empty() {
+                    let waiting_on = st.awaited.iter().filter(|s| !st.pending.iter().any(|r| r.seq == **s)).count();
+                    let waited = st.last_step_end.elapsed();
+                    if waiting_on == 0 || waited >= shared.max_wait {
+                        break;
+                    }
+                    let left = shared.max_wait - waited;
+                    st = shared.work.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
+                    continue;
+                }
+                st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            // Generating sequences first, then prompts in arrival order.
+            let mut pending = std::mem::take(&mut st.pending);
+            pending.sort_by_key(|r| r.tokens.len() - r.done > GENERATING_TOKENS);
+            pending
+        };
+
+        // 2. Pending truncations, then the plan: how many tokens of each request this step.
+        let mut plan: Vec<(usize, usize)> = Vec::with_capacity(batch.len()); // (request, tokens)
+        let mut room = max_tokens;
+        let mut rolled_back: Vec<(usize, usize)> = Vec::new(); // (request, kept) on failure
+        for (i, r) in batch.iter_mut().enumerate() {
+            if r.done == 0 {
+                if let Some(prefix) = r.prefix.take() {
+                    if !model.seq_keep(r.seq, r.keep) {
+                        model.seq_keep(r.seq, 0);
+                        // Cannot drop a suffix: evaluate the kept prefix again.
+                        let mut all = prefix;
+                        all.extend_from_slice(&r.tokens);
+                        r.tokens = all;
+                        r.keep = 0;
+                    }
+                }
+                // The slot's record of its cache, before anything new is added.
+                let mut st = shared.lock();
+                st.slots[r.seq.index()].cached.truncate(r.keep);
+                drop(st);
+                if r.keep + r.tokens.len() > shared.info.context_length {
+                    rolled_back.push((i, r.keep));
+                    continue;
+                }
+            }
+            if room == 0 {
+                continue;
+            }
+            let take = (r.tokens.len() - r.done).min(room);
+            room -= take;
+            plan.push((i, take));
+        }
+
+        // 3. Evaluate (the logits go straight into each request's buffer).
+        let t0 = Instant::now();
+        let outcome = evaluate(model.as_mut(), &mut batch, &plan, n_vocab);
+        let n_entries = plan.len();
+        tracing::trace!(entries = n_entries, ms = t0.elapsed().as_secs_f64() * 1e3, "batch step");
+
+        // 4. Hand out results; unfinished prompts go back to the queue.
+        let mut st = shared.lock();
+        st.stats.steps += u64::from(n_entries > 0);
+        st.stats.max_batch_sequences = st.stats.max_batch_sequences.max(n_entries);
+        st.awaited.clear();
+        let mut finished: Vec<(Arc<Reply>, Result<Vec<f32>, (ModelError, usize)>)> = Vec::new();
+        let mut served = vec![false; batch.len()];
+        for (k, &(i, take)) in plan.iter().enumerate() {
+            served[i] = true;
+            let r = &mut batch[i];
+            let wants_logits = r.done + take == r.tokens.len();
+            match &outcome[k] {
+                Ok(()) => {
+                    let slot = &mut st.slots[r.seq.index()];
+                    slot.cached.extend_from_slice(&r.tokens[r.done..r.done + take]);
+                    r.done += take;
+                    st.stats.tokens += take as u64;
+                    if wants_logits {
+                        st.stats.logits += 1;
+                    }
+                }
+                Err(e) => {
+                    let msg = match e {
+                        ModelError::ContextOverflow { needed, context } => ModelError::ContextOverflow { needed: *needed, context: *context },
+                        other => ModelError::Decode(other.to_string().trim_start_matches("model evaluation failed: ").to_string()),
+                    };
+                    let kept = r.keep + r.done;
+                    if !model.seq_keep(r.seq, kept) {
+                        model.seq_keep(r.seq, 0);
+                    }
+                    let kept = if model_kept(&mut st, r.seq, kept) { kept } else { 0 };
+                    r.done = usize::MAX; // finished (with an error)
+                    finished.push((r.reply.clone(), Err((msg, kept))));
+                }
+            }
+        }
+        for (i, kept) in rolled_back {
+            let r = &mut batch[i];
+            served[i] = true;
+            let needed = r.keep + r.tokens.len();
+            r.done = usize::MAX;
+            finished.push((r.reply.clone(), Err((ModelError::ContextOverflow { needed, context: shared.info.context_length }, kept))));
+        }
+        for (i, r) in batch.into_iter().enumerate() {
+            if r.done == usize::MAX {
+                continue;
+            }
+            if served[i] && r.done == r.tokens.len() {
+                st.awaited.push(r.seq);
+                finished.push((r.reply, Ok(r.logits)));
+            } else {
+                // Not finished (chunked prefill, or no room this step): stays queued, in order.
+                st.pending.push(r);
+            }
+        }
+        st.last_step_end = Instant::now();
+        drop(st);
+        for (reply, result) in finished {
+            *reply.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+            reply.ready.notify_one();
+        }
+    }
+}
+
+/// Evaluates the planned `(request, tokens)` items in one batch and copies out their logits.
+/// When the model refuses the batch, every sequence is rolled back and the items are
+/// evaluated one by one, so only the one at fault fails.
+fn evaluate(model: &mut dyn BatchModel, batch: &mut [Request], plan: &[(usize, usize)], n_vocab: usize) -> Vec<Result<(), ModelError>> {
+    fn run(model: &mut dyn BatchModel, batch: &mut [Request], items: &[(usize, usize)], n_vocab: usize) -> Result<(), ModelError> {
+        let entries: Vec<BatchEntry<'_>> = items
+            .iter()
+            .map(|&(i, take)| {
+                let r = &batch[i];
+                BatchEntry { seq: r.seq, pos: r.keep + r.done, tokens: &r.tokens[r.done..r.done + take], logits: r.done + take == r.tokens.len() }
+            })
+            .collect();
+        model.decode_batch(&entries)?;
+        drop(entries);
+        let mut k = 0;
+        for &(i, take) in items {
+            let r = &mut batch[i];
+            if r.done + take == r.tokens.len() {
+                let l = model.logits(k);
+                r.logits.clear();
+                r.logits.extend_from_slice(&l[..n_vocab.min(l.len())]);
+                k += 1;
+            }
+        }
+        Ok(())
+    }
+    if plan.is_empty() {
+        return Vec::new();
+    }
+    match run(model, batch, plan, n_vocab) {
+        Ok(()) => plan.iter().map(|_| Ok(())).collect(),
+        Err(e) if plan.len() == 1 => vec![Err(e)],
+        Err(e) => {
+            tracing::warn!("a batch of {} sequences failed ({e}); evaluating them one by one", plan.len());
+            for &(i, _) in plan {
+                let r = &batch[i];
+                model.seq_keep(r.seq, r.keep + r.done);
+            }
+            plan.iter().map(|item| run(model, batch, std::slice::from_ref(item), n_vocab)).collect()
+        }
+    }
+}
+
+/// Truncates the slot's record to `kept` tokens (true: it had at least that many).
+fn model_kept(st: &mut State, seq: SeqId, kept: usize) -> bool {
+    let c = &mut st.slots[seq.index()].cached;
+    let ok = c.len() >= kept;
+    c.truncate(kept);
+    ok
+}

@@ -1,0 +1,184 @@
+//! The batcher on the scripted batch model: concurrent sequences give what each gives
+//! alone, prompts are chunked without stalling generation, failures stay with their
+//! sequence, slots are routed by prefix and freed on drop.
+
+use formwork_engine::batch::{Batcher, BatcherOptions};
+use formwork_engine::testing::{ScriptedBatchModel, ScriptedModel};
+use formwork_engine::{generate, GenerateOptions, Generation, GrammarConstraint, Model, Prompt, SamplerOptions};
+use formwork_grammar::matcher::CompiledGrammar;
+use formwork_grammar::{Expr, GrammarBuilder, Limits};
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WORDS: &[&str] = &["Hi", "Hel", "lo", " wor", "ld", "!", " ", "a", "b", "c", "{", "}", "\"", ":", "1", "x"];
+
+fn greedy() -> GenerateOptions {
+    GenerateOptions { sampler: SamplerOptions::greedy(), ..Default::default() }
+}
+
+fn run(model: &mut dyn Model, prompt: &str, opts: &GenerateOptions) -> Generation {
+    generate(model, &Prompt::Raw(prompt.into()), opts, None, &mut |_| ControlFlow::Continue(())).unwrap()
+}
+
+#[test]
+fn concurrent_sequences_give_what_each_gives_alone() {
+    let mut alone = ScriptedModel::new(WORDS, &["</s>"]);
+    alone.script_text("Hello world!");
+    let expected = run(&mut alone, "Hi", &greedy());
+
+    let mut m = ScriptedBatchModel::new(WORDS, &["</s>"], 8).with_step_delay(Duration::from_millis(1));
+    m.script_text("Hello world!");
+    let batcher = Batcher::new(Box::new(m), BatcherOptions::default());
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let b = batcher.clone();
+            std::thread::spawn(move || {
+                let prompt = if i % 2 == 0 { "Hi" } else { "Hi a b" };
+                let mut seq = b.acquire(&[]);
+                run(&mut seq, prompt, &greedy())
+            })
+        })
+        .collect();
+    for h in handles {
+        let g = h.join().unwrap();
+        assert_eq!(g.text, expected.text);
+        assert_eq!(g.tokens, expected.tokens);
+    }
+    let stats = batcher.stats();
+    assert!(stats.max_batch_sequences >= 4, "sequences were not batched together: {stats:?}");
+    assert!(stats.steps < 8 * 5, "{stats:?}");
+    assert_eq!(stats.in_use, 0);
+}
+
+#[test]
+fn constrained_sequences_share_one_compiled_grammar() {
+    let mut b = GrammarBuilder::new();
+    b.define("root", Expr::seq([Expr::lit("{\"x\":"), Expr::repeat(Expr::lit("1"), 1, Some(3)), Expr::lit("}")]));
+    let g = b.build("root").unwrap();
+    let mut m = ScriptedBatchModel::new(WORDS, &["</s>"], 4);
+    // The script wants free text; the grammar steers every sequence to the same document.
+    m.script_text("Hello!");
+    let compiled = Arc::new(CompiledGrammar::new(&g, m_vocab(&m), &Limits::default()).unwrap());
+    let batcher = Batcher::new(Box::new(m), BatcherOptions::default());
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let b = batcher.clone();
+            let compiled = compiled.clone();
+            std::thread::spawn(move || {
+                let mut seq = b.acquire(&[]);
+                let mut c = GrammarConstraint::new(&compiled);
+                generate(&mut seq, &Prompt::Raw("Hi".into()), &greedy(), Some(&mut c), &mut |_| ControlFlow::Continue(())).unwrap()
+            })
+        })
+        .collect();
+    for h in handles {
+        let g = h.join().unwrap();
+        assert!(g.text.starts_with("{\"x\":1") && g.text.ends_with('}'), "{}", g.text);
+    }
+}
+
+fn m_vocab(m: &ScriptedBatchModel) -> Arc<formwork_vocab::Vocabulary> {
+    formwork_engine::batch::BatchModel::vocab(m).clone()
+}
+
+#[test]
+fn a_long_prompt_is_chunked_and_does_not_stall_generating_sequences() {
+    // 4 tokens per step: a 120-token prompt takes 30+ steps.
+    let mut m = ScriptedBatchModel::new(WORDS, &["</s>"], 2).with_max_batch_tokens(4).with_step_delay(Duration::from_millis(2));
+    m.script_text("a b c a b c!");
+    let batcher = Batcher::new(Box::new(m), BatcherOptions::default());
+    let started = Instant::now();
+    let b = batcher.clone();
+    let short = std::thread::spawn(move || {
+        let mut seq = b.acquire(&[]);
+        let g = run(&mut seq, "Hi", &greedy());
+        (g, started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(5));
+    let b = batcher.clone();
+    let long = std::thread::spawn(move || {
+        let mut seq = b.acquire(&[]);
+        let prompt = "a ".repeat(60);
+        let g = run(&mut seq, &prompt, &greedy());
+        (g, started.elapsed())
+    });
+    let (gs, t_short) = short.join().unwrap();
+    let (gl, t_long) = long.join().unwrap();
+    assert_eq!(gs.text, "a b c a b c!");
+    assert_eq!(gl.text, "a b c a b c!");
+    assert_eq!(gl.prompt_tokens, 120);
+    // The short sequence finished while the long prompt was still being evaluated.
+    assert!(t_short < t_long, "short {t_short:?}, long {t_long:?}");
+    assert!(gl.prompt_eval_duration > t_short.saturating_sub(Duration::from_millis(5)), "{:?}", gl.prompt_eval_duration);
+}
+
+#[test]
+fn a_failing_sequence_does_not_fail_the_others() {
+    let m = ScriptedBatchModel::new(WORDS, &["</s>"], 4).with_step_delay(Duration::from_millis(2));
+    let bad = m.token("x");
+    let mut m = m.with_failing_token(bad);
+    m.script_text("Hello!");
+    let batcher = Batcher::new(Box::new(m), BatcherOptions::default());
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let b = batcher.clone();
+            std::thread::spawn(move || {
+                let mut seq = b.acquire(&[]);
+                let prompt = if i == 0 { "Hi x" } else { "Hi" };
+                generate(&mut seq, &Prompt::Raw(prompt.into()), &greedy(), None, &mut |_| ControlFlow::Continue(()))
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(results[0].is_err(), "the sequence with the failing token must fail");
+    assert!(results[0].as_ref().unwrap_err().to_string().contains("scripted failure"), "{:?}", results[0].as_ref().err());
+    for r in &results[1..] {
+        assert_eq!(r.as_ref().unwrap().text, "Hello!");
+    }
+}
+
+#[test]
+fn slots_are_routed_by_prefix_and_freed_on_drop() {
+    let mut m = ScriptedBatchModel::new(WORDS, &["</s>"], 2);
+    m.script_text("Hello!");
+    let batcher = Batcher::new(Box::new(m), BatcherOptions::default());
+    let prompt = Prompt::Raw("Hi a b c a b c".into());
+    let tokens = batcher.prompt_tokens(&prompt).unwrap();
+    let first_slot = {
+        let mut seq = batcher.acquire(&tokens);
+        run(&mut seq, "Hi a b c a b c", &greedy());
+        seq.id()
+    };
+    // Another prompt takes the other (empty) slot, not the one holding our prefix.
+    let other = batcher.prompt_tokens(&Prompt::Raw("a b".into())).unwrap();
+    let s2 = batcher.acquire(&other);
+    assert_ne!(s2.id(), first_slot);
+    drop(s2);
+    let mut seq = batcher.acquire(&tokens);
+    assert_eq!(seq.id(), first_slot);
+    let g = run(&mut seq, "Hi a b c a b c", &greedy());
+    assert_eq!(g.cached_prompt_tokens, tokens.len() - 1);
+    assert_eq!(g.text, "Hello!");
+
+    let _s3 = batcher.try_acquire(&[]).expect("one slot free");
+    assert!(batcher.try_acquire(&[]).is_none(), "both slots are in use");
+    drop(seq);
+    assert!(batcher.try_acquire(&[]).is_some(), "a dropped sequence frees its slot");
+}
+
+#[test]
+fn a_slow_session_holds_the_others_up_for_at_most_max_wait() {
+    let mut m = ScriptedBatchModel::new(WORDS, &["</s>"], 2);
+    m.script_text("a b c a b c a b c!");
+    let batcher = Batcher::new(Box::new(m), BatcherOptions { max_wait: Duration::from_millis(2) });
+    // A session that took a slot, evaluated its prompt and then went quiet for a long time.
+    let mut idle = batcher.acquire(&[]);
+    idle.decode(&idle.tokenize("Hi", false, false).unwrap()).unwrap();
+    let started = Instant::now();
+    let mut seq = batcher.acquire(&[]);
+    let g = run(&mut seq, "Hi", &greedy());
+    assert_eq!(g.text, "a b c a b c a b c!");
+    assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
+    drop(idle);
+}
