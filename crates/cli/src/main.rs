@@ -8,7 +8,7 @@
 //! | `run` | `run` | generate with a model, optionally constrained by `--format` / `--grammar` |
 //! | `pull` | `pull` | fetch a named model into the cache |
 //! | `grammar` | `grammar_cmd` | `check`, `print`, `compile` grammars and schemas |
-//! | `bench` | `bench`, `bench_e2e`, `bench_extract` | `masks`, `mask-engine`, `e2e`, `extract` |
+//! | `bench` | `bench`, `bench_e2e`, `bench_extract` | `masks`, `mask-engine`, `e2e`, `extract`, `serve` |
 //! | `serve` | `serve` | the Ollama- and OpenAI-compatible HTTP server |
 //! | `repair` | `repair_cmd` | recover JSON from free text (fences, prose, common faults), optionally validate |
 

@@ -9,6 +9,10 @@
 //!   default). Each MaskBench test is walked exactly as the protocol says; the table gives,
 //!   per engine, files compiled/refused, pass / validation errors / invalidation errors, TTFM
 //!   and TBM percentiles, memory per compiled grammar, and the ratio formwork / llguidance.
+//! - `bench serve --url URL`: concurrent clients over the OpenAI API against a running
+//!   server (formwork's or another, such as llama.cpp's), with and without a JSON Schema:
+//!   aggregate tok/s, requests/s, TTFT and latency percentiles, errors, invalid answers
+//!   (`serve.rs`).
 
 use std::io::{BufRead, Write};
 use std::panic::AssertUnwindSafe;
@@ -27,6 +31,7 @@ mod masks;
 #[cfg(feature = "llguidance-peer")]
 mod peer;
 mod report;
+mod serve;
 
 use masks::masks;
 #[cfg(test)]
@@ -43,6 +48,8 @@ pub enum Command {
     E2e(crate::bench_e2e::E2eArgs),
     /// Extraction accuracy with and without the schema in the prompt, on a real model.
     Extract(crate::bench_extract::ExtractArgs),
+    /// Concurrent clients against an OpenAI-compatible server: tok/s, latency, validity.
+    Serve(serve::ServeArgs),
 }
 
 /// Flags of `bench mask-engine`.
@@ -129,6 +136,7 @@ pub fn main(c: Command) -> anyhow::Result<()> {
         Command::Masks(a) => masks(a),
         Command::E2e(a) => crate::bench_e2e::e2e(a),
         Command::Extract(a) => crate::bench_extract::extract(a),
+        Command::Serve(a) => serve::serve(a),
     }
 }
 
