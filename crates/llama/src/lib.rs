@@ -13,7 +13,12 @@
 //!   formwork samples itself (`formwork-sampler`).
 //!
 //! ## Key items
-//! - [`LlamaModel::load`] with [`LoadOptions`] (context length, threads, batch size).
+//! - [`LlamaModel::load`] with [`LoadOptions`] (context length, threads, batch size): one
+//!   sequence, for the CLI.
+//! - [`LlamaBatchModel::load`]: the same model with several sequences in one context, each
+//!   with its own KV-cache stream, evaluated together in one `llama_decode` per step
+//!   ([`formwork_engine::batch::BatchModel`]); the server drives it through a
+//!   [`formwork_engine::batch::Batcher`].
 //! - [`default_threads`]: physical cores, capped — over-subscription is what hurts most on
 //!   small machines.
 //!
@@ -42,9 +47,11 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod batch;
 mod model;
 mod options;
 
 pub use backend::LOG_ENV;
-pub use model::LlamaModel;
+pub use batch::LlamaBatchModel;
+pub use model::{LlamaModel, LlamaTokenizer, MAX_SEQUENCES};
 pub use options::{default_threads, LoadOptions, DEFAULT_MAX_CONTEXT, MAX_DEFAULT_THREADS};

@@ -1,4 +1,5 @@
-//! [`LlamaModel`]: one loaded GGUF model with one sequence (a llama.cpp context).
+//! [`LlamaModel`]: one loaded GGUF model with one sequence (a llama.cpp context); the loading
+//! and tokenizer it shares with [`crate::LlamaBatchModel`].
 
 use crate::backend::backend;
 use crate::options::{default_threads, LoadOptions, DEFAULT_MAX_CONTEXT};
@@ -13,11 +14,12 @@ use llama_cpp_2::token::LlamaToken;
 use std::mem::ManuallyDrop;
 use std::num::NonZeroU32;
 use std::path::Path;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// The default most tokens per llama.cpp batch.
-const DEFAULT_BATCH: usize = 512;
+pub(crate) const DEFAULT_BATCH: usize = 512;
+/// Most sequences one context holds.
+pub const MAX_SEQUENCES: usize = 256;
 /// The sequence id of our one sequence.
 const SEQ: i32 = 0;
 /// The longest text [`LlamaModel::tokenize`] accepts (llama.cpp counts bytes in an `i32`).
@@ -27,58 +29,168 @@ const MAX_TOKENIZE_BYTES: usize = (i32::MAX / 2) as usize;
 ///
 /// The context borrows the model (`LlamaContext<'a>` holds `&'a LlamaModel` in spirit);
 /// owning both in one struct needs the model at a stable heap address that outlives the
-/// context, which is what this type guarantees.
-struct Engine {
+/// context: the model lives in an `Arc` (also lent to [`LlamaTokenizer`]s), and `Drop`
+/// destroys the context before this struct's `Arc` is released.
+pub(crate) struct Engine {
     /// Dropped first, in `Drop`, while `model` is still alive.
-    ctx: ManuallyDrop<LlamaContext<'static>>,
-    /// From `Box::into_raw`; freed in `Drop` after `ctx`. Never null, never moved.
-    model: NonNull<llama_cpp_2::model::LlamaModel>,
+    pub(crate) ctx: ManuallyDrop<LlamaContext<'static>>,
+    /// The weights; never moved (the `Arc`'s heap block), alive while any clone is.
+    model: Arc<llama_cpp_2::model::LlamaModel>,
 }
 
 // SAFETY: `llama_cpp_2::model::LlamaModel` is `Send + Sync` and `LlamaContext` is `Send`
-// (llama-cpp-2 declares both); `Engine` only adds the ownership of the boxed model behind
-// `model`, which no other value aliases mutably. Moving the pair to another thread is
+// (llama-cpp-2 declares both); `Engine` only adds the shared ownership of the model, which
+// is only ever used through shared references. Moving the pair to another thread is
 // therefore as sound as moving each part. `Engine` is not `Sync` (the context is not).
 unsafe impl Send for Engine {}
 
 impl Engine {
-    fn new(model: llama_cpp_2::model::LlamaModel, params: LlamaContextParams) -> Result<Self, ModelError> {
+    fn new(model: Arc<llama_cpp_2::model::LlamaModel>, params: LlamaContextParams) -> Result<Self, ModelError> {
         let backend = backend()?;
-        let raw = NonNull::from(Box::leak(Box::new(model)));
-        // SAFETY: `raw` comes from a leaked `Box`, so it is valid, aligned and lives until
-        // we free it. The `'static` reference is only handed to `new_context`; the context
-        // it produces is stored in `Engine::ctx`, which `Drop` destroys before the box.
-        let model_ref: &'static llama_cpp_2::model::LlamaModel = unsafe { raw.as_ref() };
+        // SAFETY: the pointer comes from a live `Arc`, so it is valid and aligned; the
+        // `Arc` is stored in `Engine::model`, which is released only after `Drop` has
+        // destroyed the context that holds this `'static` reference (and the `Arc`'s
+        // heap block never moves).
+        let model_ref: &'static llama_cpp_2::model::LlamaModel = unsafe { &*Arc::as_ptr(&model) };
+        debug_assert!(Arc::strong_count(&model) >= 1);
         match model_ref.new_context(backend, params) {
-            Ok(ctx) => Ok(Engine { ctx: ManuallyDrop::new(ctx), model: raw }),
-            Err(e) => {
-                // SAFETY: no context was created, so nothing borrows the model; `raw` came
-                // from `Box::leak` and is freed exactly once, here.
-                drop(unsafe { Box::from_raw(raw.as_ptr()) });
-                Err(ModelError::Load(format!(
-                    "llama.cpp could not create a context ({e}); the context length may be too large for the memory available — try a smaller --ctx-size"
-                )))
-            }
+            Ok(ctx) => Ok(Engine { ctx: ManuallyDrop::new(ctx), model }),
+            Err(e) => Err(ModelError::Load(format!(
+                "llama.cpp could not create a context ({e}); the context length may be too large for the memory available — try a smaller --ctx-size (or fewer --parallel slots)"
+            ))),
         }
     }
 
-    fn model(&self) -> &llama_cpp_2::model::LlamaModel {
-        // SAFETY: `model` is valid from construction until `Drop` (see the field docs), and
-        // only shared references are ever made from it.
-        unsafe { self.model.as_ref() }
+    pub(crate) fn tokenizer(&self, vocab: &Arc<Vocabulary>) -> LlamaTokenizer {
+        LlamaTokenizer { model: self.model.clone(), vocab: vocab.clone() }
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        // SAFETY: the context is dropped exactly once, here, before the model it borrows;
-        // then the model box (from `Box::leak` in `new`) is freed exactly once. Nothing
-        // refers to either afterwards: `Engine` is being dropped.
+        // SAFETY: the context is dropped exactly once, here, before the model it borrows
+        // (the `model` field, dropped after this function returns). Nothing refers to the
+        // context afterwards: `Engine` is being dropped.
         unsafe {
             ManuallyDrop::drop(&mut self.ctx);
-            drop(Box::from_raw(self.model.as_ptr()));
         }
     }
+}
+
+/// llama.cpp's tokenizer for a loaded model, shareable between threads.
+#[derive(Clone)]
+pub struct LlamaTokenizer {
+    model: Arc<llama_cpp_2::model::LlamaModel>,
+    vocab: Arc<Vocabulary>,
+}
+
+impl LlamaTokenizer {
+    /// Tokenizes with llama.cpp's tokenizer. With `add_bos`, the model's BOS token is put in
+    /// front (unless the text already starts with it, as a rendered template's
+    /// `{{ bos_token }}` does with `parse_special`); a model without BOS gets none.
+    pub fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError> {
+        if text.len() > MAX_TOKENIZE_BYTES {
+            return Err(ModelError::Tokenize(format!("the text is {} bytes; at most {MAX_TOKENIZE_BYTES} can be tokenized", text.len())));
+        }
+        let raw = self.model.vocab().tokenize(text.as_bytes(), false, parse_special);
+        let mut out = Vec::with_capacity(raw.len() + 1);
+        let bos = self.vocab.bos_token().filter(|_| add_bos);
+        if let Some(bos) = bos {
+            if raw.first().map(|t| t.0 as u32) != Some(bos.0) {
+                out.push(bos);
+            }
+        }
+        for t in raw {
+            let id = u32::try_from(t.0).map_err(|_| ModelError::Tokenize(format!("llama.cpp returned the invalid token id {}", t.0)))?;
+            out.push(TokenId(id));
+        }
+        Ok(out)
+    }
+}
+
+impl formwork_engine::batch::Tokenize for LlamaTokenizer {
+    fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError> {
+        LlamaTokenizer::tokenize(self, text, add_bos, parse_special)
+    }
+}
+
+/// What loading gives both the one-sequence and the batched model.
+pub(crate) struct Loaded {
+    pub(crate) engine: Engine,
+    pub(crate) info: ModelInfo,
+    pub(crate) vocab: Arc<Vocabulary>,
+    /// Context of one sequence.
+    pub(crate) n_ctx: usize,
+    pub(crate) n_batch: usize,
+    pub(crate) n_threads: usize,
+}
+
+/// Loads a GGUF model with a context of `n_seq` sequences of `options.n_ctx` (or the
+/// default) positions each.
+pub(crate) fn load(path: &Path, options: LoadOptions, n_seq: usize) -> Result<Loaded, ModelError> {
+    let shown = path.display();
+    if !path.is_file() {
+        return Err(ModelError::Load(format!("model file {shown} does not exist (or is not a file); check the path, or use a model name such as `smollm2`")));
+    }
+    let started = std::time::Instant::now();
+    let gguf = GgufFile::open(path).map_err(|e| ModelError::Load(format!("{shown}: {e}")))?;
+    let vocab = Vocabulary::from_gguf(&gguf).map_err(|e| ModelError::Load(format!("{shown}: cannot read the vocabulary: {e}")))?;
+    let trained = gguf.context_length().map(|n| usize::try_from(n).unwrap_or(usize::MAX)).unwrap_or(DEFAULT_MAX_CONTEXT);
+    let chat_template = gguf.chat_template().map(str::to_string);
+    drop(gguf);
+
+    let n_seq = n_seq.clamp(1, MAX_SEQUENCES);
+    let n_ctx = options.n_ctx.unwrap_or_else(|| trained.min(DEFAULT_MAX_CONTEXT));
+    if n_ctx == 0 || n_ctx.saturating_mul(n_seq) > i32::MAX as usize / 2 {
+        return Err(ModelError::Load(format!("context length {n_ctx} × {n_seq} sequences is out of range (1 to {} in all)", i32::MAX / 2)));
+    }
+    if n_ctx > trained {
+        tracing::warn!(n_ctx, trained, "context length is beyond what the model was trained for; quality may degrade");
+    }
+    let n_threads = options.n_threads.unwrap_or_else(default_threads).clamp(1, 512);
+    let n_batch = options.n_batch.unwrap_or(DEFAULT_BATCH).clamp(1, n_ctx * n_seq);
+
+    let backend = backend()?;
+    let model = llama_cpp_2::model::LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
+        .map_err(|e| ModelError::Load(format!("llama.cpp could not load {shown} ({e}); is it a complete GGUF model file of an architecture this llama.cpp supports? Set FORMWORK_LOG=llama-cpp-2=info for llama.cpp's own messages")))?;
+    let n_vocab = usize::try_from(model.n_vocab()).unwrap_or(0);
+    if n_vocab != vocab.len() {
+        return Err(ModelError::Load(format!(
+            "{shown}: llama.cpp reports {n_vocab} tokens but the GGUF vocabulary has {}; the file is inconsistent",
+            vocab.len()
+        )));
+    }
+    let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let to_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    // One KV-cache stream per sequence (not unified): each sequence has n_ctx positions of
+    // its own, so one long conversation cannot take the others' room.
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(to_u32(n_ctx * n_seq)))
+        .with_n_batch(to_u32(n_batch))
+        .with_n_ubatch(to_u32(n_batch))
+        .with_n_seq_max(to_u32(n_seq))
+        .with_kv_unified(false)
+        .with_n_threads(to_i32(n_threads))
+        .with_n_threads_batch(to_i32(n_threads));
+    let engine = Engine::new(Arc::new(model), params)?;
+    let actual_ctx = engine.ctx.n_ctx() as usize / n_seq;
+    let n_ctx = n_ctx.min(actual_ctx);
+
+    let token_text = |t: Option<TokenId>| t.map(|t| String::from_utf8_lossy(vocab.token_bytes(t)).into_owned());
+    let info = ModelInfo {
+        name: options.name.unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()),
+        chat_template,
+        bos_token: token_text(vocab.bos_token()),
+        eos_token: token_text(vocab.eos_token()),
+        add_bos: vocab.add_bos(),
+        context_length: n_ctx,
+        trained_context_length: trained,
+    };
+    tracing::info!(
+        model = %info.name, n_ctx, n_seq, n_threads, n_batch, vocab = vocab.len(),
+        ms = started.elapsed().as_millis() as u64, "model loaded"
+    );
+    Ok(Loaded { engine, info, vocab: Arc::new(vocab), n_ctx, n_batch, n_threads })
 }
 
 /// A GGUF model evaluated by llama.cpp, implementing [`formwork_engine::Model`].
@@ -87,6 +199,7 @@ impl Drop for Engine {
 /// vocabulary entry) after the last token given; sampling is left to the caller.
 pub struct LlamaModel {
     engine: Engine,
+    tokenizer: LlamaTokenizer,
     batch: LlamaBatch<'static>,
     info: ModelInfo,
     vocab: Arc<Vocabulary>,
@@ -119,70 +232,14 @@ impl LlamaModel {
     /// metadata by formwork's own GGUF reader; the weights are loaded (memory-mapped) by
     /// llama.cpp. Errors are [`ModelError::Load`] with a message naming the file.
     pub fn load(path: impl AsRef<Path>, options: LoadOptions) -> Result<Self, ModelError> {
-        let path = path.as_ref();
-        let shown = path.display();
-        if !path.is_file() {
-            return Err(ModelError::Load(format!("model file {shown} does not exist (or is not a file); check the path, or use a model name such as `smollm2`")));
-        }
-        let started = std::time::Instant::now();
-        let gguf = GgufFile::open(path).map_err(|e| ModelError::Load(format!("{shown}: {e}")))?;
-        let vocab = Vocabulary::from_gguf(&gguf).map_err(|e| ModelError::Load(format!("{shown}: cannot read the vocabulary: {e}")))?;
-        let trained = gguf.context_length().map(|n| usize::try_from(n).unwrap_or(usize::MAX)).unwrap_or(DEFAULT_MAX_CONTEXT);
-        let chat_template = gguf.chat_template().map(str::to_string);
-        drop(gguf);
-
-        let n_ctx = options.n_ctx.unwrap_or_else(|| trained.min(DEFAULT_MAX_CONTEXT));
-        if n_ctx == 0 || n_ctx > i32::MAX as usize / 2 {
-            return Err(ModelError::Load(format!("context length {n_ctx} is out of range (1 to {})", i32::MAX / 2)));
-        }
-        if n_ctx > trained {
-            tracing::warn!(n_ctx, trained, "context length is beyond what the model was trained for; quality may degrade");
-        }
-        let n_threads = options.n_threads.unwrap_or_else(default_threads).clamp(1, 512);
-        let n_batch = options.n_batch.unwrap_or(DEFAULT_BATCH).clamp(1, n_ctx);
-
-        let backend = backend()?;
-        let model = llama_cpp_2::model::LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
-            .map_err(|e| ModelError::Load(format!("llama.cpp could not load {shown} ({e}); is it a complete GGUF model file of an architecture this llama.cpp supports? Set FORMWORK_LOG=llama-cpp-2=info for llama.cpp's own messages")))?;
-        let n_vocab = usize::try_from(model.n_vocab()).unwrap_or(0);
-        if n_vocab != vocab.len() {
-            return Err(ModelError::Load(format!(
-                "{shown}: llama.cpp reports {n_vocab} tokens but the GGUF vocabulary has {}; the file is inconsistent",
-                vocab.len()
-            )));
-        }
-        let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        let to_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
-        let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(to_u32(n_ctx)))
-            .with_n_batch(to_u32(n_batch))
-            .with_n_ubatch(to_u32(n_batch))
-            .with_n_seq_max(1)
-            .with_n_threads(to_i32(n_threads))
-            .with_n_threads_batch(to_i32(n_threads));
-        let engine = Engine::new(model, params)?;
-        let actual_ctx = engine.ctx.n_ctx() as usize;
-        let n_ctx = n_ctx.min(actual_ctx);
-
-        let token_text = |t: Option<TokenId>| t.map(|t| String::from_utf8_lossy(vocab.token_bytes(t)).into_owned());
-        let info = ModelInfo {
-            name: options.name.unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()),
-            chat_template,
-            bos_token: token_text(vocab.bos_token()),
-            eos_token: token_text(vocab.eos_token()),
-            add_bos: vocab.add_bos(),
-            context_length: n_ctx,
-            trained_context_length: trained,
-        };
-        tracing::info!(
-            model = %info.name, n_ctx, n_threads, n_batch, vocab = vocab.len(),
-            ms = started.elapsed().as_millis() as u64, "model loaded"
-        );
+        let Loaded { engine, info, vocab, n_ctx, n_batch, n_threads } = load(path.as_ref(), options, 1)?;
+        let n_vocab = vocab.len();
         Ok(LlamaModel {
+            tokenizer: engine.tokenizer(&vocab),
             engine,
             batch: LlamaBatch::new(n_batch, 1),
             info,
-            vocab: Arc::new(vocab),
+            vocab,
             tokens: Vec::with_capacity(n_ctx),
             logits: Vec::with_capacity(n_vocab),
             logits_valid: false,
@@ -255,26 +312,9 @@ impl Model for LlamaModel {
         &self.vocab
     }
 
-    /// Tokenizes with llama.cpp's tokenizer. With `add_bos`, the model's BOS token is put in
-    /// front (unless the text already starts with it, as a rendered template's
-    /// `{{ bos_token }}` does with `parse_special`); a model without BOS gets none.
+    /// Tokenizes with llama.cpp's tokenizer (see [`LlamaTokenizer::tokenize`]).
     fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError> {
-        if text.len() > MAX_TOKENIZE_BYTES {
-            return Err(ModelError::Tokenize(format!("the text is {} bytes; at most {MAX_TOKENIZE_BYTES} can be tokenized", text.len())));
-        }
-        let raw = self.engine.model().vocab().tokenize(text.as_bytes(), false, parse_special);
-        let mut out = Vec::with_capacity(raw.len() + 1);
-        let bos = self.vocab.bos_token().filter(|_| add_bos);
-        if let Some(bos) = bos {
-            if raw.first().map(|t| t.0 as u32) != Some(bos.0) {
-                out.push(bos);
-            }
-        }
-        for t in raw {
-            let id = u32::try_from(t.0).map_err(|_| ModelError::Tokenize(format!("llama.cpp returned the invalid token id {}", t.0)))?;
-            out.push(TokenId(id));
-        }
-        Ok(out)
+        self.tokenizer.tokenize(text, add_bos, parse_special)
     }
 
     fn n_past(&self) -> usize {

@@ -1,0 +1,139 @@
+//! [`LlamaBatchModel`]: one loaded GGUF model with several sequences in one llama.cpp
+//! context, evaluated together ([`formwork_engine::batch::BatchModel`]).
+//!
+//! Each sequence is a llama.cpp sequence id with a KV-cache stream of its own (`n_ctx`
+//! positions each, `kv_unified` off); one [`BatchModel::decode_batch`] call fills one
+//! `llama_batch` with every entry's tokens (the entry's sequence id, positions from its
+//! `pos`), asks for logits only after the entries that want them, and runs one
+//! `llama_decode`. Drive it through a [`formwork_engine::batch::Batcher`].
+
+use crate::model::{load, Engine, Loaded, LlamaTokenizer};
+use crate::options::LoadOptions;
+use formwork_engine::batch::{BatchEntry, BatchModel, SeqId, Tokenize};
+use formwork_engine::{ModelError, ModelInfo};
+use formwork_vocab::Vocabulary;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::token::LlamaToken;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A GGUF model holding `n_seq` sequences, implementing [`BatchModel`].
+pub struct LlamaBatchModel {
+    engine: Engine,
+    tokenizer: LlamaTokenizer,
+    batch: LlamaBatch<'static>,
+    info: ModelInfo,
+    vocab: Arc<Vocabulary>,
+    n_seq: usize,
+    n_batch: usize,
+    n_threads: usize,
+    /// Batch indices whose logits were asked for, in entry order (valid after a decode).
+    logit_rows: Vec<i32>,
+}
+
+impl std::fmt::Debug for LlamaBatchModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlamaBatchModel")
+            .field("name", &self.info.name)
+            .field("n_seq", &self.n_seq)
+            .field("n_ctx_per_seq", &self.info.context_length)
+            .field("n_threads", &self.n_threads)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LlamaBatchModel {
+    /// Loads a GGUF model with `n_seq` sequences of `options.n_ctx` positions each (the
+    /// memory of the KV cache grows with both).
+    pub fn load(path: impl AsRef<Path>, options: LoadOptions, n_seq: usize) -> Result<Self, ModelError> {
+        let Loaded { engine, info, vocab, n_batch, n_threads, .. } = load(path.as_ref(), options, n_seq)?;
+        let n_seq = n_seq.clamp(1, crate::model::MAX_SEQUENCES);
+        Ok(LlamaBatchModel {
+            tokenizer: engine.tokenizer(&vocab),
+            engine,
+            batch: LlamaBatch::new(n_batch, 1),
+            info,
+            vocab,
+            n_seq,
+            n_batch,
+            n_threads,
+            logit_rows: Vec::new(),
+        })
+    }
+
+    /// The number of threads evaluation uses.
+    pub fn n_threads(&self) -> usize {
+        self.n_threads
+    }
+}
+
+impl BatchModel for LlamaBatchModel {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    fn tokenizer(&self) -> Arc<dyn Tokenize> {
+        Arc::new(self.tokenizer.clone())
+    }
+
+    fn n_seq(&self) -> usize {
+        self.n_seq
+    }
+
+    fn max_batch_tokens(&self) -> usize {
+        self.n_batch
+    }
+
+    fn seq_keep(&mut self, seq: SeqId, n: usize) -> bool {
+        let id = seq.0 as i32;
+        if n == 0 {
+            // Removing a whole sequence works for every kind of memory.
+            let _ = self.engine.ctx.kv_cache_seq_rm(id, None, None);
+            return true;
+        }
+        self.engine.ctx.kv_cache_seq_rm(id, Some(n as u32), None).is_ok()
+    }
+
+    fn decode_batch(&mut self, entries: &[BatchEntry<'_>]) -> Result<(), ModelError> {
+        let total: usize = entries.iter().map(|e| e.tokens.len()).sum();
+        if total > self.n_batch {
+            return Err(ModelError::Decode(format!("a batch of {total} tokens is over the batch size {}", self.n_batch)));
+        }
+        let n_vocab = self.vocab.len();
+        self.batch.clear();
+        self.logit_rows.clear();
+        for e in entries {
+            if e.seq.index() >= self.n_seq {
+                return Err(ModelError::Decode(format!("sequence {} does not exist (the model holds {})", e.seq.0, self.n_seq)));
+            }
+            if e.pos + e.tokens.len() > self.info.context_length {
+                return Err(ModelError::ContextOverflow { needed: e.pos + e.tokens.len(), context: self.info.context_length });
+            }
+            for (j, t) in e.tokens.iter().enumerate() {
+                if t.index() >= n_vocab {
+                    return Err(ModelError::Decode(format!("token id {t} is out of range (the vocabulary has {n_vocab} tokens)")));
+                }
+                let last = j + 1 == e.tokens.len();
+                let want = last && e.logits;
+                if want {
+                    self.logit_rows.push(self.batch.n_tokens());
+                }
+                self.batch
+                    .add(LlamaToken(t.0 as i32), (e.pos + j) as i32, &[e.seq.0 as i32], want)
+                    .map_err(|err| ModelError::Decode(format!("batch: {err}")))?;
+            }
+        }
+        if self.batch.n_tokens() == 0 {
+            return Ok(());
+        }
+        self.engine.ctx.decode(&mut self.batch).map_err(|e| ModelError::Decode(format!("llama.cpp decode failed ({e})")))
+    }
+
+    fn logits(&self, i: usize) -> &[f32] {
+        self.engine.ctx.get_logits_ith(self.logit_rows[i])
+    }
+}
