@@ -1,8 +1,9 @@
 //! `formwork serve`: the Ollama- and OpenAI-compatible HTTP server.
 //!
 //! Raw flags ([`Args`]) are resolved into a [`formwork_server::ServerConfig`] and a list of
-//! models; each model is loaded with llama.cpp, wrapped in the engine backend (sharing one
-//! compiled-grammar cache) and given its own worker thread. The server binds 127.0.0.1 unless
+//! models; each model is loaded with llama.cpp with `--parallel` sequences, stepped together
+//! by a `formwork_engine::batch::Batcher`, and served by one worker thread per slot (the
+//! engine backends share one compiled-grammar cache). The server binds 127.0.0.1 unless
 //! `--host` says otherwise, prints where it listens, and stops gracefully on ctrl-c/SIGTERM.
 
 use anyhow::Context;
@@ -27,9 +28,17 @@ pub struct Args {
     /// clients address them by name (a path's file stem). Default: smollm2.
     #[arg(long = "model", short = 'm')]
     pub models: Vec<String>,
-    /// Context length per model (default: the model's, capped at 8192).
+    /// Context length of each slot (default: the model's, capped at 8192, and at
+    /// 32768 / --parallel but no lower than 2048, so the KV cache stays modest).
     #[arg(long)]
     pub ctx_size: Option<usize>,
+    /// Requests each model generates at once (its slots, decoded together in one batch per
+    /// step).
+    #[arg(long, default_value_t = DEFAULT_PARALLEL, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub parallel: u32,
+    /// Requests that may wait for a slot; past this a request gets 503 with Retry-After.
+    #[arg(long, default_value_t = 256)]
+    pub max_queue: usize,
     /// Threads per model (default: physical cores, at most 8).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -46,6 +55,15 @@ pub struct Args {
     #[arg(long, default_value_t = 300)]
     pub max_wall_time: u64,
 }
+
+/// Default slots per model: 4 sequences batched together give most of the throughput of a
+/// small model on a few cores (llama.cpp's server also defaults to 4).
+const DEFAULT_PARALLEL: u32 = 4;
+/// The default slot context is capped so that all slots together hold at most this many
+/// positions (but each at least [`MIN_SLOT_CONTEXT`]).
+const DEFAULT_TOTAL_CONTEXT: usize = 32768;
+/// See [`DEFAULT_TOTAL_CONTEXT`].
+const MIN_SLOT_CONTEXT: usize = 2048;
 
 /// Runs `formwork serve`.
 pub fn main(args: Args) -> anyhow::Result<()> {
@@ -92,18 +110,29 @@ fn load(name: &str, args: &Args, config: &ServerConfig, cache: Arc<GrammarCache>
         name.strip_suffix(":latest").unwrap_or(name).to_string()
     };
     let t = Instant::now();
-    let opts = formwork_llama::LoadOptions { n_ctx: args.ctx_size, n_threads: args.threads, name: Some(display.clone()), ..Default::default() };
-    let model = formwork_llama::LlamaModel::load(&path, opts).with_context(|| format!("cannot load {}", path.display()))?;
+    let parallel = args.parallel as usize;
+    let n_ctx = args.ctx_size.or_else(|| {
+        let trained = formwork_vocab::gguf::GgufFile::open(&path).ok().and_then(|g| g.context_length()).map(|n| n as usize);
+        let per_slot = (DEFAULT_TOTAL_CONTEXT / parallel).max(MIN_SLOT_CONTEXT).min(formwork_llama::DEFAULT_MAX_CONTEXT);
+        Some(trained.map_or(per_slot, |t| t.min(per_slot)))
+    });
+    let opts = formwork_llama::LoadOptions { n_ctx, n_threads: args.threads, name: Some(display.clone()), ..Default::default() };
+    let model = formwork_llama::LlamaBatchModel::load(&path, opts, parallel).with_context(|| format!("cannot load {}", path.display()))?;
     let load_time = t.elapsed();
-    let meta = meta(&display, &path, &model);
-    eprintln!("loaded {display} from {} in {:.1?}", path.display(), load_time);
-    let backend = EngineBackend::new(Box::new(model), cache, config.grammar_limits.clone());
-    ModelWorker::spawn(meta, Box::new(backend), load_time).context("cannot start the model's worker thread")
+    let threads = model.n_threads();
+    let batcher = formwork_engine::batch::Batcher::new(Box::new(model), Default::default());
+    let meta = meta(&display, &path, batcher.info());
+    eprintln!(
+        "loaded {display} from {} in {:.1?}: {parallel} slots of {} tokens, {threads} threads",
+        path.display(),
+        load_time,
+        batcher.info().context_length
+    );
+    let backends = EngineBackend::slots(&batcher, cache, config.grammar_limits.clone());
+    ModelWorker::spawn_pool(meta, backends, load_time, args.max_queue).context("cannot start the model's worker threads")
 }
 
-fn meta(name: &str, path: &PathBuf, model: &formwork_llama::LlamaModel) -> ModelMeta {
-    use formwork_engine::Model;
-    let info = model.info();
+fn meta(name: &str, path: &PathBuf, info: &formwork_engine::ModelInfo) -> ModelMeta {
     let gguf = formwork_vocab::gguf::GgufFile::open(path).ok();
     let get = |k: &str| gguf.as_ref().and_then(|g| g.get_str(k)).map(str::to_string);
     let family = get("general.architecture").unwrap_or_else(|| "llama".into());

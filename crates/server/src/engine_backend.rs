@@ -12,6 +12,7 @@ use crate::backend::{
     Think, ToolDef,
 };
 use formwork_engine::reasoning::{generate_with_reasoning, Reasoning, ReasoningFormat};
+use formwork_engine::batch::Batcher;
 use formwork_engine::{generate, ChatMessage, EngineError, GenerateOptions, GrammarConstraint, Model, ModelError, Prompt, StopReason};
 use formwork_grammar::matcher::CompiledGrammar;
 use formwork_grammar::Limits;
@@ -81,9 +82,18 @@ impl GrammarCache {
     }
 }
 
+/// What an [`EngineBackend`] generates with.
+enum Runner {
+    /// A model of its own (one sequence).
+    Single(Box<dyn Model>),
+    /// A slot of a batched model: each generation takes a sequence from the batcher (the
+    /// free one whose cache shares the longest prefix with the prompt) and gives it back.
+    Batched(Batcher),
+}
+
 /// A model driven by `formwork_engine`.
 pub struct EngineBackend {
-    model: Box<dyn Model>,
+    runner: Runner,
     cache: Arc<GrammarCache>,
     limits: Limits,
     reasoning: Option<ReasoningFormat>,
@@ -95,7 +105,38 @@ impl EngineBackend {
     /// answering, in the same generation, unless a job says `think: off`.
     pub fn new(model: Box<dyn Model>, cache: Arc<GrammarCache>, limits: Limits) -> Self {
         let reasoning = ReasoningFormat::for_model(model.as_ref(), None);
-        EngineBackend { model, cache, limits, reasoning }
+        EngineBackend { runner: Runner::Single(model), cache, limits, reasoning }
+    }
+
+    /// The backends of a batched model's slots, one per sequence (give them to
+    /// [`ModelWorker::spawn_pool`](crate::ModelWorker::spawn_pool)): each runs one request
+    /// at a time, and their decodes are batched together by `batcher`.
+    pub fn slots(batcher: &Batcher, cache: Arc<GrammarCache>, limits: Limits) -> Vec<Box<dyn Backend>> {
+        let reasoning = batcher.info().chat_template.as_deref().and_then(ReasoningFormat::detect);
+        (0..batcher.stats().slots)
+            .map(|_| {
+                Box::new(EngineBackend {
+                    runner: Runner::Batched(batcher.clone()),
+                    cache: cache.clone(),
+                    limits: limits.clone(),
+                    reasoning: reasoning.clone(),
+                }) as Box<dyn Backend>
+            })
+            .collect()
+    }
+
+    fn info(&self) -> &formwork_engine::ModelInfo {
+        match &self.runner {
+            Runner::Single(m) => m.info(),
+            Runner::Batched(b) => b.info(),
+        }
+    }
+
+    fn vocab(&self) -> &Arc<formwork_vocab::Vocabulary> {
+        match &self.runner {
+            Runner::Single(m) => m.vocab(),
+            Runner::Batched(b) => b.vocab(),
+        }
     }
 
     /// Replaces the detected reasoning format (`None`: the model never reasons).
@@ -124,7 +165,7 @@ impl EngineBackend {
     }
 
     fn compile(&self, c: &ConstraintRequest) -> Result<Option<Arc<CompiledGrammar>>, BackendError> {
-        let vocab = self.model.vocab().clone();
+        let vocab = self.vocab().clone();
         let fp = vocab.fingerprint();
         let (key, schema, strict) = match c {
             ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } => return Ok(None),
@@ -166,7 +207,7 @@ impl EngineBackend {
         on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
     ) -> Result<formwork_engine::Generation, BackendError> {
         let opts = GenerateOptions {
-            sampler: sampler(&job.sampling, self.model.info().context_length),
+            sampler: sampler(&job.sampling, self.info().context_length),
             num_predict: Some(job.num_predict as usize),
             stop: job.stop.clone(),
             num_ctx: job.num_ctx.map(|n| n as usize),
@@ -174,9 +215,20 @@ impl EngineBackend {
         };
         let mut constraint = grammar.map(GrammarConstraint::new);
         let c = constraint.as_mut().map(|c| c as &mut dyn formwork_engine::Constraint);
+        let mut sequence;
+        let model: &mut dyn Model = match &mut self.runner {
+            Runner::Single(m) => m.as_mut(),
+            Runner::Batched(b) => {
+                // Routing by prefix is a hint: a prompt that cannot be tokenized here fails
+                // in `generate` with the proper error.
+                let hint = b.prompt_tokens(prompt).unwrap_or_default();
+                sequence = b.acquire(&hint);
+                &mut sequence
+            }
+        };
         match reasoning {
-            None => generate(self.model.as_mut(), prompt, &opts, c, &mut |t| on_text(Piece::Text(t))),
-            Some(r) => generate_with_reasoning(self.model.as_mut(), prompt, &opts, r, c, &mut |p| match p {
+            None => generate(model, prompt, &opts, c, &mut |t| on_text(Piece::Text(t))),
+            Some(r) => generate_with_reasoning(model, prompt, &opts, r, c, &mut |p| match p {
                 formwork_engine::reasoning::Piece::Thinking(t) => on_text(Piece::Thinking(t)),
                 formwork_engine::reasoning::Piece::Answer(t) => on_text(Piece::Text(t)),
             }),

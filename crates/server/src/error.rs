@@ -74,12 +74,19 @@ pub struct ApiError {
     pub param: Option<String>,
     /// A machine-readable code (OpenAI `code`), e.g. `model_not_found`.
     pub code: Option<&'static str>,
+    /// Seconds after which a retry may succeed (the `Retry-After` header of a 503).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
     /// An error of `kind` with `message`, in the Ollama dialect until [`ApiError::flavor`].
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        ApiError { flavor: Flavor::Ollama, kind, message: message.into(), param: None, code: None }
+        ApiError { flavor: Flavor::Ollama, kind, message: message.into(), param: None, code: None, retry_after: None }
+    }
+    /// Sets the `Retry-After` header (seconds).
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
     /// 400.
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -138,7 +145,11 @@ impl std::error::Error for ApiError {}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.kind.status(), axum::Json(self.body())).into_response()
+        let mut r = (self.kind.status(), axum::Json(self.body())).into_response();
+        if let Some(secs) = self.retry_after {
+            r.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
+        }
+        r
     }
 }
 

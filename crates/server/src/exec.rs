@@ -3,12 +3,17 @@
 
 use crate::backend::{BackendError, ConstraintRequest, Job, Outcome, PromptSpec, Sampling};
 use crate::error::{ApiError, ErrorKind};
-use crate::worker::{Event, ModelWorker};
+use crate::metrics::Metrics;
+use crate::worker::{Event, ModelWorker, SubmitError};
+use std::sync::atomic::Ordering;
 use crate::ServerConfig;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedReceiver;
+
+/// The `Retry-After` (seconds) of a 503 for a full queue.
+const QUEUE_FULL_RETRY_AFTER_SECS: u64 = 2;
 
 /// Extra time a handler waits past a job's deadline for the worker's own timeout answer.
 const DEADLINE_SLACK: Duration = Duration::from_secs(2);
@@ -18,6 +23,10 @@ pub(crate) struct Started {
     pub rx: UnboundedReceiver<Event>,
     pub first: Option<Event>,
     pub deadline: Instant,
+    /// Where its time to first token, latency and tokens are counted.
+    metrics: Arc<Metrics>,
+    queued_at: Instant,
+    output_seen: bool,
 }
 
 impl Started {
@@ -26,10 +35,42 @@ impl Started {
         if let Some(e) = self.first.take() {
             return e;
         }
-        match tokio::time::timeout_at((self.deadline + DEADLINE_SLACK).into(), self.rx.recv()).await {
+        let e = match tokio::time::timeout_at((self.deadline + DEADLINE_SLACK).into(), self.rx.recv()).await {
             Ok(Some(e)) => e,
             Ok(None) => Event::Done(Err(BackendError::Internal("the model worker dropped the request".into()))),
             Err(_) => Event::Done(Err(BackendError::Timeout(Duration::ZERO))),
+        };
+        self.count(&e);
+        e
+    }
+
+    /// Counts an event in the model's metrics.
+    fn count(&mut self, e: &Event) {
+        let m = &self.metrics;
+        match e {
+            Event::Text(_) | Event::Thinking(_) if !self.output_seen => {
+                self.output_seen = true;
+                m.ttft.observe(self.queued_at.elapsed());
+            }
+            Event::Text(_) | Event::Thinking(_) => {}
+            Event::Done(r) => {
+                let elapsed = self.queued_at.elapsed();
+                if !self.output_seen {
+                    self.output_seen = true;
+                    m.ttft.observe(elapsed);
+                }
+                m.latency.observe(elapsed);
+                match r {
+                    Ok(o) => {
+                        m.succeeded.fetch_add(1, Ordering::Relaxed);
+                        m.prompt_tokens.fetch_add(u64::from(o.prompt_tokens), Ordering::Relaxed);
+                        m.generated_tokens.fetch_add(u64::from(o.eval_tokens), Ordering::Relaxed);
+                    }
+                    Err(_) => {
+                        m.failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
         }
     }
 }
@@ -38,8 +79,16 @@ impl Started {
 /// (invalid schema, prompt too long, timeout in the queue) get a proper status code.
 pub(crate) async fn start(worker: &ModelWorker, job: Job) -> Result<Started, ApiError> {
     let deadline = job.deadline;
-    let rx = worker.submit(job).map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
-    let mut s = Started { rx, first: None, deadline };
+    let rx = worker.submit(job).map_err(|e| {
+        let retry = matches!(e, SubmitError::QueueFull { .. });
+        let a = ApiError::new(ErrorKind::Unavailable, e.to_string());
+        if retry {
+            a.retry_after(QUEUE_FULL_RETRY_AFTER_SECS)
+        } else {
+            a
+        }
+    })?;
+    let mut s = Started { rx, first: None, deadline, metrics: worker.metrics().clone(), queued_at: Instant::now(), output_seen: false };
     match s.next().await {
         Event::Done(Err(e)) => Err(backend_error(e)),
         e => {

@@ -13,9 +13,13 @@
 //! - [`ApiError`]: every failure, rendered as `{"error": "..."}` on `/api/*` and as
 //!   `{"error": {"message", "type", "param", "code"}}` on `/v1/*`; [`ApiJson`] is the JSON
 //!   extractor whose rejections are `ApiError`s (400 malformed, 413 too large).
-//! - [`Backend`]: the seam to a model. Each model runs on its own worker thread
-//!   ([`ModelWorker`]) fed by a FIFO queue: concurrent requests wait their turn, none is
-//!   refused; a dropped client stops its generation; a panic fails only its request.
+//! - [`Backend`]: the seam to a model. Each model has a pool of worker threads, one per
+//!   slot ([`ModelWorker`]), fed by one bounded FIFO queue: with the engine backend over a
+//!   batched model the slots' decodes run together (continuous batching); a request past
+//!   the queue's limit gets 503 with `Retry-After`; a dropped client stops its generation
+//!   and frees its slot; a panic fails only its request.
+//! - [`metrics`]: `GET /metrics`, Prometheus text (running, queued, slots, tokens, time to
+//!   first token and latency histograms).
 //! - [`ServerConfig`]: body size, schema size, token and wall-time limits.
 //! - [`engine_backend`]: the real backend over `formwork_engine`, with the compiled-grammar
 //!   LRU cache; [`testing`]: scripted fakes for tests.
@@ -36,6 +40,7 @@ mod config;
 pub mod engine_backend;
 mod error;
 mod exec;
+pub mod metrics;
 pub mod ollama;
 pub mod openai;
 #[cfg(feature = "engine")]
@@ -49,7 +54,7 @@ pub mod worker;
 pub use backend::{Backend, BackendError, ConstraintRequest, Job, ModelMeta, Outcome, Piece, SchemaInPrompt, Think};
 pub use config::ServerConfig;
 pub use error::{ApiError, ApiJson, Dialect, ErrorKind, Flavor, OllamaApi, OpenAiApi};
-pub use worker::ModelWorker;
+pub use worker::{ModelWorker, SubmitError};
 
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::StatusCode;
@@ -114,7 +119,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/generate", post(ollama::generate))
         .route("/api/tags", get(ollama::tags))
         .route("/api/show", post(ollama::show))
-        .route("/api/version", get(ollama::version));
+        .route("/api/version", get(ollama::version))
+        .route("/metrics", get(metrics_text));
     #[cfg(feature = "engine")]
     let ollama = ollama.route("/api/repair", post(repair::repair));
     let ollama = ollama.layer(CatchPanicLayer::custom(|p| panic_response(p, Flavor::Ollama)));
@@ -160,6 +166,11 @@ async fn refuse_oversized(limit: usize, req: Request, next: Next) -> Response {
     )
     .flavor(flavor)
     .into_response()
+}
+
+/// `GET /metrics` (Prometheus text format).
+async fn metrics_text(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics::render(state.models())).into_response()
 }
 
 async fn not_found(req: Request) -> Response {

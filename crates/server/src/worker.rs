@@ -1,9 +1,13 @@
-//! One worker thread per model, fed by a FIFO queue.
+//! The slots of a model: worker threads fed by one bounded FIFO queue.
 //!
-//! A loaded model holds one sequence (its KV cache) and is driven through `&mut`, so it
-//! cannot be shared between concurrent decodes. Each model gets a dedicated OS thread that
-//! takes [`Job`]s in arrival order (std `mpsc` is FIFO) and streams [`Event`]s back over a
-//! tokio channel. Concurrent requests wait in the queue; none is refused for concurrency.
+//! A model serves as many requests at once as it has *slots*: [`ModelWorker::spawn_pool`]
+//! starts one worker thread per [`Backend`] given (the engine backend over a batched model
+//! gives one per sequence; their decodes are batched together, see
+//! `formwork_engine::batch`). Each idle worker takes the next [`Job`] in arrival order and
+//! streams [`Event`]s back over a tokio channel, so a new request starts at the next batch
+//! step and a finished one frees its slot (continuous batching). Requests beyond the slots
+//! wait in the queue; past [`ModelWorker::max_queue`] waiting requests a new one is refused
+//! at once ([`SubmitError::QueueFull`], a 503 with `Retry-After`), never left hanging.
 //!
 //! Cancellation: when a request's receiver is dropped (client disconnect, handler timeout)
 //! the next `on_text` callback sees the closed channel and returns `Break`, so generation
@@ -13,8 +17,9 @@
 use crate::backend::{Backend, BackendError, Job, ModelMeta, Outcome, Piece};
 use std::ops::ControlFlow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use crate::metrics::Metrics;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
@@ -34,12 +39,15 @@ struct Queued {
     events: UnboundedSender<Event>,
 }
 
-/// A handle to a model's worker thread. Cloning shares the same worker and queue.
+/// A handle to a model's workers. Cloning shares the same workers and queue.
 #[derive(Clone)]
 pub struct ModelWorker {
     meta: Arc<ModelMeta>,
     tx: mpsc::Sender<Queued>,
     queued: Arc<AtomicUsize>,
+    max_queue: usize,
+    slots: usize,
+    metrics: Arc<Metrics>,
     load_duration: Duration,
 }
 
@@ -49,23 +57,45 @@ impl std::fmt::Debug for ModelWorker {
     }
 }
 
-/// The worker thread is gone (it can only end when the server shuts down).
+/// Why a job was not queued.
 #[derive(Debug, thiserror::Error)]
-#[error("the worker of model '{0}' has stopped; restart the server")]
-pub struct WorkerGone(pub String);
+#[non_exhaustive]
+pub enum SubmitError {
+    /// The worker threads are gone (they only end when the server shuts down).
+    #[error("the workers of model '{0}' have stopped; restart the server")]
+    Gone(String),
+    /// The queue holds its limit of waiting requests.
+    #[error("model '{model}' is busy: {slots} requests are running and {queued} are waiting, this server's limit (--max-queue {queued}); retry in a few seconds")]
+    QueueFull {
+        /// The model.
+        model: String,
+        /// Requests running.
+        slots: usize,
+        /// Requests waiting (the limit).
+        queued: usize,
+    },
+}
 
 impl ModelWorker {
-    /// Starts the worker thread for `backend`. `load_duration` is how long loading took
-    /// (reported as Ollama's `load_duration` of the first request).
+    /// One worker (one request at a time) with an unbounded queue. `load_duration` is how
+    /// long loading took (reported as Ollama's `load_duration` of the first request).
     pub fn spawn(meta: ModelMeta, backend: Box<dyn Backend>, load_duration: Duration) -> std::io::Result<Self> {
+        Self::spawn_pool(meta, vec![backend], load_duration, usize::MAX)
+    }
+
+    /// One worker thread per backend (the model's slots), all fed by one FIFO queue of at
+    /// most `max_queue` waiting jobs.
+    pub fn spawn_pool(meta: ModelMeta, backends: Vec<Box<dyn Backend>>, load_duration: Duration, max_queue: usize) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<Queued>();
+        let rx = Arc::new(Mutex::new(rx));
         let queued = Arc::new(AtomicUsize::new(0));
-        let q = queued.clone();
-        let name = meta.name.clone();
-        std::thread::Builder::new()
-            .name(format!("model-{name}"))
-            .spawn(move || run(backend, rx, q, name))?;
-        Ok(ModelWorker { meta: Arc::new(meta), tx, queued, load_duration })
+        let metrics = Arc::new(Metrics::default());
+        let slots = backends.len().max(1);
+        for (i, backend) in backends.into_iter().enumerate() {
+            let (rx, q, m, name) = (rx.clone(), queued.clone(), metrics.clone(), meta.name.clone());
+            std::thread::Builder::new().name(format!("model-{}-{i}", meta.name)).spawn(move || run(backend, rx, q, m, name))?;
+        }
+        Ok(ModelWorker { meta: Arc::new(meta), tx, queued, max_queue, slots, metrics, load_duration })
     }
 
     /// Facts about the model.
@@ -78,25 +108,50 @@ impl ModelWorker {
         self.load_duration
     }
 
-    /// Jobs waiting (not counting the one running).
+    /// Jobs waiting (not counting the ones running).
     pub fn queue_len(&self) -> usize {
         self.queued.load(Ordering::Relaxed)
     }
 
+    /// Most jobs that may wait.
+    pub fn max_queue(&self) -> usize {
+        self.max_queue
+    }
+
+    /// Jobs that can run at once.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Counters and histograms of this model's requests.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
     /// Queues `job`; the receiver yields its events. Dropping the receiver cancels the job.
-    pub fn submit(&self, job: Job) -> Result<UnboundedReceiver<Event>, WorkerGone> {
+    pub fn submit(&self, job: Job) -> Result<UnboundedReceiver<Event>, SubmitError> {
         let (events, rx) = unbounded_channel();
-        self.queued.fetch_add(1, Ordering::Relaxed);
+        // Reserve a place in the queue, or refuse.
+        let reserved = self.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| (q < self.max_queue).then_some(q + 1));
+        if reserved.is_err() {
+            self.metrics.rejected.fetch_add(1, Ordering::Relaxed);
+            return Err(SubmitError::QueueFull { model: self.meta.name.clone(), slots: self.slots, queued: self.max_queue });
+        }
         if self.tx.send(Queued { job, events }).is_err() {
             self.queued.fetch_sub(1, Ordering::Relaxed);
-            return Err(WorkerGone(self.meta.name.clone()));
+            return Err(SubmitError::Gone(self.meta.name.clone()));
         }
         Ok(rx)
     }
 }
 
-fn run(mut backend: Box<dyn Backend>, rx: mpsc::Receiver<Queued>, queued: Arc<AtomicUsize>, name: String) {
-    for Queued { job, events } in rx {
+/// Takes the next job off the shared queue (`None`: the queue is closed).
+fn next_job(rx: &Mutex<mpsc::Receiver<Queued>>) -> Option<Queued> {
+    rx.lock().unwrap_or_else(|e| e.into_inner()).recv().ok()
+}
+
+fn run(mut backend: Box<dyn Backend>, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, queued: Arc<AtomicUsize>, metrics: Arc<Metrics>, name: String) {
+    while let Some(Queued { job, events }) = next_job(&rx) {
         queued.fetch_sub(1, Ordering::Relaxed);
         if events.is_closed() {
             tracing::debug!(model = %name, "skipping a job whose client has gone");
@@ -109,6 +164,7 @@ fn run(mut backend: Box<dyn Backend>, rx: mpsc::Receiver<Queued>, queued: Arc<At
         let mut timed_out = false;
         let mut cancelled = false;
         let started = Instant::now();
+        let _running = metrics.running();
         let result = catch_unwind(AssertUnwindSafe(|| {
             let mut on_text = |piece: Piece<'_>| {
                 if Instant::now() >= job.deadline {

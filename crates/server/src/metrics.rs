@@ -1,0 +1,151 @@
+//! `GET /metrics`: Prometheus text exposition of each model's requests.
+//!
+//! Per model (label `model`): requests running and queued, slots, requests finished by
+//! outcome, requests refused because the queue was full, prompt and generated tokens, and
+//! histograms of the time to first token and of request latency (from the moment the
+//! request was queued). Counters are atomics updated by the workers and handlers; rendering
+//! reads them without stopping anyone.
+
+use crate::worker::ModelWorker;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// Upper bounds of the histogram buckets, in seconds (the last, +Inf, is implied).
+const BUCKETS: [f64; 14] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0, 300.0];
+
+/// A Prometheus histogram of durations with fixed buckets.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// Observations at most `BUCKETS[i]` (not cumulative; summed when rendered).
+    counts: [AtomicU64; BUCKETS.len() + 1],
+    /// Sum of the observations, in microseconds.
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    /// Records one duration.
+    pub fn observe(&self, d: Duration) {
+        let s = d.as_secs_f64();
+        let i = BUCKETS.iter().position(|&b| s <= b).unwrap_or(BUCKETS.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    fn render(&self, out: &mut String, name: &str, model: &str) {
+        let mut cumulative = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            cumulative += c.load(Ordering::Relaxed);
+            let le = BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
+            let _ = writeln!(out, "{name}_bucket{{model=\"{model}\",le=\"{le}\"}} {cumulative}");
+        }
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum{{model=\"{model}\"}} {sum}");
+        let _ = writeln!(out, "{name}_count{{model=\"{model}\"}} {cumulative}");
+    }
+}
+
+/// The counters of one model.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    running: AtomicUsize,
+    /// Requests refused because the queue was full.
+    pub rejected: AtomicU64,
+    /// Requests that finished successfully.
+    pub succeeded: AtomicU64,
+    /// Requests that finished with an error (including timeouts).
+    pub failed: AtomicU64,
+    /// Prompt tokens of finished requests.
+    pub prompt_tokens: AtomicU64,
+    /// Generated tokens of finished requests.
+    pub generated_tokens: AtomicU64,
+    /// Time from queueing to the first piece of output.
+    pub ttft: Histogram,
+    /// Time from queueing to the end.
+    pub latency: Histogram,
+}
+
+/// Counts a running request until dropped.
+#[derive(Debug)]
+pub struct Running<'a>(&'a AtomicUsize);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Metrics {
+    /// Marks a request as running until the guard is dropped.
+    pub fn running(&self) -> Running<'_> {
+        self.running.fetch_add(1, Ordering::Relaxed);
+        Running(&self.running)
+    }
+
+    /// Requests running now.
+    pub fn running_now(&self) -> usize {
+        self.running.load(Ordering::Relaxed)
+    }
+}
+
+/// Escapes a label value.
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The exposition text for `models`.
+pub fn render(models: &[ModelWorker]) -> String {
+    let mut out = String::new();
+    let gauge = |out: &mut String, name: &str, help: &str, kind: &str, value: &dyn Fn(&ModelWorker) -> String| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for m in models {
+            let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", label(&m.meta().name), value(m));
+        }
+    };
+    let ld = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
+    gauge(&mut out, "formwork_requests_running", "Requests being generated now.", "gauge", &|m| m.metrics().running_now().to_string());
+    gauge(&mut out, "formwork_requests_queued", "Requests waiting for a slot.", "gauge", &|m| m.queue_len().to_string());
+    gauge(&mut out, "formwork_slots", "Requests a model runs at once (--parallel).", "gauge", &|m| m.slots().to_string());
+    gauge(&mut out, "formwork_slots_busy", "Slots in use now.", "gauge", &|m| m.metrics().running_now().min(m.slots()).to_string());
+    gauge(&mut out, "formwork_requests_succeeded_total", "Requests finished successfully.", "counter", &|m| ld(&m.metrics().succeeded));
+    gauge(&mut out, "formwork_requests_failed_total", "Requests finished with an error.", "counter", &|m| ld(&m.metrics().failed));
+    gauge(&mut out, "formwork_requests_rejected_total", "Requests refused with 503 because the queue was full.", "counter", &|m| ld(&m.metrics().rejected));
+    gauge(&mut out, "formwork_prompt_tokens_total", "Prompt tokens of finished requests.", "counter", &|m| ld(&m.metrics().prompt_tokens));
+    gauge(&mut out, "formwork_generated_tokens_total", "Tokens generated by finished requests.", "counter", &|m| ld(&m.metrics().generated_tokens));
+    for (name, help, pick) in [
+        ("formwork_time_to_first_token_seconds", "Time from queueing a request to its first output.", (|m: &Metrics| &m.ttft) as fn(&Metrics) -> &Histogram),
+        ("formwork_request_duration_seconds", "Time from queueing a request to its end.", |m: &Metrics| &m.latency),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for m in models {
+            pick(m.metrics()).render(&mut out, name, &label(&m.meta().name));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let h = Histogram::default();
+        h.observe(Duration::from_millis(5));
+        h.observe(Duration::from_millis(200));
+        h.observe(Duration::from_secs(1000));
+        let mut s = String::new();
+        h.render(&mut s, "x", "m");
+        assert!(s.contains("x_bucket{model=\"m\",le=\"0.01\"} 1\n"), "{s}");
+        assert!(s.contains("x_bucket{model=\"m\",le=\"0.25\"} 2\n"), "{s}");
+        assert!(s.contains("x_bucket{model=\"m\",le=\"300\"} 2\n"), "{s}");
+        assert!(s.contains("x_bucket{model=\"m\",le=\"+Inf\"} 3\n"), "{s}");
+        assert!(s.contains("x_count{model=\"m\"} 3\n"), "{s}");
+        assert_eq!(h.count(), 3);
+    }
+}
