@@ -17,15 +17,39 @@
 //! (dead for masks, an error on commit), and so does one that would create a state past
 //! `max_states`.
 //!
+//! ## Sharing between threads
+//! One automaton serves every request that uses its grammar, from any thread, through `&self`.
+//! It has two sides:
+//! - the **table** (states, their [`StateInfo`] and byte transitions), read without a lock:
+//!   states live in [`Slots`] (append-only, set once) and transitions are `AtomicU32`s that
+//!   go from `UNKNOWN` to their final value once. A warm [`step`](Automaton::step) is a few
+//!   dependent loads (the state's slot, its transition) and writes nothing shared, so
+//!   readers on different cores never slow each other down;
+//! - the **builder** ([`Builder`]: the grammar, the stack arena, the interning maps, the
+//!   memos of closures, truncations and canonical states, scratch), behind a mutex. A step
+//!   whose transition is still `UNKNOWN` takes it, computes the closure, interns what it
+//!   made, publishes the new state (its slot first, then the count) and the transition (a
+//!   release store). [`Automaton::step`] lets go at once; a walk's [`Stepper`] keeps the
+//!   lock through a stretch of new transitions. Builders wait for each other; readers
+//!   never wait.
+//!
+//! Every transition is a function of its state's stacks, so two threads that need the same
+//! one compute the same value; the second finds it filled in when it gets the lock.
+//!
 //! ## Cost
 //! A step's closure is linear in the stacks and rules it touches; left recursion is refused
 //! when lowering, so closures are finite; the work per closure is also capped by
-//! `max_stacks`. Memory grows with the distinct stacks and states visited (1 KiB of
-//! transition table per state that has been stepped from).
+//! `max_stacks`. Memory grows with the distinct stacks and states visited: per state, 1 KiB
+//! of transition table (allocated with the state), its stacks, and a table slot of about
+//! 90 bytes (in chunks that double, so up to half of them unused). An unknown transition
+//! costs a lock round trip (uncontended: two atomic operations) on top of its closure.
 
 use super::lower::{ByteSet, Elem, Flat};
+use super::slots::Slots;
 use formwork_vocab::TokenId;
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 mod canon;
 
@@ -53,31 +77,90 @@ pub(crate) struct StateInfo {
     pub tokens: Box<[TokenId]>,
 }
 
-/// The lazily built automaton (see module docs).
-#[derive(Debug)]
+/// One state of the table: what is known about it, and its transitions as they are built.
+/// Walks keep a state's entry beside its id ([`Stepper::entry`]) to step from it without
+/// looking it up again.
+pub(crate) struct State {
+    /// By byte: the next state, `UNKNOWN` until built. Allocated with the state: nearly
+    /// every state is stepped from (94 % on the JSON grammar), and a step is then one
+    /// load with no check of whether the table exists.
+    trans: Box<[AtomicU32; 256]>,
+    /// The state popped into [`CTX`] (what follows depends on context).
+    ctx: bool,
+    info: StateInfo,
+}
+
+impl State {
+    /// Does the state depend on context (see [`CTX`])?
+    #[inline(always)]
+    pub fn is_ctx(&self) -> bool {
+        self.ctx
+    }
+}
+
+/// The read side of the automaton: every request reads it without a lock (module docs).
+struct Table {
+    /// Indexed by state id.
+    states: Slots<State>,
+    /// States published (ids below it are set).
+    n_states: AtomicU32,
+    /// Some step was refused because of `max_states` (its result was [`OVERFLOW`]).
+    states_capped: AtomicBool,
+}
+
+impl Table {
+    #[inline]
+    fn state(&self, s: u32) -> &State {
+        self.states.get(s).expect("state ids come from their automaton")
+    }
+
+    /// The memoized transition of `s` on `b`, if built.
+    #[inline]
+    fn known(&self, s: u32, b: u8) -> Option<u32> {
+        let v = self.state(s).trans[b as usize].load(Ordering::Acquire);
+        (v != UNKNOWN).then_some(v)
+    }
+
+    /// Does `s` know every byte transition?
+    fn complete(&self, s: u32) -> bool {
+        self.state(s).trans.iter().all(|x| x.load(Ordering::Acquire) != UNKNOWN)
+    }
+}
+
+/// The lazily built automaton (see module docs): a lock-free table and a locked builder.
 pub(crate) struct Automaton {
+    table: Table,
+    builder: Mutex<Builder>,
+}
+
+impl std::fmt::Debug for Automaton {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Automaton").field("states", &self.n_states()).finish_non_exhaustive()
+    }
+}
+
+/// The write side of the automaton: everything a closure reads and writes but the
+/// published states. Only reached through [`Automaton::builder`] (one thread at a time).
+#[derive(Debug)]
+pub(crate) struct Builder {
     pub flat: Flat,
     max_stacks: usize,
     /// Most states closures may create (`Limits::max_states`).
     max_states: usize,
-    /// Some step was refused because of `max_states` (its result was [`OVERFLOW`]).
-    states_capped: bool,
     /// Indexed by node id: `(pos, parent)`.
     nodes: Vec<(u32, u32)>,
     /// Indexed by node id: frames from the bottom (BOTTOM and CTX are 0).
     heights: Vec<u32>,
     node_ids: FxHashMap<(u32, u32), u32>,
-    /// Indexed by state id.
-    states: Vec<StateInfo>,
     state_ids: FxHashMap<Box<[u32]>, u32>,
-    /// Indexed by state id: the memoized byte transitions.
-    trans: Vec<Option<Box<[u32; 256]>>>,
-    /// Indexed by state id: `StateInfo::ctx`, kept apart for the hot loop.
-    ctx: Vec<bool>,
+    /// Heap bytes of the published states (infos and transition tables).
+    state_bytes: usize,
     /// Memo of [`canonical`](Self::canonical) per node: (canonical node, budget).
     canon_nodes: FxHashMap<u32, (u32, u32)>,
     /// Memo of [`canonical`](Self::canonical) per (state, top budget): (canonical state, budget).
     canon_states: FxHashMap<(u32, u32), (u32, u32)>,
+    /// Memo of truncations (see [`truncate`](Self::truncate)) per (state, depth).
+    truncs: FxHashMap<(u32, u32), u32>,
     /// Memo of [`closure`](Self::closure) by seed set: the bytes of a state that the same
     /// stacks accept (all the characters of a string body, say) lead to one state, which is
     /// computed once. Indexed by the seeds, sorted.
@@ -93,20 +176,18 @@ pub(crate) struct Automaton {
 impl Automaton {
     /// An automaton for `flat` and its initial state.
     pub fn new(flat: Flat, max_stacks: usize, max_states: usize) -> Result<(Self, u32), usize> {
-        let mut a = Automaton {
+        let mut b = Builder {
             flat,
             max_stacks: max_stacks.max(1),
             max_states: max_states.max(2),
-            states_capped: false,
             nodes: vec![(u32::MAX, u32::MAX), (u32::MAX, u32::MAX)],
             heights: vec![0, 0],
             node_ids: FxHashMap::default(),
-            states: Vec::new(),
             state_ids: FxHashMap::default(),
-            trans: Vec::new(),
-            ctx: Vec::new(),
+            state_bytes: 0,
             canon_nodes: FxHashMap::default(),
             canon_states: FxHashMap::default(),
+            truncs: FxHashMap::default(),
             closures: FxHashMap::default(),
             visited: FxHashSet::default(),
             visited_small: Vec::new(),
@@ -114,36 +195,233 @@ impl Automaton {
             out: Vec::new(),
             seeds: Vec::new(),
         };
-        a.intern_state(Vec::new());
-        let root = a.flat.root as usize;
-        let seeds: Vec<(u32, u32)> = a.flat.alts[root].iter().map(|&p| (p, BOTTOM)).collect();
-        a.seeds = seeds;
-        let init = a.closure();
+        let t = Table {
+            states: Slots::default(),
+            n_states: AtomicU32::new(0),
+            states_capped: AtomicBool::new(false),
+        };
+        b.intern_state(&t, Vec::new());
+        let root = b.flat.root as usize;
+        let seeds: Vec<(u32, u32)> = b.flat.alts[root].iter().map(|&p| (p, BOTTOM)).collect();
+        b.seeds = seeds;
+        let init = b.closure(&t);
         if init == OVERFLOW {
-            return Err(a.max_stacks);
+            return Err(b.max_stacks);
         }
-        Ok((a, init))
+        Ok((Automaton { table: t, builder: Mutex::new(b) }, init))
     }
 
-    /// The state after byte `b` from `s` (memoized).
+    /// The builder, locked (for the grammar and the stack arena; never held across a call
+    /// back into the automaton, which would deadlock).
+    pub fn builder(&self) -> MutexGuard<'_, Builder> {
+        // A panic inside a closure leaves at worst unused arena nodes or interning entries
+        // for states never published; everything published is complete. Poison is ignored.
+        self.builder.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The state after byte `b` from `s` (memoized; lock-free once built).
     #[inline]
+    pub fn step(&self, s: u32, b: u8) -> u32 {
+        match self.table.known(s, b) {
+            Some(v) => v,
+            None => self.step_slow(s, b),
+        }
+    }
+
+    #[cold]
+    fn step_slow(&self, s: u32, b: u8) -> u32 {
+        self.builder().step(&self.table, s, b)
+    }
+
+    /// The state after special token `t` from `s` (not memoized; special tokens are rare).
+    pub fn step_token(&self, s: u32, t: TokenId) -> u32 {
+        if !self.info(s).tokens.contains(&t) {
+            return DEAD;
+        }
+        self.builder().step_token(&self.table, s, t)
+    }
+
+    /// Info about state `s`.
+    #[inline]
+    pub fn info(&self, s: u32) -> &StateInfo {
+        &self.table.state(s).info
+    }
+
+    /// Was some step refused because the grammar reached `Limits::max_states`?
+    pub fn states_capped(&self) -> bool {
+        self.table.states_capped.load(Ordering::Relaxed)
+    }
+
+    /// Number of states interned so far.
+    pub fn n_states(&self) -> usize {
+        self.table.n_states.load(Ordering::Acquire) as usize
+    }
+
+    /// A [`Stepper`] for one walk.
+    pub fn stepper(&self) -> Stepper<'_> {
+        let dead = (DEAD, self.table.state(DEAD));
+        Stepper { aut: self, held: None, known_run: 0, last: [dead, dead] }
+    }
+
+    /// Heap bytes used.
+    pub fn memory_usage(&self) -> usize {
+        let b = self.builder();
+        b.flat.memory_usage()
+            + self.table.states.memory_usage()
+            + b.state_bytes
+            + b.nodes.capacity() * 12
+            + b.node_ids.capacity() * 12
+            + b.state_ids.capacity() * 24
+            + (b.canon_nodes.capacity() + b.canon_states.capacity() + b.truncs.capacity()) * 16
+            + b.closures.keys().map(|k| k.len() * 8 + 24).sum::<usize>()
+    }
+}
+
+/// Known steps after which a [`Stepper`] lets the builder lock go: long enough that two
+/// threads walking new ground hand the lock over rarely (each handover can put a thread to
+/// sleep; 64 measured about 5 % slower with two threads missing at once), short enough
+/// (tens of µs) that a walk does not keep it through a long run of known transitions.
+const RELEASE_AFTER: u32 = 4096;
+
+/// The automaton as one walk (a mask computation) uses it: steps like
+/// [`Automaton::step`], but a step that must build takes the builder lock and keeps it
+/// until [`RELEASE_AFTER`] known steps in a row, so a walk through new ground (a fresh
+/// grammar: most transitions unknown) locks once per stretch instead of once per
+/// transition. Threads building at the same time then hand the lock over rarely (each
+/// handover can put a thread to sleep for longer than a closure takes), while readers,
+/// who never take it, are not affected. All builder work of the walk goes through here,
+/// so the thread never asks for the lock it holds.
+///
+/// It also remembers the last two states it looked up: a trie walk steps from a node's
+/// state into each child in turn and asks about the child's state, so most lookups skip
+/// the table's chunk and slot loads.
+pub(crate) struct Stepper<'a> {
+    aut: &'a Automaton,
+    held: Option<MutexGuard<'a, Builder>>,
+    /// Known steps since the lock was last needed.
+    known_run: u32,
+    /// The last two states looked up, and their entries (the latest first).
+    last: [(u32, &'a State); 2],
+}
+
+impl<'a> Stepper<'a> {
+    /// The table entry of `s`.
+    #[inline(always)]
+    fn state(&mut self, s: u32) -> &'a State {
+        if s == self.last[0].0 {
+            return self.last[0].1;
+        }
+        if s == self.last[1].0 {
+            self.last.swap(0, 1);
+        } else {
+            self.last[1] = self.last[0];
+            self.last[0] = (s, self.aut.table.state(s));
+        }
+        self.last[0].1
+    }
+
+    /// The builder, locked until the next stretch of known steps.
+    fn build(&mut self) -> &mut Builder {
+        self.known_run = 0;
+        let aut = self.aut;
+        self.held.get_or_insert_with(|| aut.builder())
+    }
+
+    /// The state after byte `b` from `s`.
+    #[inline(always)]
     pub fn step(&mut self, s: u32, b: u8) -> u32 {
-        if let Some(t) = &self.trans[s as usize] {
-            let v = t[b as usize];
-            if v != UNKNOWN {
-                return v;
+        let e = self.state(s);
+        self.step_from(e, s, b)
+    }
+
+    /// The table entry of `s` (lock-free), for [`step_from`](Self::step_from).
+    #[inline(always)]
+    pub fn entry(&self, s: u32) -> &'a State {
+        self.aut.table.state(s)
+    }
+
+    /// [`step`](Self::step) from `s` whose entry `e` the caller kept.
+    #[inline(always)]
+    pub fn step_from(&mut self, e: &'a State, s: u32, b: u8) -> u32 {
+        let v = e.trans[b as usize].load(Ordering::Acquire);
+        if v == UNKNOWN {
+            return self.step_slow(s, b);
+        }
+        if self.held.is_some() {
+            self.known_run += 1;
+            if self.known_run >= RELEASE_AFTER {
+                self.held = None;
             }
         }
-        self.step_slow(s, b)
+        v
     }
 
     #[cold]
     fn step_slow(&mut self, s: u32, b: u8) -> u32 {
-        let next = if !self.states[s as usize].first.contains(b) {
+        let t = &self.aut.table;
+        self.build().step(t, s, b)
+    }
+
+    /// Lets the builder lock go (before waiting for another thread, which may need it).
+    pub fn release(&mut self) {
+        self.held = None;
+    }
+
+    /// Fills in every byte transition of `s` at once (see [`Builder::step_all`]).
+    pub fn step_all(&mut self, s: u32) {
+        let t = &self.aut.table;
+        if !t.complete(s) {
+            self.build().step_all(t, s);
+        }
+    }
+
+    /// State `s` truncated below its top `k` frames (see [`Builder::truncate`]; memoized).
+    pub fn truncate(&mut self, s: u32, k: usize) -> u32 {
+        let t = &self.aut.table;
+        self.build().truncate(t, s, k)
+    }
+
+    /// The canonical state of `s` and its budget (see `Builder::canonical` in `canon`;
+    /// memoized).
+    pub fn canonical(&mut self, s: u32, top_min: u32, deep_min: u32) -> (u32, u32) {
+        let t = &self.aut.table;
+        self.build().canonical(t, s, top_min, deep_min)
+    }
+
+    /// Info about state `s` (lock-free).
+    #[inline]
+    pub fn info(&mut self, s: u32) -> &'a StateInfo {
+        &self.state(s).info
+    }
+
+    /// Does state `s` depend on context (see [`CTX`])? Lock-free.
+    #[inline(always)]
+    pub fn is_ctx(&mut self, s: u32) -> bool {
+        self.state(s).ctx
+    }
+}
+
+impl Builder {
+    /// Node `n` of the stack arena: `(pos, parent)` (not for [`BOTTOM`] / [`CTX`]).
+    #[inline]
+    pub fn node(&self, n: u32) -> (u32, u32) {
+        self.nodes[n as usize]
+    }
+
+    /// The state after byte `b` from `s`: memoized, or built and published.
+    fn step(&mut self, t: &Table, s: u32, b: u8) -> u32 {
+        let st = t.state(s);
+        // Another thread may have built it while this one waited for the lock.
+        let v = st.trans[b as usize].load(Ordering::Acquire);
+        if v != UNKNOWN {
+            return v;
+        }
+        let info = &st.info;
+        let next = if !info.first.contains(b) {
             DEAD
         } else {
             self.seeds.clear();
-            for &n in self.states[s as usize].stacks.iter() {
+            for &n in info.stacks.iter() {
                 if n == BOTTOM || n == CTX {
                     continue;
                 }
@@ -154,21 +432,20 @@ impl Automaton {
                     }
                 }
             }
-            self.memo_closure()
+            self.memo_closure(t)
         };
-        let t = self.trans[s as usize].get_or_insert_with(|| Box::new([UNKNOWN; 256]));
-        t[b as usize] = next;
+        st.trans[b as usize].store(next, Ordering::Release);
         next
     }
 
     /// Fills in every byte transition of `s` at once: bytes taken by the same stacks lead to
     /// the same state, so each distinct set of stacks is closed once (a state of many stacks,
     /// an object's unseen keys, would otherwise scan all of them for each of ~200 bytes).
-    pub fn step_all(&mut self, s: u32) {
-        if self.trans[s as usize].as_ref().is_some_and(|t| !t.contains(&UNKNOWN)) {
+    fn step_all(&mut self, t: &Table, s: u32) {
+        if t.complete(s) {
             return;
         }
-        let stacks = self.states[s as usize].stacks.clone();
+        let stacks = t.state(s).info.stacks.clone();
         let words = stacks.len().div_ceil(64).max(1);
         // Per byte: the stacks (by index) that take it.
         let mut sig = vec![0u64; 256 * words];
@@ -210,80 +487,30 @@ impl Automaton {
                     self.seeds.push((pos + 1, parent));
                 }
             }
-            let x = self.memo_closure();
+            let x = self.memo_closure(t);
             done.insert(key, x);
             next[b] = x;
         }
-        let t = self.trans[s as usize].get_or_insert_with(|| Box::new([UNKNOWN; 256]));
-        for (slot, x) in t.iter_mut().zip(next) {
-            if *slot == UNKNOWN {
-                *slot = x;
+        for (slot, x) in t.state(s).trans.iter().zip(next) {
+            if slot.load(Ordering::Acquire) == UNKNOWN {
+                slot.store(x, Ordering::Release);
             }
         }
     }
 
-    /// The state after special token `t` from `s` (not memoized; special tokens are rare).
-    pub fn step_token(&mut self, s: u32, t: TokenId) -> u32 {
-        if !self.states[s as usize].tokens.contains(&t) {
-            return DEAD;
-        }
+    /// The state after special token `tok` from `s`.
+    fn step_token(&mut self, t: &Table, s: u32, tok: TokenId) -> u32 {
         self.seeds.clear();
-        for &n in self.states[s as usize].stacks.iter() {
+        for &n in t.state(s).info.stacks.iter() {
             if n == BOTTOM || n == CTX {
                 continue;
             }
             let (pos, parent) = self.nodes[n as usize];
-            if self.flat.elems[pos as usize] == Elem::Token(t) {
+            if self.flat.elems[pos as usize] == Elem::Token(tok) {
                 self.seeds.push((pos + 1, parent));
             }
         }
-        self.closure()
-    }
-
-    /// Info about state `s`.
-    #[inline]
-    pub fn info(&self, s: u32) -> &StateInfo {
-        &self.states[s as usize]
-    }
-
-    /// Node `n` of the stack arena: `(pos, parent)` (not for [`BOTTOM`] / [`CTX`]).
-    #[inline]
-    pub fn node(&self, n: u32) -> (u32, u32) {
-        self.nodes[n as usize]
-    }
-
-    /// Was some step refused because the grammar reached `Limits::max_states`?
-    pub fn states_capped(&self) -> bool {
-        self.states_capped
-    }
-
-    /// Number of states interned so far.
-    pub fn n_states(&self) -> usize {
-        self.states.len()
-    }
-
-    /// Heap bytes used.
-    pub fn memory_usage(&self) -> usize {
-        self.flat.memory_usage()
-            + self.nodes.capacity() * 12
-            + self.node_ids.capacity() * 12
-            + self
-                .states
-                .iter()
-                .map(|s| s.stacks.len() * 4 + s.tokens.len() * 4 + 72)
-                .sum::<usize>()
-            + self.state_ids.capacity() * 24
-            + self
-                .trans
-                .iter()
-                .map(|t| if t.is_some() { 1024 + 8 } else { 8 })
-                .sum::<usize>()
-            + (self.canon_nodes.capacity() + self.canon_states.capacity()) * 16
-            + self
-                .closures
-                .keys()
-                .map(|k| k.len() * 8 + 24)
-                .sum::<usize>()
+        self.closure(t)
     }
 
     fn intern_node(&mut self, pos: u32, parent: u32) -> u32 {
@@ -297,19 +524,19 @@ impl Automaton {
     }
 
     /// [`closure`](Self::closure) through the memo of seed sets.
-    fn memo_closure(&mut self) -> u32 {
+    fn memo_closure(&mut self, t: &Table) -> u32 {
         // Stacks are sorted, so equal seed sets come out in the same order.
         if let Some(&s) = self.closures.get(self.seeds.as_slice()) {
             return s;
         }
         let key: Box<[(u32, u32)]> = self.seeds.as_slice().into();
-        let s = self.closure();
+        let s = self.closure(t);
         self.closures.insert(key, s);
         s
     }
 
     /// Expands `self.seeds` (positions to match, with their stacks) into a state.
-    fn closure(&mut self) -> u32 {
+    fn closure(&mut self, t: &Table) -> u32 {
         self.visited.clear();
         self.out.clear();
         self.work.clear();
@@ -382,22 +609,23 @@ impl Automaton {
         stacks.dedup();
         let id = match self.state_ids.get(stacks.as_slice()) {
             Some(&id) => id,
-            None if self.states.len() >= self.max_states => {
-                self.states_capped = true;
+            None if self.state_ids.len() >= self.max_states => {
+                t.states_capped.store(true, Ordering::Relaxed);
                 OVERFLOW
             }
-            None => self.intern_state(stacks.clone()),
+            None => self.intern_state(t, stacks.clone()),
         };
         stacks.clear();
         self.out = stacks;
         id
     }
 
-    fn intern_state(&mut self, stacks: Vec<u32>) -> u32 {
+    /// The id of the state of `stacks`, published in the table if new.
+    fn intern_state(&mut self, t: &Table, stacks: Vec<u32>) -> u32 {
         if let Some(&id) = self.state_ids.get(stacks.as_slice()) {
             return id;
         }
-        let id = self.states.len() as u32;
+        let id = self.state_ids.len() as u32;
         let mut first = ByteSet::default();
         let mut tokens = Vec::new();
         let mut accepting = false;
@@ -418,22 +646,14 @@ impl Automaton {
             }
         }
         let stacks: Box<[u32]> = stacks.into_boxed_slice();
+        self.state_bytes += 1024 + stacks.len() * 4 + tokens.len() * 4;
         self.state_ids.insert(stacks.clone(), id);
-        self.states.push(StateInfo {
-            stacks,
-            accepting,
-            first,
-            tokens: tokens.into_boxed_slice(),
-        });
-        self.trans.push(None);
-        self.ctx.push(ctx);
+        let info = StateInfo { stacks, accepting, first, tokens: tokens.into_boxed_slice() };
+        let trans = Box::new(std::array::from_fn(|_| AtomicU32::new(UNKNOWN)));
+        t.states.set(id, State { trans, ctx, info });
+        // Published: the slot is set before the count says so.
+        t.n_states.store(id + 1, Ordering::Release);
         id
-    }
-
-    /// Does state `s` depend on context (see [`CTX`])?
-    #[inline]
-    pub fn is_ctx(&self, s: u32) -> bool {
-        self.ctx[s as usize]
     }
 
     /// State `s` with its stacks cut below a common height: frames more than `k` below the
@@ -444,18 +664,20 @@ impl Automaton {
     /// A stack is also cut at its topmost frame inside an unordered group's family rule
     /// (which records the members seen so far): what happens inside one member is the same
     /// whichever members came before, so states that differ only there share a truncation.
-    pub fn truncate(&mut self, s: u32, k: usize) -> u32 {
-        let tallest = self.states[s as usize]
-            .stacks
+    fn truncate(&mut self, t: &Table, s: u32, k: usize) -> u32 {
+        if let Some(&x) = self.truncs.get(&(s, k as u32)) {
+            return x;
+        }
+        let stacks = &t.state(s).info.stacks;
+        let tallest = stacks
             .iter()
             .map(|&n| self.heights[n as usize])
             .max()
             .unwrap_or(0);
         let cut = tallest.saturating_sub(k as u32);
-        let mut out: Vec<u32> = Vec::with_capacity(self.states[s as usize].stacks.len());
+        let mut out: Vec<u32> = Vec::with_capacity(stacks.len());
         let mut path: Vec<u32> = Vec::with_capacity(k);
-        for i in 0..self.states[s as usize].stacks.len() {
-            let n = self.states[s as usize].stacks[i];
+        for &n in stacks.iter() {
             if n == BOTTOM || n == CTX {
                 out.push(n);
                 continue;
@@ -484,6 +706,8 @@ impl Automaton {
         }
         out.sort_unstable();
         out.dedup();
-        self.intern_state(out)
+        let x = self.intern_state(t, out);
+        self.truncs.insert((s, k as u32), x);
+        x
     }
 }

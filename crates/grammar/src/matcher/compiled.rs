@@ -1,26 +1,73 @@
 //! [`CompiledGrammar`] (shared, immutable from the outside) and [`Matcher`] (per request).
+//!
+//! ## Sharing without a global lock
+//! Many sequences use one compiled grammar at once (the built-in JSON grammar, a popular
+//! schema), each from its own thread. What they share is read without a lock, and a warm
+//! step writes no shared memory at all (not even a reference count), so readers on
+//! different cores neither wait for nor slow down each other:
+//! - the automaton's states and transitions are lock-free tables (see `automaton`): a
+//!   known transition is a load; only building one takes the automaton's builder lock;
+//! - full masks are kept per state in a [`MaskCache`] (a `Slots` table, set once per
+//!   state). A hit reads the mask in place and copies it into the caller's `TokenMask`;
+//! - the context-independent parts of masks (`CiMask`, by truncated state; first-byte
+//!   dispatch parts, by state and byte) are in a [`CiCache`], read on misses only: its
+//!   per-state table is lock-free; its two hash maps take a short lock per lookup or
+//!   insert, never while walking.
+//!
+//! A miss walks the token trie with no lock held, through a `Stepper` that takes the
+//! builder lock only for new transitions (keeping it across a stretch of them), then
+//! publishes the mask: the first thread to publish wins, and an equal mask computed at the
+//! same time is dropped. Two matchers that miss on the same state at once (sequences that
+//! start together on a fresh grammar walk the same states in step) do not both walk: the
+//! second waits for the first's result, and so for context-independent masks
+//! ([`claim`](CompiledGrammar::claim)). So readers never wait; a miss waits only for
+//! closures of other builders, or for the very mask it needs.
+//!
+//! Both caches are bounded (`MASK_CACHE_BYTES` each). Entries are never removed (a reader
+//! may be reading one): a full cache keeps what it has and takes no more, so masks of new
+//! states are computed on every miss, and the grammar reports itself
+//! [`is_nearly_full`](CompiledGrammar::is_nearly_full), as when it nears
+//! `Limits::max_states`. Grammar caches then compile it afresh for new requests; requests
+//! already using it go on with it until they end.
+//!
+//! ## Cost
+//! - Warm mask (a hit): a few dependent loads to find the state's mask, and the copy (6 KiB
+//!   on SmolLM2, 16 KiB on Llama 3). Warm commit: a load or three per byte of the token.
+//!   With many distinct states in use, the copies' sources come from beyond the core's own
+//!   cache, and memory bandwidth rather than the grammar bounds masks per second.
+//! - Miss: as single-threaded, plus an uncontended lock round trip per stretch of new
+//!   transitions and per cache insert.
+//! - Memory: per state, a table slot (about 90 bytes, in chunks that double) and 16 bytes
+//!   per cache; its 1 KiB transition table is allocated with it (94 % of states need one
+//!   anyway); masks as before.
+//!
+//! Measured by `cargo bench -p formwork-grammar --bench threads` (N threads, one shared
+//! grammar, realistic documents, SmolLM2).
 
-use super::automaton::{Automaton, DEAD, OVERFLOW};
+use super::automaton::{Automaton, Stepper, DEAD, OVERFLOW};
 use super::error::{CompileError, MatchError};
 use super::index::TokenIndex;
 use super::lower::lower;
 use super::lower::ByteSet;
 use super::mask::{repeat_split, walk_from, Accel, CiMask, SubCi};
+use super::slots::Slots;
 use crate::{Grammar, Limits};
 use formwork_vocab::{TokenId, TokenMask, Vocabulary};
 use rustc_hash::FxHashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// The state after an end-of-sequence token was committed.
 pub(super) const ENDED: u32 = u32::MAX - 2;
-/// Cached masks kept per compiled grammar, in bytes (the whole cache is dropped when full).
+/// Bytes kept by each of the two caches of a compiled grammar (full masks, and
+/// context-independent parts); a full cache takes no more (see the module docs).
 const MASK_CACHE_BYTES: usize = 64 << 20;
 /// Frames kept when truncating a state for its context-independent mask.
 const TRUNCATE_DEPTH: usize = 4;
 /// Fewest first bytes leading to one looping state for [`CompiledGrammar::dispatch_ci`].
 const DISPATCH_MIN: usize = 16;
 /// Frames below the top two of a stack are replaced by their loop equivalents only from
-/// this budget on (see `Automaton::canonical`).
+/// this budget on (see `Builder::canonical`).
 const DEEP_MIN_BUDGET: u32 = 16;
 /// Longest run of forced bytes reported by [`Matcher::forced_bytes`].
 const MAX_FORCED: usize = 4096;
@@ -28,43 +75,140 @@ const MAX_FORCED: usize = 4096;
 /// A grammar compiled against a vocabulary: immutable from the outside, `Send + Sync`,
 /// shared by `Arc` between all requests that use the same grammar and vocabulary.
 ///
-/// Inside, a lazily built automaton and a cache of masks per parser state are shared
-/// behind a mutex, so every request benefits from the work of earlier ones: after warm-up
-/// a mask is a cache hit (a 16 KiB copy on a 128k vocabulary). A miss walks the token trie
-/// under the lock (tens of µs typically; see the module docs for the worst case).
+/// Inside, a lazily built automaton and caches of masks per parser state are shared, so
+/// every request benefits from the work of earlier ones: after warm-up a mask is a cache
+/// hit (a 16 KiB copy on a 128k vocabulary). Requests on different threads do not lock
+/// each other out: hits and warm steps take no lock at all, and a miss walks the token trie
+/// with no lock held (see the module docs for the design and its cost).
 pub struct CompiledGrammar {
     index: Arc<TokenIndex>,
     initial: u32,
-    shared: Mutex<Shared>,
+    pub(super) aut: Automaton,
+    /// Full masks by state.
+    masks: MaskCache,
+    /// Context-independent parts of masks.
+    ci: CiCache,
+    /// Masks inside bounded repetitions go through canonical states (see `mask`).
+    repeat_shortcut: AtomicBool,
+    /// States whose masks some thread is computing (see [`claim`](Self::claim));
+    /// `in_flight_done` is signalled when one is done and some thread waits.
+    in_flight: Mutex<InFlightSet>,
+    in_flight_done: Condvar,
     limits: Limits,
     /// Shortest-completion tables, built on first use (see `complete`).
     pub(super) completion: std::sync::OnceLock<super::complete::Completion>,
-    /// Parser states built, as last seen by a mask or a commit (read by
-    /// [`is_nearly_full`](Self::is_nearly_full) without taking the lock).
-    states_seen: std::sync::atomic::AtomicUsize,
 }
 
-pub(super) struct Shared {
-    pub(super) aut: Automaton,
+/// Room left in a cache of at most `MASK_CACHE_BYTES`: reserves `bytes`, or marks the
+/// cache full and refuses.
+#[derive(Default)]
+struct Budget {
+    /// Bytes held.
+    used: AtomicUsize,
+    /// Some insert was refused.
+    full: AtomicBool,
+}
+
+impl Budget {
+    fn reserve(&self, bytes: usize) -> bool {
+        if self.used.fetch_add(bytes, Ordering::Relaxed) + bytes <= MASK_CACHE_BYTES {
+            return true;
+        }
+        self.used.fetch_sub(bytes, Ordering::Relaxed);
+        self.full.store(true, Ordering::Relaxed);
+        false
+    }
+
+    fn is_full(&self) -> bool {
+        self.full.load(Ordering::Relaxed)
+    }
+}
+
+/// Full masks by parser state, read without a lock.
+#[derive(Default)]
+struct MaskCache {
     /// Indexed by state: its full mask, once computed.
-    masks: FxHashMap<u32, Arc<TokenMask>>,
-    mask_bytes: usize,
+    masks: Slots<Arc<TokenMask>>,
+    budget: Budget,
+}
+
+/// The context-independent parts of masks, read on misses.
+#[derive(Default)]
+struct CiCache {
     /// Indexed by truncated state: its context-independent mask.
-    ci: FxHashMap<u32, Arc<CiMask>>,
+    ci: Slots<Arc<CiMask>>,
     /// Indexed by (state after a first byte, that byte): the subtree's context-independent
-    /// part, for first-byte dispatch (counted in `ci_bytes`, dropped with `ci`).
-    sub: FxHashMap<(u32, u8), Arc<SubCi>>,
+    /// part, for first-byte dispatch.
+    sub: Mutex<FxHashMap<(u32, u8), Arc<SubCi>>>,
     /// Indexed by (looping target, the first bytes leading to it): that group's part of a
-    /// first-byte dispatch (counted in `ci_bytes`, dropped with `ci`).
-    group: FxHashMap<(u32, ByteSet), Arc<CiMask>>,
-    ci_bytes: usize,
-    /// Indexed by state: its truncation.
-    trunc: FxHashMap<u32, u32>,
-    /// Masks inside bounded repetitions go through canonical states (see `mask`).
-    repeat_shortcut: bool,
-    /// Canonical states whose masks are being computed (a dispatch target inside them
-    /// must not come back to them).
-    repeat_busy: Vec<u32>,
+    /// first-byte dispatch.
+    group: Mutex<FxHashMap<(u32, ByteSet), Arc<CiMask>>>,
+    /// Bytes of all three.
+    budget: Budget,
+}
+
+/// What a thread computes for a state, in [`CompiledGrammar::in_flight`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Work {
+    /// A matcher's full mask.
+    Mask,
+    /// A context-independent mask (of a truncated state).
+    Ci,
+}
+
+/// The states whose masks are being computed, and how many threads wait for one.
+#[derive(Default)]
+struct InFlightSet {
+    masks: Vec<u32>,
+    ci: Vec<u32>,
+    waiters: usize,
+}
+
+impl InFlightSet {
+    fn list(&mut self, work: Work) -> &mut Vec<u32> {
+        match work {
+            Work::Mask => &mut self.masks,
+            Work::Ci => &mut self.ci,
+        }
+    }
+}
+
+/// What [`CompiledGrammar::claim`] found.
+enum Claim<'a, T> {
+    /// The result, computed (by another thread, maybe while this one waited).
+    Done(T),
+    /// Nobody computes it: this thread does, under this mark.
+    Mine(InFlight<'a>),
+}
+
+/// A state's mark in [`CompiledGrammar::in_flight`], cleared (and waiters woken) on drop,
+/// also when the computation panics.
+struct InFlight<'a> {
+    g: &'a CompiledGrammar,
+    s: u32,
+    work: Work,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut busy = locked(&self.g.in_flight);
+        let list = busy.list(self.work);
+        if let Some(i) = list.iter().position(|&x| x == self.s) {
+            list.swap_remove(i);
+        }
+        let wake = busy.waiters > 0;
+        drop(busy);
+        // A notification is a system call: only when someone waits.
+        if wake {
+            self.g.in_flight_done.notify_all();
+        }
+    }
+}
+
+/// Locks one of a cache's maps. Only complete entries are inserted, so a poisoned lock
+/// still guards a consistent map.
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl std::fmt::Debug for CompiledGrammar {
@@ -94,31 +238,22 @@ impl CompiledGrammar {
         limits: &Limits,
     ) -> Result<Arc<Self>, CompileError> {
         let flat = lower(g, Some(index.vocab()), limits)?;
+        let rules = flat.alts.len();
+        let elems = flat.elems.len();
         let (aut, initial) = Automaton::new(flat, limits.max_stacks, limits.max_states)
             .map_err(|limit| CompileError::TooManyStacks { limit })?;
-        tracing::debug!(
-            rules = aut.flat.alts.len(),
-            elems = aut.flat.elems.len(),
-            "compiled grammar"
-        );
+        tracing::debug!(rules, elems, "compiled grammar");
         Ok(Arc::new(CompiledGrammar {
             index,
             initial,
-            shared: Mutex::new(Shared {
-                aut,
-                masks: FxHashMap::default(),
-                mask_bytes: 0,
-                ci: FxHashMap::default(),
-                sub: FxHashMap::default(),
-                group: FxHashMap::default(),
-                ci_bytes: 0,
-                trunc: FxHashMap::default(),
-                repeat_shortcut: true,
-                repeat_busy: Vec::new(),
-            }),
+            aut,
+            masks: MaskCache::default(),
+            ci: CiCache::default(),
+            repeat_shortcut: AtomicBool::new(true),
+            in_flight: Mutex::new(InFlightSet::default()),
+            in_flight_done: Condvar::new(),
             limits: limits.clone(),
             completion: std::sync::OnceLock::new(),
-            states_seen: std::sync::atomic::AtomicUsize::new(0),
         }))
     }
 
@@ -149,48 +284,88 @@ impl CompiledGrammar {
     /// Heap bytes used by this grammar (automaton, transition tables, cached masks), not
     /// counting the shared vocabulary index.
     pub fn memory_usage(&self) -> usize {
-        let sh = self.lock();
-        sh.aut.memory_usage()
-            + sh.mask_bytes
-            + sh.masks.capacity() * 16
-            + sh.ci_bytes
-            + sh.trunc.capacity() * 8
+        let ci = &self.ci;
+        let maps = locked(&ci.sub).capacity() * 24 + locked(&ci.group).capacity() * 48;
+        self.aut.memory_usage()
+            + self.masks.budget.used.load(Ordering::Relaxed)
+            + self.masks.masks.memory_usage()
+            + ci.budget.used.load(Ordering::Relaxed)
+            + ci.ci.memory_usage()
+            + maps
     }
 
-    /// Has this grammar built 80 % of the parser states `Limits::max_states` allows? Caches
-    /// then compile it afresh for new requests (requests already using it keep it, with the
-    /// rest of the room), so a long-lived shared grammar never reaches the limit.
-    /// Lock-free (a cache asks on every hit): it reads the count of states as of the last
-    /// mask or commit of any request.
+    /// Has this grammar built 80 % of the parser states `Limits::max_states` allows, or
+    /// filled one of its mask caches (which then take no more masks)? Caches then compile
+    /// it afresh for new requests (requests already using it keep it, with the rest of the
+    /// room), so a long-lived shared grammar never reaches the limit and keeps its masks
+    /// cached. Lock-free (a cache asks on every hit): three loads.
     pub fn is_nearly_full(&self) -> bool {
-        let n = self.states_seen.load(std::sync::atomic::Ordering::Relaxed);
+        let n = self.aut.n_states();
         n.saturating_mul(5) >= self.limits.max_states.saturating_mul(4)
+            || self.masks.budget.is_full()
+            || self.ci.budget.is_full()
     }
 
-    /// Records the state count for [`is_nearly_full`](Self::is_nearly_full).
-    fn saw_states(&self, n: usize) {
-        self.states_seen.store(n, std::sync::atomic::Ordering::Relaxed);
+    /// The result of `work` for state `s` if `found` has it; else, if another thread is
+    /// computing it, waits for that thread (calling `before_wait` first) and looks again;
+    /// else marks it as this thread's to compute. Threads that miss together on a fresh
+    /// grammar (sequences that start together walk the same states in step) thus share one
+    /// walk instead of each doing it.
+    ///
+    /// No deadlock: a thread waits only where it holds no mark of the kind it waits for
+    /// (a matcher's miss waits for a full mask before marking anything; a full mask's
+    /// computation waits for a context-independent one while holding none, and nested ones
+    /// — a first-byte dispatch's targets, canonical states' masks — never wait), and it
+    /// lets the builder lock go first (`before_wait`). So the thread waited for never waits
+    /// for the waiter, and finishes (or unwinds, which clears its mark too).
+    fn claim<T>(&self, work: Work, s: u32, found: impl Fn() -> Option<T>, mut before_wait: impl FnMut()) -> Claim<'_, T> {
+        let mut busy = locked(&self.in_flight);
+        loop {
+            if let Some(x) = found() {
+                return Claim::Done(x);
+            }
+            if !busy.list(work).contains(&s) {
+                break;
+            }
+            before_wait();
+            busy.waiters += 1;
+            busy = self.in_flight_done.wait(busy).unwrap_or_else(|e| e.into_inner());
+            busy.waiters -= 1;
+        }
+        busy.list(work).push(s);
+        Claim::Mine(InFlight { g: self, s, work })
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, Shared> {
-        // A panic while holding the lock leaves caches that are still consistent (every
-        // write is a complete insert), so poisoning is ignored.
-        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    /// A matcher's miss on state `s`: its mask, computed here unless another thread is
+    /// already computing it (then waited for; see [`claim`](Self::claim)). Returns the
+    /// mask, whether it came from the cache, and the trie nodes walked.
+    fn mask_miss(&self, s: u32) -> (Arc<TokenMask>, bool, usize) {
+        let _mark = match self.claim(Work::Mask, s, || self.masks.masks.get(s).cloned(), || {}) {
+            Claim::Done(m) => return (m, true, 0),
+            Claim::Mine(mark) => mark,
+        };
+        let mut st = self.aut.stepper();
+        let r = self.mask_of(&mut st, s, &mut Vec::new());
+        // The builder lock goes before the waiters are woken.
+        drop(st);
+        r
     }
 
-    /// The full mask of state `s` (cached). Returns the mask, whether it was a hit, and the
-    /// trie nodes walked.
-    fn mask_of(&self, sh: &mut Shared, s: u32) -> (Arc<TokenMask>, bool, usize) {
-        if let Some(m) = sh.masks.get(&s) {
+    /// The full mask of state `s`, computed and published on a miss (unless the cache is
+    /// full). Returns the mask, whether it was a hit, and the trie nodes walked. `busy`:
+    /// canonical states whose masks this thread is computing (a dispatch target inside them
+    /// must not come back to them).
+    fn mask_of(&self, st: &mut Stepper<'_>, s: u32, busy: &mut Vec<u32>) -> (Arc<TokenMask>, bool, usize) {
+        if let Some(m) = self.masks.masks.get(s) {
             return (m.clone(), true, 0);
         }
         let vocab = self.index.vocab();
-        let (m, walked) = match self.repeat_mask(sh, s) {
+        let (m, walked) = match self.repeat_mask(st, s, busy) {
             Some(r) => r,
-            None => self.ci_mask(sh, s),
+            None => self.ci_mask(st, s),
         };
         let mut m = m;
-        let info = sh.aut.info(s);
+        let info = st.info(s);
         for &t in info.tokens.iter() {
             m.insert(t);
         }
@@ -200,26 +375,24 @@ impl CompiledGrammar {
             }
         }
         let m = Arc::new(m);
-        if sh.mask_bytes + m.memory_usage() > MASK_CACHE_BYTES {
-            sh.masks.clear();
-            sh.mask_bytes = 0;
+        if !self.masks.budget.reserve(m.memory_usage()) {
+            return (m, false, walked);
         }
-        sh.mask_bytes += m.memory_usage();
-        sh.masks.insert(s, m.clone());
-        (m, false, walked)
+        // The first thread to publish wins; a mask computed at the same time is equal.
+        (self.masks.masks.set(s, m).clone(), false, walked)
     }
 
     /// Turns the bounded-repetition shortcut on (the default) or off. Off, a state inside
     /// `e{m,n}` has its mask walked from the state itself instead of taken from its
     /// canonical (looping) state: the same masks, slower. For tests and diagnosis.
     pub fn set_repeat_shortcut(&self, on: bool) {
-        self.lock().repeat_shortcut = on;
+        self.repeat_shortcut.store(on, Ordering::Relaxed);
     }
 
     /// The text-token mask of `s` through its canonical state, when `s` has frames inside
     /// bounded repetitions (see `mask::repeat_split`); `None` otherwise.
-    fn repeat_mask(&self, sh: &mut Shared, s: u32) -> Option<(TokenMask, usize)> {
-        if !sh.repeat_shortcut {
+    fn repeat_mask(&self, st: &mut Stepper<'_>, s: u32, busy: &mut Vec<u32>) -> Option<(TokenMask, usize)> {
+        if !self.repeat_shortcut.load(Ordering::Relaxed) {
             return None;
         }
         // Two tries. Every frame replaced: worth it when the canonical mask is already there
@@ -228,17 +401,17 @@ impl CompiledGrammar {
         // split budget it would visit more than an eighth of the trie).
         let split = self.index.split_min_budget();
         let deep = split.max(DEEP_MIN_BUDGET);
-        let (mut c, mut budget) = sh.aut.canonical(s, 0, deep);
-        if c != s && budget < split && !sh.masks.contains_key(&c) {
-            (c, budget) = sh.aut.canonical(s, split, deep);
+        let (mut c, mut budget) = st.canonical(s, 0, deep);
+        if c != s && budget < split && self.masks.masks.get(c).is_none() {
+            (c, budget) = st.canonical(s, split, deep);
         }
-        if c == s || sh.repeat_busy.contains(&c) {
+        if c == s || busy.contains(&c) {
             return None;
         }
-        sh.repeat_busy.push(c);
-        let (mc, _, walked) = self.mask_of(sh, c);
-        sh.repeat_busy.pop();
-        let (m, w) = repeat_split(&mut sh.aut, &self.index, s, c, budget, &mc);
+        busy.push(c);
+        let (mc, _, walked) = self.mask_of(st, c, busy);
+        busy.pop();
+        let (m, w) = repeat_split(st, &self.index, s, c, budget, &mc);
         Some((m, walked + w))
     }
 
@@ -246,29 +419,35 @@ impl CompiledGrammar {
     /// walked to build it (0 on a hit). A state that loops on many bytes is built with its
     /// accelerator; one that does not, but whose first bytes lead to a looping state, by
     /// first-byte dispatch ([`dispatch_ci`](Self::dispatch_ci)); any other by a plain walk.
-    fn ci_of(&self, sh: &mut Shared, t: u32) -> (Arc<CiMask>, usize) {
-        if let Some(c) = sh.ci.get(&t) {
+    /// Unless `nested` (inside another one's computation), one that another thread is
+    /// computing is waited for ([`claim`](Self::claim)).
+    fn ci_of(&self, st: &mut Stepper<'_>, t: u32, nested: bool) -> (Arc<CiMask>, usize) {
+        let cache = &self.ci;
+        if let Some(c) = cache.ci.get(t) {
             return (c.clone(), 0);
         }
-        sh.aut.step_all(t);
-        let c = match Accel::for_state(&mut sh.aut, &self.index, t) {
-            Some(a) => CiMask::build(&mut sh.aut, &self.index, t, Some(&a)),
-            None => match self.dispatch_ci(sh, t) {
+        let _mark = if nested {
+            None
+        } else {
+            match self.claim(Work::Ci, t, || cache.ci.get(t).cloned(), || st.release()) {
+                Claim::Done(c) => return (c, 0),
+                Claim::Mine(mark) => Some(mark),
+            }
+        };
+        st.step_all(t);
+        let c = match Accel::for_state(st, &self.index, t) {
+            Some(a) => CiMask::build(st, &self.index, t, Some(&a)),
+            None => match self.dispatch_ci(st, t) {
                 Some(c) => c,
-                None => CiMask::build(&mut sh.aut, &self.index, t, None),
+                None => CiMask::build(st, &self.index, t, None),
             },
         };
-        let c = Arc::new(c);
-        if sh.ci_bytes + c.memory_usage() > MASK_CACHE_BYTES {
-            sh.ci.clear();
-            sh.sub.clear();
-            sh.group.clear();
-            sh.ci_bytes = 0;
-        }
-        sh.ci_bytes += c.memory_usage();
-        sh.ci.insert(t, c.clone());
         let walked = c.walked;
-        (c, walked)
+        let c = Arc::new(c);
+        if !cache.budget.reserve(c.memory_usage()) {
+            return (c, walked);
+        }
+        (cache.ci.set(t, c).clone(), walked)
     }
 
     /// The context-independent mask of `t` by first-byte dispatch, when `t` is not a loop
@@ -279,7 +458,8 @@ impl CompiledGrammar {
     /// part of the mask (and of the uncertain subtrees) is `x`'s, restricted to first byte
     /// `b`, taken from `x`'s cached (usually accelerated) mask. The other first bytes walk
     /// their subtrees. `None` when no such group exists.
-    fn dispatch_ci(&self, sh: &mut Shared, t: u32) -> Option<CiMask> {
+    fn dispatch_ci(&self, aut: &mut Stepper<'_>, t: u32) -> Option<CiMask> {
+        let cache = &self.ci;
         let trie = self.index.trie();
         // The root's children: (node, byte, state after the byte).
         let mut kids: Vec<(usize, u8, u32)> = Vec::with_capacity(256);
@@ -287,7 +467,7 @@ impl CompiledGrammar {
         let (mut i, n) = (1, trie.end(0));
         while i < n {
             let b = trie.byte(i);
-            let x = sh.aut.step(t, b);
+            let x = aut.step(t, b);
             if x == t {
                 self_loops += 1;
             }
@@ -301,7 +481,7 @@ impl CompiledGrammar {
         }
         let mut groups: Vec<(u32, ByteSet)> = Vec::new();
         for &(_, b, x) in &kids {
-            if x == DEAD || x == OVERFLOW || x == t || sh.aut.is_ctx(x) || sh.aut.step(x, b) != x {
+            if x == DEAD || x == OVERFLOW || x == t || aut.is_ctx(x) || aut.step(x, b) != x {
                 continue;
             }
             match groups.iter_mut().find(|g| g.0 == x) {
@@ -323,10 +503,11 @@ impl CompiledGrammar {
         let mut grouped = ByteSet::default();
         for (x, bytes) in &groups {
             grouped.union(bytes);
-            let part = match sh.group.get(&(*x, *bytes)) {
-                Some(p) => p.clone(),
+            let known = locked(&cache.group).get(&(*x, *bytes)).cloned();
+            let part = match known {
+                Some(p) => p,
                 None => {
-                    let (cx, w) = self.ci_of(sh, *x);
+                    let (cx, w) = self.ci_of(aut, *x, true);
                     ci.walked += w;
                     let mut part = CiMask::empty(vocab.len());
                     let out = part.mask.words_mut();
@@ -338,9 +519,11 @@ impl CompiledGrammar {
                     part.nodes.extend(cx.nodes.iter().filter(|(_, p)| bytes.contains(p[0])).cloned());
                     part.tokens.extend(cx.tokens.iter().filter(|&&tok| vocab.token_bytes(tok).first().is_some_and(|&b| bytes.contains(b))));
                     let part = Arc::new(part);
-                    sh.ci_bytes += part.memory_usage();
-                    sh.group.insert((*x, *bytes), part.clone());
-                    part
+                    if cache.budget.reserve(part.memory_usage()) {
+                        locked(&cache.group).entry((*x, *bytes)).or_insert(part).clone()
+                    } else {
+                        part
+                    }
                 }
             };
             for (o, a) in ci.mask.words_mut().iter_mut().zip(part.mask.words()) {
@@ -349,21 +532,34 @@ impl CompiledGrammar {
             ci.nodes.extend(part.nodes.iter().cloned());
             ci.tokens.extend_from_slice(&part.tokens);
         }
-        // The other first bytes: their subtrees, kept by the state after the byte.
-        for &(node, b, x) in &kids {
-            if grouped.contains(b) || x == DEAD || x == OVERFLOW {
-                continue;
-            }
-            let sub = match sh.sub.get(&(x, b)) {
-                Some(sub) => sub.clone(),
-                None => {
-                    let sub = Arc::new(SubCi::build(&mut sh.aut, trie, vocab.len(), node, x));
-                    ci.walked += sub.walked;
-                    sh.ci_bytes += sub.memory_usage();
-                    sh.sub.insert((x, b), sub.clone());
-                    sub
+        // The other first bytes: their subtrees, kept by the state after the byte. The map
+        // is locked once to look them all up and once to add the new ones.
+        let wanted: Vec<(usize, u8, u32)> = kids
+            .into_iter()
+            .filter(|&(_, b, x)| !grouped.contains(b) && x != DEAD && x != OVERFLOW)
+            .collect();
+        let mut subs: Vec<Option<Arc<SubCi>>> = {
+            let map = locked(&cache.sub);
+            wanted.iter().map(|&(_, b, x)| map.get(&(x, b)).cloned()).collect()
+        };
+        let mut fresh = Vec::new();
+        for (slot, &(node, b, x)) in subs.iter_mut().zip(&wanted) {
+            if slot.is_none() {
+                let sub = Arc::new(SubCi::build(aut, trie, vocab.len(), node, x));
+                ci.walked += sub.walked;
+                if cache.budget.reserve(sub.memory_usage()) {
+                    fresh.push(((x, b), sub.clone()));
                 }
-            };
+                *slot = Some(sub);
+            }
+        }
+        if !fresh.is_empty() {
+            let mut map = locked(&cache.sub);
+            for (key, sub) in fresh {
+                map.entry(key).or_insert(sub);
+            }
+        }
+        for sub in subs.iter().flatten() {
             sub.allow_into(&mut ci.mask);
             ci.nodes.extend(sub.nodes.iter().cloned());
         }
@@ -371,23 +567,16 @@ impl CompiledGrammar {
     }
 
     /// The text-token mask of `s` through its truncation's context-independent mask.
-    fn ci_mask(&self, sh: &mut Shared, s: u32) -> (TokenMask, usize) {
+    fn ci_mask(&self, aut: &mut Stepper<'_>, s: u32) -> (TokenMask, usize) {
         let vocab = self.index.vocab();
         let trie = self.index.trie();
-        let t = match sh.trunc.get(&s) {
-            Some(&t) => t,
-            None => {
-                let t = sh.aut.truncate(s, TRUNCATE_DEPTH);
-                sh.trunc.insert(s, t);
-                t
-            }
-        };
-        let (ci, mut walked) = self.ci_of(sh, t);
+        let t = aut.truncate(s, TRUNCATE_DEPTH);
+        let (ci, mut walked) = self.ci_of(aut, t, false);
         let mut m = ci.mask.clone();
         for (node, prefix) in &ci.nodes {
             let mut x = s;
             for &b in prefix.iter() {
-                x = sh.aut.step(x, b);
+                x = aut.step(x, b);
                 if x == DEAD || x == OVERFLOW {
                     break;
                 }
@@ -399,12 +588,12 @@ impl CompiledGrammar {
             for &tok in trie.tokens_at(node) {
                 m.insert(tok);
             }
-            walked += 1 + walk_from(&mut sh.aut, trie, node, x, &mut m);
+            walked += 1 + walk_from(aut, trie, node, x, &mut m);
         }
         for &tok in &ci.tokens {
             let mut x = s;
             for &b in vocab.token_bytes(tok) {
-                x = sh.aut.step(x, b);
+                x = aut.step(x, b);
                 if x == DEAD || x == OVERFLOW {
                     break;
                 }
@@ -425,7 +614,8 @@ pub struct MatchStats {
     pub commits: u64,
     /// Masks computed.
     pub masks: u64,
-    /// Masks served from the shared cache.
+    /// Masks served from the shared cache (including masks another thread was computing,
+    /// waited for).
     pub mask_cache_hits: u64,
     /// Trie nodes walked on cache misses.
     pub trie_nodes_walked: u64,
@@ -468,35 +658,34 @@ impl Matcher {
             mask.clear();
             return;
         }
-        let (m, hit, walked) = {
-            let mut sh = self.g.lock();
-            let r = self.g.mask_of(&mut sh, s);
-            self.stats.states = sh.aut.n_states();
-            self.g.saw_states(self.stats.states);
-            r
-        };
-        if hit {
+        // A hit reads the shared mask in place: no lock, no reference count.
+        if let Some(m) = self.g.masks.masks.get(s) {
+            mask.words_mut().copy_from_slice(m.words());
             self.stats.mask_cache_hits += 1;
+        } else {
+            let (m, hit, walked) = self.g.mask_miss(s);
+            self.stats.mask_cache_hits += hit as u64;
+            self.stats.trie_nodes_walked += walked as u64;
+            mask.words_mut().copy_from_slice(m.words());
         }
-        self.stats.trie_nodes_walked += walked as u64;
-        mask.words_mut().copy_from_slice(m.words());
+        self.stats.states = self.g.aut.n_states();
     }
 
     /// Is `t` allowed now? Cheaper than a full mask: one step per byte of the token.
     pub fn is_allowed(&mut self, t: TokenId) -> bool {
         let s = self.cur();
-        let vocab = self.g.index.vocab();
-        if s == ENDED || t.index() >= vocab.len() {
+        if s == ENDED || t.index() >= self.g.index.vocab().len() {
             return false;
         }
-        let mut sh = self.g.lock();
-        if let Some(m) = sh.masks.get(&s) {
+        if let Some(m) = self.g.masks.masks.get(s) {
             return m.contains(t);
         }
+        let vocab = self.g.index.vocab();
+        let aut = &self.g.aut;
         if vocab.is_text(t) {
             let mut x = s;
             for &b in vocab.token_bytes(t) {
-                x = sh.aut.step(x, b);
+                x = aut.step(x, b);
                 if x == DEAD || x == OVERFLOW {
                     break;
                 }
@@ -505,7 +694,7 @@ impl Matcher {
                 return true;
             }
         }
-        let info = sh.aut.info(s);
+        let info = aut.info(s);
         info.tokens.contains(&t) || (info.accepting && vocab.eos_tokens().contains(&t))
     }
 
@@ -513,7 +702,9 @@ impl Matcher {
     /// where the grammar accepts ends the matcher ([`is_finished`](Self::is_finished)).
     pub fn commit(&mut self, t: TokenId) -> Result<(), MatchError> {
         let s = self.cur();
-        let vocab = self.g.index.vocab().clone();
+        // Borrowed, not cloned: a clone would write the vocabulary's shared reference count
+        // at every commit, and threads committing at once would fight over its cache line.
+        let vocab = self.g.index.vocab();
         if t.index() >= vocab.len() {
             return Err(MatchError::TokenOutOfRange {
                 token: t,
@@ -523,26 +714,24 @@ impl Matcher {
         if s == ENDED {
             return Err(MatchError::Ended);
         }
-        let mut sh = self.g.lock();
+        let aut = &self.g.aut;
         let mut next = DEAD;
         if vocab.is_text(t) {
             next = s;
             for &b in vocab.token_bytes(t) {
-                next = sh.aut.step(next, b);
+                next = aut.step(next, b);
                 if next == DEAD || next == OVERFLOW {
                     break;
                 }
             }
         }
-        if next == DEAD && sh.aut.info(s).tokens.contains(&t) {
-            next = sh.aut.step_token(s, t);
+        if next == DEAD && aut.info(s).tokens.contains(&t) {
+            next = aut.step_token(s, t);
         }
-        if next == DEAD && sh.aut.info(s).accepting && vocab.eos_tokens().contains(&t) {
+        if next == DEAD && aut.info(s).accepting && vocab.eos_tokens().contains(&t) {
             next = ENDED;
         }
-        let capped = sh.aut.states_capped();
-        self.g.saw_states(sh.aut.n_states());
-        drop(sh);
+        let capped = aut.states_capped();
         match next {
             DEAD => Err(MatchError::TokenRejected {
                 token: t,
@@ -564,10 +753,10 @@ impl Matcher {
         if s == ENDED {
             return Err(MatchError::Ended);
         }
-        let mut sh = self.g.lock();
+        let aut = &self.g.aut;
         let mut x = s;
         for (i, &b) in bytes.iter().enumerate() {
-            x = sh.aut.step(x, b);
+            x = aut.step(x, b);
             if x == DEAD {
                 return Err(MatchError::BytesRejected {
                     offset: i,
@@ -575,11 +764,9 @@ impl Matcher {
                 });
             }
             if x == OVERFLOW {
-                return Err(self.overflow(sh.aut.states_capped()));
+                return Err(self.overflow(aut.states_capped()));
             }
         }
-        self.g.saw_states(sh.aut.n_states());
-        drop(sh);
         self.states.push(x);
         self.stats.commits += 1;
         Ok(())
@@ -611,7 +798,7 @@ impl Matcher {
     /// Is the input so far a complete match (EOS allowed)?
     pub fn is_accepting(&self) -> bool {
         let s = self.cur();
-        s == ENDED || self.g.lock().aut.info(s).accepting
+        s == ENDED || self.g.aut.info(s).accepting
     }
 
     /// Accepting, and nothing can follow (or EOS was committed).
@@ -620,8 +807,7 @@ impl Matcher {
         if s == ENDED {
             return true;
         }
-        let sh = self.g.lock();
-        let i = sh.aut.info(s);
+        let i = self.g.aut.info(s);
         i.accepting && i.first.is_empty() && i.tokens.is_empty()
     }
 
@@ -633,14 +819,14 @@ impl Matcher {
         if s == ENDED {
             return out;
         }
-        let mut sh = self.g.lock();
+        let aut = &self.g.aut;
         while out.len() < MAX_FORCED {
-            let i = sh.aut.info(s);
+            let i = aut.info(s);
             if i.accepting || !i.tokens.is_empty() {
                 break;
             }
             let Some(b) = i.first.only() else { break };
-            let n = sh.aut.step(s, b);
+            let n = aut.step(s, b);
             if n == DEAD || n == OVERFLOW {
                 break;
             }
@@ -721,7 +907,7 @@ impl Matcher {
 /// named by the grammar never match here.
 pub fn accepts(g: &Grammar, input: &[u8], limits: &Limits) -> Result<bool, CompileError> {
     let flat = lower(g, None, limits)?;
-    let (mut aut, mut s) = Automaton::new(flat, limits.max_stacks, limits.max_states)
+    let (aut, mut s) = Automaton::new(flat, limits.max_stacks, limits.max_states)
         .map_err(|limit| CompileError::TooManyStacks { limit })?;
     for &b in input {
         s = aut.step(s, b);

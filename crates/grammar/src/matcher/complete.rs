@@ -16,7 +16,10 @@
 //! ## Per state (memoized)
 //! A stack `(pos, parent)` needs `rest[pos] + need(parent)` bytes (`need(BOTTOM) = 0`); a
 //! state needs the least over its stacks. Memos per stack node and per state make the
-//! lookup after a token one hash probe once warm, so the loop can ask it every step.
+//! lookup after a token cheap once warm, so the loop can ask it every step: the memo per
+//! state is a lock-free table (`Slots`), so many sequences sharing the grammar ask it
+//! without waiting for each other; a miss locks the node memo, then the automaton's
+//! builder (for the stack arena), in that order.
 //!
 //! ## Token plans
 //! [`Matcher::completion_tokens`] spells the shortest completion with the fewest tokens
@@ -25,10 +28,11 @@
 //! ([`Matcher::completion_bytes_bound_tokens`]), a completion of `n` bytes has a plan of at
 //! most `n` tokens — the cheap check a generation loop uses far from its budget.
 
-use super::automaton::{Automaton, BOTTOM, CTX, DEAD, OVERFLOW};
+use super::automaton::{Automaton, Builder, BOTTOM, CTX, DEAD, OVERFLOW};
 use super::compiled::{CompiledGrammar, Matcher, ENDED};
 use super::index::TokenIndex;
 use super::lower::{ByteSet, Elem, Flat};
+use super::slots::Slots;
 use formwork_vocab::{TokenId, TokenKind};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
@@ -52,14 +56,14 @@ pub(crate) struct Completion {
     /// Every nonempty set's pick is a single-byte text token.
     per_byte: bool,
     memo: Mutex<Memo>,
+    /// Indexed by state: fewest bytes to a complete match (states with one).
+    states: Slots<u32>,
 }
 
 #[derive(Debug, Default)]
 struct Memo {
     /// Stack node → fewest bytes to empty it.
     nodes: FxHashMap<u32, u32>,
-    /// State → fewest bytes to a complete match.
-    states: FxHashMap<u32, u32>,
 }
 
 impl Completion {
@@ -99,7 +103,7 @@ impl Completion {
                 }
             })
             .collect();
-        Completion { rest, best, pick, per_byte, memo: Mutex::new(Memo::default()) }
+        Completion { rest, best, pick, per_byte, memo: Mutex::new(Memo::default()), states: Slots::default() }
     }
 
     fn memo(&self) -> std::sync::MutexGuard<'_, Memo> {
@@ -107,7 +111,7 @@ impl Completion {
     }
 
     /// Fewest bytes that empty stack node `n` (iterative: stacks can be deep).
-    fn node_need(&self, aut: &Automaton, memo: &mut Memo, n: u32) -> u32 {
+    fn node_need(&self, aut: &Builder, memo: &mut Memo, n: u32) -> u32 {
         let mut chain = Vec::new();
         let mut x = n;
         let base = loop {
@@ -139,25 +143,26 @@ impl Completion {
             return None;
         }
         let mut memo = self.memo();
+        let b = aut.builder();
         let mut best: Option<(u32, u32)> = None;
         // Ties go to the stack whose next element comes first in the grammar (the first
         // alternative, as written: `0` before `[1-9]...`).
-        let pos = |n: u32| if n == BOTTOM || n == CTX { 0 } else { aut.node(n).0 };
+        let pos = |n: u32| if n == BOTTOM || n == CTX { 0 } else { b.node(n).0 };
         for &n in aut.info(s).stacks.iter() {
-            let v = self.node_need(aut, &mut memo, n);
+            let v = self.node_need(&b, &mut memo, n);
             if v < INF && best.is_none_or(|(bv, bn)| v < bv || (v == bv && pos(n) < pos(bn))) {
                 best = Some((v, n));
             }
         }
         if let Some((v, _)) = best {
-            memo.states.insert(s, v);
+            self.states.set(s, v);
         }
         best
     }
 
     /// Fewest bytes from `s`, memoized per state.
     fn need(&self, aut: &Automaton, s: u32) -> Option<u32> {
-        if let Some(&v) = self.memo().states.get(&s) {
+        if let Some(&v) = self.states.get(s) {
             return Some(v);
         }
         self.state_need(aut, s).map(|(v, _)| v)
@@ -265,12 +270,12 @@ fn rule_mins(flat: &Flat) -> (Vec<u32>, Vec<u32>) {
 }
 
 impl CompiledGrammar {
-    /// The completion tables (built on first use; takes the shared lock to build, so the
-    /// caller must not hold it).
+    /// The completion tables (built on first use; takes the automaton's builder lock to
+    /// build, so the caller must not hold it).
     pub(super) fn completion(&self) -> &Completion {
         self.completion.get_or_init(|| {
-            let sh = self.lock();
-            Completion::new(&sh.aut.flat, self.index())
+            let b = self.aut.builder();
+            Completion::new(&b.flat, self.index())
         })
     }
 }
@@ -285,8 +290,7 @@ impl Matcher {
             return Some(0);
         }
         let comp = self.grammar().completion();
-        let sh = self.grammar().lock();
-        comp.need(&sh.aut, s).map(|v| v as usize)
+        comp.need(&self.grammar().aut, s).map(|v| v as usize)
     }
 
     /// [`min_completion_len`](Self::min_completion_len) after token `t`, without committing
@@ -295,26 +299,26 @@ impl Matcher {
     pub fn min_completion_len_after(&self, t: TokenId) -> Option<usize> {
         let s = self.cur();
         let g = self.grammar();
-        let vocab = g.vocab().clone();
+        let vocab = g.vocab();
         if s == ENDED || t.index() >= vocab.len() {
             return None;
         }
         let comp = g.completion();
-        let mut sh = g.lock();
+        let aut = &g.aut;
         let mut x = DEAD;
         if vocab.is_text(t) {
             x = s;
             for &b in vocab.token_bytes(t) {
-                x = sh.aut.step(x, b);
+                x = aut.step(x, b);
                 if x == DEAD || x == OVERFLOW {
                     break;
                 }
             }
         }
-        if x == DEAD && sh.aut.info(s).tokens.contains(&t) {
-            x = sh.aut.step_token(s, t);
+        if x == DEAD && aut.info(s).tokens.contains(&t) {
+            x = aut.step_token(s, t);
         }
-        comp.need(&sh.aut, x).map(|v| v as usize)
+        comp.need(aut, x).map(|v| v as usize)
     }
 
     /// True when the grammar's completions only use bytes that are single-byte text tokens
@@ -335,15 +339,15 @@ impl Matcher {
         }
         let g = self.grammar();
         let comp = g.completion();
-        let sh = g.lock();
-        let (need, mut n) = comp.state_need(&sh.aut, s)?;
+        let (need, mut n) = comp.state_need(&g.aut, s)?;
         if need > MAX_COMPLETION {
             return None;
         }
         let mut out = Vec::with_capacity(need as usize);
+        let b = g.aut.builder();
         while n != BOTTOM {
-            let (pos, parent) = sh.aut.node(n);
-            comp.emit_from(&sh.aut.flat, pos, &mut out);
+            let (pos, parent) = b.node(n);
+            comp.emit_from(&b.flat, pos, &mut out);
             n = parent;
         }
         debug_assert_eq!(out.len(), need as usize);
@@ -393,15 +397,15 @@ impl Matcher {
         // The bytes are a path of the grammar by construction; check that stepping them stays
         // within the ambiguity limit and ends accepting.
         {
-            let mut sh = g.lock();
+            let aut = &g.aut;
             let mut x = self.cur();
             for &b in &bytes {
-                x = sh.aut.step(x, b);
+                x = aut.step(x, b);
                 if x == DEAD || x == OVERFLOW {
                     return None;
                 }
             }
-            if !sh.aut.info(x).accepting {
+            if !aut.info(x).accepting {
                 return None;
             }
         }

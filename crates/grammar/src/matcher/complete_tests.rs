@@ -28,19 +28,19 @@ fn matcher(g: &Grammar, vocab: &Arc<Vocabulary>) -> Matcher {
 /// over all 256 bytes (the reference for minimality; small grammars only).
 fn bfs_distance(m: &Matcher, max: usize) -> Option<usize> {
     let g = m.grammar().clone();
-    let mut sh = g.lock();
+    let aut = &g.aut;
     let start = m.cur();
     let mut seen = std::collections::HashSet::from([start]);
     let mut q = VecDeque::from([(start, 0usize)]);
     while let Some((s, d)) = q.pop_front() {
-        if sh.aut.info(s).accepting {
+        if aut.info(s).accepting {
             return Some(d);
         }
         if d == max {
             continue;
         }
         for b in 0..=255u8 {
-            let x = sh.aut.step(s, b);
+            let x = aut.step(s, b);
             if x != DEAD && x != OVERFLOW && seen.insert(x) {
                 q.push_back((x, d + 1));
             }

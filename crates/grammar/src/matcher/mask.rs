@@ -28,12 +28,12 @@
 //! ## Unordered groups
 //! A frame inside an unordered group's family rule records the members seen so far, so the
 //! states of two keys of one object differ there even when the member being written is the
-//! same. Truncation also cuts at the topmost such frame (see `Automaton::truncate`): what
+//! same. Truncation also cuts at the topmost such frame (see `Builder::truncate`): what
 //! happens inside a member does not depend on the members before it.
 //!
 //! ## Bounded repetitions
 //! A state inside `e{m,n}` is new after every unit, so it would always miss the caches.
-//! Its canonical state ([`Automaton::canonical`]: the repetition's frames replaced by loop
+//! Its canonical state (`Builder::canonical`: the repetition's frames replaced by loop
 //! frames) repeats and loops, and agrees with it on every token of at most `budget` bytes.
 //! [`repeat_split`] takes those tokens from the canonical state's (cached) mask and walks
 //! only the trie subtrees that hold longer tokens from the state itself — nothing when the
@@ -41,15 +41,24 @@
 //! (One difference is left: a canonical state may merge stacks, so a token that would
 //! exceed `Limits::max_stacks` from the state itself can be allowed from the canonical
 //! one; such a token is refused on commit with `TooManyStacks`.)
+//!
+//! ## Threads
+//! Walks run with no lock held, on a grammar other threads use at the same time. They step
+//! through a [`Stepper`]: a known transition is a lock-free load; an unknown one takes the
+//! automaton's builder lock, which the stepper keeps through a stretch of new transitions
+//! and lets go after a run of known ones (see `automaton`). So a walk over warm ground
+//! locks nothing, and one over new ground locks once per stretch, not per transition.
+//! The results (`CiMask`, `SubCi`, full masks) are immutable once built and cached by the
+//! compiled grammar, which any thread then reads in place.
 
-use super::automaton::{Automaton, DEAD, OVERFLOW};
+use super::automaton::{State, Stepper, DEAD, OVERFLOW};
 use formwork_vocab::TokenId;
 use formwork_vocab::{TokenMask, TokenTrie};
 
 /// Sets in `mask` every token in the subtree of trie node `root` whose bytes (after the
 /// node's prefix, which led to state `s0`) can be fully consumed. Returns nodes visited.
 pub(crate) fn walk_from(
-    aut: &mut Automaton,
+    aut: &mut Stepper<'_>,
     trie: &TokenTrie,
     root: usize,
     s0: u32,
@@ -67,7 +76,7 @@ pub(crate) fn walk_from(
 /// budget is `budget` (see module docs): `canon`'s tokens of at most `budget` bytes, plus the
 /// longer tokens walked from `s`. Returns the mask and the trie nodes walked.
 pub(crate) fn repeat_split(
-    aut: &mut Automaton,
+    aut: &mut Stepper<'_>,
     index: &super::index::TokenIndex,
     s: u32,
     c: u32,
@@ -100,7 +109,7 @@ pub(crate) fn repeat_split(
 /// Like [`walk_from`] from the root, but only for tokens longer than `k` bytes: subtrees
 /// whose longest token (`subtree_max`, by node) has at most `k` bytes are skipped.
 fn walk_longer(
-    aut: &mut Automaton,
+    aut: &mut Stepper<'_>,
     trie: &TokenTrie,
     subtree_max: &[u16],
     s0: u32,
@@ -109,8 +118,9 @@ fn walk_longer(
 ) -> usize {
     let words = mask.words_mut();
     let mut visited = 0usize;
-    let mut stack: Vec<(u32, u32)> = Vec::with_capacity(trie.max_depth() + 2);
-    stack.push((trie.end(0) as u32, s0));
+    // (end of the node's subtree, state after the node, its entry)
+    let mut stack: Vec<(u32, u32, &State)> = Vec::with_capacity(trie.max_depth() + 2);
+    stack.push((trie.end(0) as u32, s0, aut.entry(s0)));
     let mut i = 1;
     let n = trie.len();
     while i < n {
@@ -121,9 +131,9 @@ fn walk_longer(
             i = trie.end(i);
             continue;
         }
-        let parent = stack[stack.len() - 1].1;
+        let (_, parent, entry) = stack[stack.len() - 1];
         visited += 1;
-        let s = aut.step(parent, trie.byte(i));
+        let s = aut.step_from(entry, parent, trie.byte(i));
         if s == DEAD || s == OVERFLOW {
             i = trie.end(i);
             continue;
@@ -134,7 +144,7 @@ fn walk_longer(
                 words[t.index() / 64] |= 1 << (t.index() % 64);
             }
         }
-        stack.push((trie.end(i) as u32, s));
+        stack.push((trie.end(i) as u32, s, aut.entry(s)));
         i += 1;
     }
     visited
@@ -154,16 +164,17 @@ pub(crate) struct Accel {
 impl Accel {
     /// The accelerator for state `s`, when its loop class is large enough.
     pub(crate) fn for_state(
-        aut: &mut Automaton,
+        aut: &mut Stepper<'_>,
         index: &super::index::TokenIndex,
         s: u32,
     ) -> Option<std::sync::Arc<Accel>> {
-        if aut.info(s).first.len() < MIN_CLASS {
+        let (info, entry) = (aut.info(s), aut.entry(s));
+        if info.first.len() < MIN_CLASS {
             return None;
         }
         let mut c = super::lower::ByteSet::default();
         for b in 0..=255u8 {
-            if aut.info(s).first.contains(b) && aut.step(s, b) == s {
+            if info.first.contains(b) && aut.step_from(entry, s, b) == s {
                 c.insert(b);
             }
         }
@@ -179,7 +190,7 @@ impl Accel {
 
 /// Does every valid multi-byte UTF-8 character lead from `s` back to `s`? Checked exactly
 /// (per lead byte, every continuation byte of its valid range must give one same state).
-fn utf8_loops(aut: &mut Automaton, s: u32) -> bool {
+fn utf8_loops(aut: &mut Stepper<'_>, s: u32) -> bool {
     // (lead bytes, ranges of the following bytes), from the UTF-8 definition.
     type Seq = ((u8, u8), &'static [(u8, u8)]);
     const SEQS: &[Seq] = &[
@@ -242,7 +253,7 @@ impl CiMask {
 
     /// Computes the context-independent mask of truncated state `t`.
     pub(crate) fn build(
-        aut: &mut Automaton,
+        aut: &mut Stepper<'_>,
         index: &super::index::TokenIndex,
         t: u32,
         accel: Option<&Accel>,
@@ -282,7 +293,7 @@ impl CiMask {
 /// in `uncertain` (with its path) and its subtree skipped; so are the root's children on
 /// a byte in `skip_first`.
 pub(crate) fn walk_ci(
-    aut: &mut Automaton,
+    aut: &mut Stepper<'_>,
     trie: &TokenTrie,
     s0: u32,
     skip_first: Option<&super::lower::ByteSet>,
@@ -333,7 +344,7 @@ impl SubCi {
     }
 
     /// Walks the subtree of root child `node` (byte `b`) from `x`, the state after `b`.
-    pub(crate) fn build(aut: &mut Automaton, trie: &TokenTrie, vocab_len: usize, node: usize, x: u32) -> SubCi {
+    pub(crate) fn build(aut: &mut Stepper<'_>, trie: &TokenTrie, vocab_len: usize, node: usize, x: u32) -> SubCi {
         let b = trie.byte(node);
         let mut nodes = Vec::new();
         if aut.is_ctx(x) {
@@ -358,7 +369,7 @@ impl SubCi {
 /// handing each allowed token to `allow`.
 #[allow(clippy::too_many_arguments)]
 fn walk_ci_below(
-    aut: &mut Automaton,
+    aut: &mut Stepper<'_>,
     trie: &TokenTrie,
     root: usize,
     prefix: &[u8],
@@ -368,10 +379,11 @@ fn walk_ci_below(
     uncertain: &mut Vec<(u32, Box<[u8]>)>,
 ) -> usize {
     let mut visited = 0usize;
-    let mut stack: Vec<(u32, u32)> = Vec::with_capacity(trie.max_depth() + 2);
+    // (end of the node's subtree, state after the node, its entry)
+    let mut stack: Vec<(u32, u32, &State)> = Vec::with_capacity(trie.max_depth() + 2);
     let mut path: Vec<u8> = Vec::with_capacity(trie.max_depth() + 1);
     path.extend_from_slice(prefix);
-    stack.push((trie.end(root) as u32, s0));
+    stack.push((trie.end(root) as u32, s0, aut.entry(s0)));
     let mut i = root + 1;
     let n = trie.end(root);
     while i < n {
@@ -383,14 +395,15 @@ fn walk_ci_below(
             i = trie.end(i);
             continue;
         }
-        let parent = stack[stack.len() - 1].1;
+        let (_, parent, entry) = stack[stack.len() - 1];
         visited += 1;
-        let s = aut.step(parent, trie.byte(i));
+        let s = aut.step_from(entry, parent, trie.byte(i));
         if s == DEAD || s == OVERFLOW {
             i = trie.end(i);
             continue;
         }
-        if aut.is_ctx(s) {
+        let entry = aut.entry(s);
+        if entry.is_ctx() {
             let mut p = path.clone();
             p.push(trie.byte(i));
             uncertain.push((i as u32, p.into_boxed_slice()));
@@ -400,7 +413,7 @@ fn walk_ci_below(
         for &t in trie.tokens_at(i) {
             allow(t);
         }
-        stack.push((trie.end(i) as u32, s));
+        stack.push((trie.end(i) as u32, s, entry));
         path.push(trie.byte(i));
         i += 1;
     }

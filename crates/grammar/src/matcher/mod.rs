@@ -20,12 +20,16 @@
 //!    (a precomputed bitset) plus a walk of the other tokens' suffixes from their first byte
 //!    outside `C` — a few thousand trie steps instead of the whole vocabulary. Whole masks
 //!    are cached per state.
-//! 4. **Sharing**: a [`CompiledGrammar`] holds the automaton and the mask cache behind one
-//!    mutex, so all requests using the grammar share the warm-up (the built-in JSON grammar
-//!    compiled once per vocabulary is warm after the first few requests). A [`Matcher`] is
-//!    just a history of state ids: `commit` pushes, `rollback(n)` truncates. A
-//!    [`GrammarCache`] (held by the server/engine) shares compiled grammars across requests,
-//!    keyed by grammar and vocabulary.
+//! 4. **Sharing**: a [`CompiledGrammar`] holds the automaton and the mask caches, so all
+//!    requests using the grammar share the warm-up (the built-in JSON grammar compiled once
+//!    per vocabulary is warm after the first few requests) — without a lock around them:
+//!    states, transitions and cached masks sit in append-only, set-once tables (`slots`)
+//!    that any thread reads with plain loads, so sequences masking on one grammar from
+//!    several threads never wait for each other's trie walks. Only building (a new
+//!    transition's closure, a new cache entry) takes a lock, briefly; see `compiled` for
+//!    the design and its cost. A [`Matcher`] is just a history of state ids: `commit`
+//!    pushes, `rollback(n)` truncates. A [`GrammarCache`] (held by the server/engine)
+//!    shares compiled grammars across requests, keyed by grammar and vocabulary.
 //! 5. **Completions** (`complete`): per rule, the length of a shortest string (Knuth's
 //!    grammar variant of Dijkstra), computed once per compiled grammar on first use; per
 //!    state, the fewest bytes to a complete match (memoized). [`Matcher::shortest_completion`]
@@ -66,6 +70,7 @@ mod error;
 mod index;
 mod lower;
 mod mask;
+mod slots;
 
 pub use cache::GrammarCache;
 pub use compiled::{accepts, CompiledGrammar, MatchStats, Matcher};

@@ -525,17 +525,17 @@ fn string_states_self_loop() {
     let mut m = cg.matcher();
     m.commit_bytes(b"{\"a\": {\"b\": {\"c\": \"x").unwrap();
     let s = *m.states.last().unwrap();
-    let mut sh = cg.lock();
-    let t = sh.aut.truncate(s, 4);
+    let mut aut = cg.aut.stepper();
+    let t = aut.truncate(s, 4);
     let mut c = 0;
     for b in 0..=255u8 {
-        if sh.aut.step(t, b) == t {
+        if aut.step(t, b) == t {
             c += 1;
         }
     }
     let mut cs = 0;
     for b in 0..=255u8 {
-        if sh.aut.step(s, b) == s {
+        if aut.step(s, b) == s {
             cs += 1;
         }
     }

@@ -11,7 +11,7 @@
 //! Cost: the top frames of each stack, then one memo lookup per stack (deeper frames are
 //! memoized per node), so a state is canonicalized in time linear in its new frames.
 
-use super::{Automaton, BOTTOM, CTX};
+use super::{Builder, Table, BOTTOM, CTX};
 
 /// No replaced frame: every token length is safe.
 pub(crate) const UNBOUNDED: u32 = u32::MAX;
@@ -22,24 +22,24 @@ pub(crate) const UNBOUNDED: u32 = u32::MAX;
 /// whole state, and with it the share of the mask taken from the canonical state.
 const NEAR: usize = 2;
 
-impl Automaton {
+impl Builder {
     /// The canonical state of `s` and its budget: `(s, UNBOUNDED)` when no frame of `s` is
     /// replaced. Frames inside bounded repetitions are replaced: the top [`NEAR`] of each
     /// stack when their budget is at least `top_min`, deeper ones from `deep_min` (which
     /// must be the same on every call: deep frames are memoized per node). Memoized.
-    pub fn canonical(&mut self, s: u32, top_min: u32, deep_min: u32) -> (u32, u32) {
+    pub(super) fn canonical(&mut self, t: &Table, s: u32, top_min: u32, deep_min: u32) -> (u32, u32) {
         if self.flat.repeats.is_empty() {
             return (s, UNBOUNDED);
         }
         if let Some(&r) = self.canon_states.get(&(s, top_min)) {
             return r;
         }
-        let n = self.states[s as usize].stacks.len();
-        let mut out = Vec::with_capacity(n);
+        let stacks = &t.state(s).info.stacks;
+        let mut out = Vec::with_capacity(stacks.len());
         let mut budget = UNBOUNDED;
         let mut top = Vec::with_capacity(NEAR);
-        for i in 0..n {
-            let mut x = self.states[s as usize].stacks[i];
+        for &n in stacks.iter() {
+            let mut x = n;
             top.clear();
             while top.len() < NEAR && x != BOTTOM && x != CTX {
                 top.push(x);
@@ -57,7 +57,7 @@ impl Automaton {
         } else {
             out.sort_unstable();
             out.dedup();
-            (self.intern_state(out), budget)
+            (self.intern_state(t, out), budget)
         };
         self.canon_states.insert((s, top_min), r);
         r

@@ -16,7 +16,7 @@
 //! Here the loop rules are added to the [`Flat`] grammar (unreachable from the root) and
 //! each such frame position is mapped to its loop position with its *budget*, the number
 //! of units the repetition still allows from it. The automaton replaces frames by their
-//! loop equivalents (`Automaton::canonical`), whose states repeat and self-loop, and mask
+//! loop equivalents (`Builder::canonical`), whose states repeat and self-loop, and mask
 //! computation uses the result for tokens no longer than the smallest budget. Units that
 //! match the empty string are left alone (an empty unit takes no byte, so the count
 //! argument fails).
