@@ -541,7 +541,7 @@ fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<Shared>) {
         // 2. Pending truncations, then the plan: how many tokens of each request this step.
         let mut plan: Vec<(usize, usize)> = Vec::with_capacity(batch.len()); // (request, tokens)
         let mut room = max_tokens;
-        let mut rolled_back: Vec<(usize, usize)> = Vec::new(); // (request, kept) on failure
+        let mut overflow: Vec<(usize, usize)> = Vec::new(); // (request, kept): past the slot's context
         for (i, r) in batch.iter_mut().enumerate() {
             if r.done == 0 {
                 if let Some(prefix) = r.prefix.take() {
@@ -559,7 +559,7 @@ fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<Shared>) {
                 st.slots[r.seq.index()].cached.truncate(r.keep);
                 drop(st);
                 if r.keep + r.tokens.len() > shared.info.context_length {
-                    rolled_back.push((i, r.keep));
+                    overflow.push((i, r.keep));
                     continue;
                 }
             }
@@ -604,16 +604,19 @@ fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<Shared>) {
                         other => ModelError::Decode(other.to_string().trim_start_matches("model evaluation failed: ").to_string()),
                     };
                     let kept = r.keep + r.done;
-                    if !model.seq_keep(r.seq, kept) {
+                    let kept = if model.seq_keep(r.seq, kept) {
+                        kept
+                    } else {
                         model.seq_keep(r.seq, 0);
-                    }
-                    let kept = if model_kept(&mut st, r.seq, kept) { kept } else { 0 };
+                        0
+                    };
+                    st.slots[r.seq.index()].cached.truncate(kept);
                     r.done = usize::MAX; // finished (with an error)
                     finished.push((r.reply.clone(), Err((msg, kept))));
                 }
             }
         }
-        for (i, kept) in rolled_back {
+        for (i, kept) in overflow {
             let r = &mut batch[i];
             served[i] = true;
             let needed = r.keep + r.tokens.len();
@@ -682,12 +685,4 @@ fn evaluate(model: &mut dyn BatchModel, batch: &mut [Request], plan: &[(usize, u
             plan.iter().map(|item| run(model, batch, std::slice::from_ref(item), n_vocab)).collect()
         }
     }
-}
-
-/// Truncates the slot's record to `kept` tokens (true: it had at least that many).
-fn model_kept(st: &mut State, seq: SeqId, kept: usize) -> bool {
-    let c = &mut st.slots[seq.index()].cached;
-    let ok = c.len() >= kept;
-    c.truncate(kept);
-    ok
 }

@@ -1,8 +1,8 @@
 //! [`LlamaBatchModel`]: one loaded GGUF model with several sequences in one llama.cpp
 //! context, evaluated together ([`formwork_engine::batch::BatchModel`]).
 //!
-//! Each sequence is a llama.cpp sequence id with `n_ctx` positions of a unified KV cache
-//! (`n_ctx × n_seq` cells; the batcher keeps each sequence within its share); one [`BatchModel::decode_batch`] call fills one
+//! Each sequence is a llama.cpp sequence id with a KV-cache stream of its own (`n_ctx`
+//! positions each, `kv_unified` off, so its output does not depend on the others'); one [`BatchModel::decode_batch`] call fills one
 //! `llama_batch` with every entry's tokens (the entry's sequence id, positions from its
 //! `pos`), asks for logits only after the entries that want them, and runs one
 //! `llama_decode`. Drive it through a [`formwork_engine::batch::Batcher`].

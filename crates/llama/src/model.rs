@@ -162,16 +162,16 @@ pub(crate) fn load(path: &Path, options: LoadOptions, n_seq: usize) -> Result<Lo
     }
     let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     let to_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
-    // One unified KV cache of n_ctx × n_seq cells: measured faster for batches than a
-    // stream per sequence (16 sequences on 2 cores: a step of 16 tokens took 117 ms vs
-    // 125–155 ms). Each sequence still has n_ctx positions of its own: the batcher never
-    // lets one grow past its share, so one long conversation cannot take the others' room.
+    // A KV-cache stream per sequence (not unified), each of n_ctx positions: one long
+    // conversation cannot take the others' room, and a sequence's attention runs over the
+    // same cells whether it is alone or batched, so greedy output does not depend on what
+    // else runs (with a unified cache it did: a test's haiku changed from its first token).
     let params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(to_u32(n_ctx * n_seq)))
         .with_n_batch(to_u32(n_batch))
         .with_n_ubatch(to_u32(n_batch))
         .with_n_seq_max(to_u32(n_seq))
-        .with_kv_unified(true)
+        .with_kv_unified(false)
         .with_n_threads(to_i32(n_threads))
         .with_n_threads_batch(to_i32(n_threads));
     let engine = Engine::new(Arc::new(model), params)?;
