@@ -5,12 +5,9 @@
 //! loads the model, compiles the constraint against its vocabulary and runs the loop.
 
 use anyhow::{bail, Context, Result};
-use formwork_engine::{
-    add_schema_instruction, generate, ChatMessage, Constraint, GenerateOptions, Generation, GrammarConstraint, Model, Prompt,
-    SamplerOptions, SchemaPlacement,
-};
-use formwork_engine::reasoning::{generate_with_reasoning, Piece};
-use formwork_grammar::{matcher::CompiledGrammar, Grammar, Limits};
+use formwork_engine::request::{Event, Format, Request};
+use formwork_engine::{ChatMessage, GenerateOptions, Generation, Prompt, SamplerOptions, SchemaPlacement};
+use formwork_grammar::Limits;
 use std::io::{IsTerminal, Read, Write};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -208,41 +205,41 @@ impl Settings {
     }
 }
 
-/// Reads and compiles the constraint's grammar (before the model loads, so that a bad
-/// grammar fails fast); for `--format`, also the schema to show the model (`None` = any
-/// JSON object) when it goes in the prompt.
-fn load_grammar(src: &ConstraintSource, limits: &Limits, first_key: Option<&str>) -> Result<(Grammar, Option<serde_json::Value>)> {
+/// The answer's format from the flags: the schema or grammar file read (not yet compiled).
+fn read_format(src: Option<&ConstraintSource>, first_key: Option<&str>) -> Result<Format> {
     Ok(match src {
-        ConstraintSource::Json => (formwork_grammar::json::grammar(&formwork_grammar::json::JsonGrammarOptions::default()), None),
-        ConstraintSource::Gbnf(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading the grammar {}", path.display()))?;
-            (formwork_grammar::gbnf::parse(&text, limits).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?, None)
+        None => Format::Text,
+        Some(ConstraintSource::Json) => Format::Json,
+        Some(ConstraintSource::Gbnf(path)) => {
+            Format::Gbnf(std::fs::read_to_string(path).with_context(|| format!("reading the grammar {}", path.display()))?)
         }
-        ConstraintSource::Schema(path) => {
+        Some(ConstraintSource::Schema(path)) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading the schema {}", path.display()))?;
             let schema: serde_json::Value =
                 serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
-            let opts = formwork_schema::SchemaOptions {
-                force_first_key: first_key.map(str::to_string),
-                canonical_integers: true,
-                ..Default::default()
-            };
-            let g = formwork_schema::compile(&schema, &opts).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            (g, Some(schema))
+            Format::JsonSchema { schema, strict: false, first_key: first_key.map(str::to_string) }
         }
     })
 }
 
-/// Runs `formwork run`.
+/// Runs `formwork run`: one [`Request`] (format, reasoning, validation composed), on the
+/// loaded model.
 pub fn main(args: Args) -> Result<()> {
-    let mut s = Settings::resolve(args)?;
-    let limits = Limits::default();
-    let loaded = s.constraint.as_ref().map(|c| load_grammar(c, &limits, s.first_key.as_deref())).transpose()?;
-    let grammar = loaded.as_ref().map(|(g, _)| g);
-    if let (Some(placement), Some(ConstraintSource::Json | ConstraintSource::Schema(_))) = (s.schema_in_prompt, &s.constraint) {
-        let schema = loaded.as_ref().and_then(|(_, schema)| schema.as_ref());
-        add_schema_instruction(&mut s.prompt, schema, placement);
+    let s = Settings::resolve(args)?;
+    let format = read_format(s.constraint.as_ref(), s.first_key.as_deref())?;
+    let mut request = Request::new(s.prompt.clone()).options(s.options.clone()).format(format).limits(Limits::default());
+    if let Some(placement) = s.schema_in_prompt {
+        request = request.schema_in_prompt(placement);
     }
+    if let Some(plan) = &s.retry {
+        request = request.validation(plan.validation());
+    }
+    // The schema or grammar is checked before the model loads, so that a bad one fails fast.
+    let source = match &s.constraint {
+        Some(ConstraintSource::Schema(p) | ConstraintSource::Gbnf(p)) => format!("{}: ", p.display()),
+        _ => String::new(),
+    };
+    let request = request.prepare().map_err(|e| anyhow::anyhow!("{source}{e}"))?;
 
     let path = formwork_models::resolve(&s.model)?;
     let t_load = Instant::now();
@@ -250,54 +247,40 @@ pub fn main(args: Args) -> Result<()> {
     let mut model = formwork_llama::LlamaModel::load(&path, load)
         .with_context(|| format!("loading the model {}", path.display()))?;
     let load_duration = t_load.elapsed();
+    let reasoning = s.think.reasoning(&model, matches!(s.prompt, Prompt::Raw(_)))?;
+    let request = request.reasoning(reasoning);
 
     if let Some(plan) = &s.retry {
-        return retry::run(&s, plan, &mut model, grammar, &limits, load_duration);
+        return retry::run(&s, plan, request, &mut model, load_duration);
     }
-
-    let mut constraint = match grammar {
-        Some(g) => {
-            let compiled = CompiledGrammar::new(g, model.vocab().clone(), &limits)
-                .context("compiling the grammar against the model's vocabulary")?;
-            Some(GrammarConstraint::new(&compiled))
-        }
-        None => None,
-    };
 
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut write_failed: Option<std::io::Error> = None;
     let mut ends_with_newline = true;
-    let mut on_text = |t: &str| {
-        ends_with_newline = t.ends_with('\n');
-        match out.write_all(t.as_bytes()).and_then(|_| out.flush()) {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(e) => {
-                write_failed = Some(e);
-                ControlFlow::Break(())
+    let mut thinking = think::ThinkingPrinter::new();
+    let answer = request
+        .run(&mut model, &mut |e| match e {
+            Event::Thinking { text, .. } => {
+                thinking.piece(text);
+                ControlFlow::Continue(())
             }
-        }
-    };
-    let reasoning = s.think.reasoning(&model, matches!(s.prompt, Prompt::Raw(_)))?;
-    let c = constraint.as_mut().map(|c| c as &mut dyn Constraint);
-    let mut g = match &reasoning {
-        None => generate(&mut model, &s.prompt, &s.options, c, &mut on_text)?,
-        Some(r) => {
-            let mut thinking = think::ThinkingPrinter::new();
-            let g = generate_with_reasoning(&mut model, &s.prompt, &s.options, r, c, &mut |p| match p {
-                Piece::Thinking(t) => {
-                    thinking.piece(t);
-                    ControlFlow::Continue(())
+            Event::Answer { text, .. } => {
+                thinking.end();
+                ends_with_newline = text.ends_with('\n');
+                match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(e) => {
+                        write_failed = Some(e);
+                        ControlFlow::Break(())
+                    }
                 }
-                Piece::Answer(t) => {
-                    thinking.end();
-                    on_text(t)
-                }
-            })?;
-            thinking.end();
-            g
-        }
-    };
+            }
+            Event::Checked(_) => ControlFlow::Continue(()),
+        })
+        .map_err(|e| anyhow::anyhow!("{source}{e}"))?;
+    thinking.end();
+    let mut g = answer.generation;
     g.load_duration = load_duration;
     match write_failed {
         // A closed pipe (`formwork run ... | head`) is a normal way to stop reading.
@@ -310,12 +293,12 @@ pub fn main(args: Args) -> Result<()> {
     }
     drop(out);
     if s.verbose {
-        print_stats(&g, constraint.as_ref());
+        print_stats(&g, answer.matcher.as_ref());
     }
     Ok(())
 }
 
-fn print_stats(g: &Generation, constraint: Option<&GrammarConstraint>) {
+fn print_stats(g: &Generation, matcher: Option<&formwork_grammar::MatchStats>) {
     let color = std::io::stderr().is_terminal();
     let mut e = std::io::stderr().lock();
     let (dim, reset) = if color { ("\x1b[2m", "\x1b[0m") } else { ("", "") };
@@ -346,8 +329,7 @@ fn print_stats(g: &Generation, constraint: Option<&GrammarConstraint>) {
             c.forced,
             fmt_duration(c.time)
         );
-        if let Some(gc) = constraint {
-            let st = gc.matcher().stats();
+        if let Some(st) = matcher {
             let _ = writeln!(
                 e,
                 "{dim}{:<21}{reset} {} masks ({} cached), {} trie nodes walked, {} parser states",

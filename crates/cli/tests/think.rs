@@ -69,6 +69,38 @@ fn budget_forces_the_section_closed_and_the_answer_is_constrained_json() {
     assert!(!stdout.contains("think>") && !stderr.contains("think>"), "markers are not printed:\n{stdout}\n{stderr}");
 }
 
+/// `--think` with `--retries`: every attempt reasons (printed to stderr), its answer is
+/// checked, and the retry reasons again. This used to drop the reasoning setup silently.
+#[test]
+fn reasoning_composes_with_validation_and_retries() {
+    let (schema, path) = name_schema();
+    // A check that fails the first answer only (a marker file remembers the first call).
+    let dir = path.parent().unwrap().join(format!("retry-think-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let marker = dir.join("seen");
+    let check = format!("if [ -e {m} ]; then cat >/dev/null; else touch {m}; echo 'say another name' >&2; exit 1; fi", m = marker.display());
+    let args = [
+        "--think-markers", "<think>,</think>", "--think-budget", "8", "--format", path.to_str().unwrap(), "--check", &check,
+        "--retries", "2", "--retry-mode", "resample", "--temperature", "0", "--num-predict", "80", "Name a cat, as a JSON object.",
+    ];
+    let out = formwork(&default_model(), "1", &args);
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    formwork_schema::validate(&schema, stdout.trim()).unwrap_or_else(|e| panic!("{stdout}: {e:?}"));
+    assert!(stderr.contains("attempt 1/3: failed validation") && stderr.contains("say another name"), "{stderr}");
+    assert!(stderr.contains("attempt 2/3: passed validation"), "{stderr}");
+    // Reasoning text came before each verdict: stderr has text before `attempt 1/3` and
+    // between the two verdicts.
+    let first = stderr.find("attempt 1/3").unwrap();
+    let second = stderr.find("attempt 2/3").unwrap();
+    assert!(!stderr[..first].trim().is_empty(), "attempt 1 reasoned: {stderr}");
+    let between = &stderr[first..second];
+    let after_errors = between.lines().skip_while(|l| l.starts_with("attempt") || l.starts_with("  ")).collect::<Vec<_>>().join("\n");
+    assert!(!after_errors.trim().is_empty(), "attempt 2 reasoned too: {stderr}");
+    assert!(!stdout.contains("think>"), "{stdout}");
+}
+
 #[test]
 fn no_think_answers_directly() {
     let (_, path) = name_schema();

@@ -23,6 +23,9 @@
 //!   retry with the errors fed back to the model (see [`retry`]).
 //! - [`reasoning`]: reasoning models in one pass — free reasoning, then the constrained
 //!   answer ([`reasoning::generate_with_reasoning`]), streamed as thinking/answer pieces.
+//! - [`request::Request`]: **the one entry point** — prompt, [`request::Format`] (JSON,
+//!   a JSON Schema, GBNF, a compiled grammar), options, reasoning and validation with retries
+//!   in one builder; every combination composes (reasoning on each retried attempt).
 //! - [`add_schema_instruction`]: puts the schema (and a short instruction) in the prompt, so
 //!   the model knows what the grammar will ask of it (see [`instruct`]).
 //!
@@ -93,8 +96,9 @@ mod constraint;
 mod generate;
 pub mod instruct;
 mod model;
-pub mod retry;
 pub mod reasoning;
+pub mod request;
+pub mod retry;
 mod stream;
 pub mod template;
 #[cfg(feature = "testing")]

@@ -36,8 +36,9 @@
 //! ```
 
 use crate::constraint::Constraint;
-use crate::generate::{generate, ChatMessage, EngineError, GenerateOptions, Generation, Prompt, StopReason};
+use crate::generate::{ChatMessage, EngineError, GenerateOptions, Generation, Prompt, StopReason};
 use crate::model::Model;
+use crate::reasoning::{Piece, Reasoning};
 use formwork_schema::repair::Fix;
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -310,6 +311,26 @@ pub fn generate_validated(
     on_text: &mut dyn FnMut(usize, &str) -> ControlFlow<()>,
     on_attempt: &mut dyn FnMut(&Attempt),
 ) -> Result<Validated, RetryError> {
+    let mut on_piece = |n: usize, p: Piece<'_>| match p {
+        Piece::Answer(t) => on_text(n, t),
+        Piece::Thinking(_) => ControlFlow::Continue(()),
+    };
+    validated(model, prompt, opts, None, make_constraint, validation, &mut on_piece, on_attempt)
+}
+
+/// [`generate_validated`] with reasoning on each attempt (`reasoning`), streaming its
+/// pieces: what [`crate::request::Request`] runs.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn validated(
+    model: &mut dyn Model,
+    prompt: &Prompt,
+    opts: &GenerateOptions,
+    reasoning: Option<&Reasoning>,
+    make_constraint: &mut dyn FnMut() -> Option<Box<dyn Constraint>>,
+    validation: &mut Validation,
+    on_piece: &mut dyn FnMut(usize, Piece<'_>) -> ControlFlow<()>,
+    on_attempt: &mut dyn FnMut(&Attempt),
+) -> Result<Validated, RetryError> {
     for v in &validation.validators {
         v.check_setup()?;
     }
@@ -320,7 +341,7 @@ pub fn generate_validated(
         let mut constraint = make_constraint();
         let c = constraint.as_mut().map(|c| &mut **c as &mut dyn Constraint);
         let attempt_opts = attempt_options(opts, number);
-        let generation = generate(model, &current, &attempt_opts, c, &mut |t| on_text(number, t))?;
+        let generation = crate::request::attempt(model, &current, &attempt_opts, reasoning, c, &mut |p| on_piece(number, p))?;
         let t0 = Instant::now();
         let (checked_text, repaired, fixes, mut errors) = if validation.repair {
             match formwork_schema::repair::repair(&generation.text) {

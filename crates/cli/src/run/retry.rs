@@ -7,12 +7,11 @@
 //! and the final answer is printed to stdout at the end. When the retries are exhausted the
 //! last answer is still printed, and the command fails (exit status 1) saying so.
 
-use super::{fmt_duration, print_stats, ConstraintSource, Settings};
+use super::think::ThinkingPrinter;
+use super::{fmt_duration, print_stats, Settings};
 use anyhow::{bail, Context, Result};
-use formwork_engine::retry::{generate_validated, Attempt, RetryMode, Validation, Validator};
-use formwork_engine::{Constraint, GrammarConstraint, Model};
-use formwork_grammar::{matcher::CompiledGrammar, Grammar, Limits};
-use std::borrow::Borrow;
+use formwork_engine::request::{Event, Request};
+use formwork_engine::retry::{Attempt, RetryMode, Validation, Validator};
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -93,47 +92,44 @@ impl RetryArgs {
     }
 }
 
-/// Generates with validation and retry, prints the attempts (stderr) and the answer (stdout).
+impl Plan {
+    /// The engine's validation: the rules and the check commands (the `--format` schema is
+    /// added by the request itself).
+    pub(super) fn validation(&self) -> Validation {
+        let mut validators = Vec::new();
+        if let Some(r) = &self.rules {
+            validators.push(Validator::Rules(r.clone()));
+        }
+        for c in &self.checks {
+            validators.push(Validator::Command { command: c.clone(), timeout: self.check_timeout });
+        }
+        Validation { validators, retries: self.retries, repair: self.repair, mode: self.mode }
+    }
+}
+
+/// Runs the request with validation and retry; prints each attempt's reasoning (stderr,
+/// dimmed) and verdict (stderr) and the final answer (stdout).
 pub(super) fn run(
     s: &Settings,
     plan: &Plan,
+    request: Request,
     model: &mut formwork_llama::LlamaModel,
-    grammar: Option<impl Borrow<Grammar>>,
-    limits: &Limits,
     load_duration: Duration,
 ) -> Result<()> {
-    let mut validators = Vec::new();
-    match &s.constraint {
-        Some(ConstraintSource::Schema(path)) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading the schema {}", path.display()))?;
-            validators.push(Validator::Schema(serde_json::from_str(&text)?));
-        }
-        Some(ConstraintSource::Json) => validators.push(Validator::Schema(serde_json::json!({"type": "object"}))),
-        _ => {}
-    }
-    if let Some(r) = &plan.rules {
-        validators.push(Validator::Rules(r.clone()));
-    }
-    for c in &plan.checks {
-        validators.push(Validator::Command { command: c.clone(), timeout: plan.check_timeout });
-    }
-    let compiled = grammar
-        .map(|g| CompiledGrammar::new(g.borrow(), model.vocab().clone(), limits))
-        .transpose()
-        .context("compiling the grammar against the model's vocabulary")?;
-    let mut validation = Validation { validators, retries: plan.retries, repair: plan.repair, mode: plan.mode };
     let total = plan.retries + 1;
     let verbose = s.verbose;
-    let mut report = |a: &Attempt| report_attempt(a, total, verbose);
-    let v = generate_validated(
-        model,
-        &s.prompt,
-        &s.options,
-        &mut || compiled.as_ref().map(|c| Box::new(GrammarConstraint::new(c)) as Box<dyn Constraint>),
-        &mut validation,
-        &mut |_, _| ControlFlow::Continue(()),
-        &mut report,
-    )?;
+    let mut thinking = ThinkingPrinter::new();
+    let v = request.run(model, &mut |e| {
+        match e {
+            Event::Thinking { text, .. } => thinking.piece(text),
+            Event::Answer { .. } => thinking.end(),
+            Event::Checked(a) => {
+                thinking.end();
+                report_attempt(a, total, verbose)
+            }
+        }
+        ControlFlow::Continue(())
+    })?;
     let mut out = std::io::stdout().lock();
     let text = v.text.trim_end_matches('\n');
     if let Err(e) = writeln!(out, "{text}").and_then(|_| out.flush()) {
@@ -148,7 +144,7 @@ pub(super) fn run(
         print_stats(&g, None);
     }
     let n = v.attempts.len();
-    if !v.valid {
+    if v.valid != Some(true) {
         bail!("the answer failed validation after {n} attempt(s) (raise --retries, or loosen the rules)");
     }
     Ok(())
