@@ -113,20 +113,32 @@ impl BatchModel for LlamaBatchModel {
             if e.pos + e.tokens.len() > self.info.context_length {
                 return Err(ModelError::ContextOverflow { needed: e.pos + e.tokens.len(), context: self.info.context_length });
             }
+            if let Some(t) = e.tokens.iter().find(|t| t.index() >= n_vocab) {
+                return Err(ModelError::Decode(format!("token id {t} is out of range (the vocabulary has {n_vocab} tokens)")));
+            }
+        }
+        // Entries go into the batch in increasing sequence id. With a KV stream per sequence,
+        // llama.cpp cuts a batch into micro-batches of consecutive, increasing sequence ids
+        // (`split_equal`, sequential): in any other order a step of 16 one-token sequences
+        // became up to 16 separate evaluations (measured: a 16-sequence step took 121 ms
+        // in the server against 70 ms in order).
+        let mut order: Vec<usize> = (0..entries.len()).collect();
+        order.sort_by_key(|&i| entries[i].seq.0);
+        // `logit_rows[k]`: the batch row of the k-th entry that wants logits, in entry order.
+        let mut rows = vec![-1i32; entries.len()];
+        for &i in &order {
+            let e = &entries[i];
             for (j, t) in e.tokens.iter().enumerate() {
-                if t.index() >= n_vocab {
-                    return Err(ModelError::Decode(format!("token id {t} is out of range (the vocabulary has {n_vocab} tokens)")));
-                }
-                let last = j + 1 == e.tokens.len();
-                let want = last && e.logits;
+                let want = e.logits && j + 1 == e.tokens.len();
                 if want {
-                    self.logit_rows.push(self.batch.n_tokens());
+                    rows[i] = self.batch.n_tokens();
                 }
                 self.batch
                     .add(LlamaToken(t.0 as i32), (e.pos + j) as i32, &[e.seq.0 as i32], want)
                     .map_err(|err| ModelError::Decode(format!("batch: {err}")))?;
             }
         }
+        self.logit_rows.extend(entries.iter().zip(&rows).filter(|(e, _)| e.logits && !e.tokens.is_empty()).map(|(_, &r)| r));
         if self.batch.n_tokens() == 0 {
             return Ok(());
         }
