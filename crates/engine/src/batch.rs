@@ -113,6 +113,17 @@ pub trait BatchModel: Send {
     /// Keeps the first `n` positions of `seq` and drops the rest. Returns `false` when the
     /// model cannot drop a suffix (recurrent state); `n == 0` (clear) always works.
     fn seq_keep(&mut self, seq: SeqId, n: usize) -> bool;
+    /// Whether [`seq_copy`](Self::seq_copy) works (then a new request may start from a
+    /// prefix another slot holds). Default: no.
+    fn can_copy_seqs(&self) -> bool {
+        false
+    }
+    /// Replaces `dst`'s cache with a copy of `src`'s whole cache (the caller then keeps the
+    /// prefix it wants with [`seq_keep`](Self::seq_keep)). `false` when it cannot.
+    fn seq_copy(&mut self, src: SeqId, dst: SeqId) -> bool {
+        let _ = (src, dst);
+        false
+    }
     /// Evaluates `entries` (distinct sequences, at most
     /// [`max_batch_tokens`](Self::max_batch_tokens) tokens in all). On error nothing is
     /// promised about the sequences' KV caches beyond their old positions; the caller rolls
@@ -157,8 +168,10 @@ pub struct BatchStats {
     pub in_use: usize,
     /// Slots in all.
     pub slots: usize,
-    /// Prompt tokens reused from the slots' caches.
+    /// Prompt tokens reused from the slots' caches (routing's estimate, copies included).
     pub reused_tokens: u64,
+    /// Requests that started from a prefix copied from another slot's cache.
+    pub prefix_copies: u64,
 }
 
 /// What a session asks of the step thread.
@@ -169,6 +182,8 @@ struct Request {
     /// The tokens before `keep` (only sent when a truncation is pending: evaluated again
     /// when the model cannot drop a suffix).
     prefix: Option<Vec<TokenId>>,
+    /// Start from this slot's cache: copy it, keep `keep` positions (they equal `prefix`).
+    copy_from: Option<SeqId>,
     tokens: Vec<TokenId>,
     /// How many of `tokens` are evaluated so far (chunked prefill).
     done: usize,
@@ -212,6 +227,8 @@ struct Shared {
     vocab: Arc<Vocabulary>,
     tokenizer: Arc<dyn Tokenize>,
     max_wait: Duration,
+    /// The model can copy a sequence's cache to another (routing may plan copies).
+    can_copy: bool,
 }
 
 impl Shared {
@@ -264,6 +281,7 @@ impl Batcher {
             vocab: model.vocab().clone(),
             tokenizer: model.tokenizer(),
             max_wait: options.max_wait,
+            can_copy: model.can_copy_seqs(),
         });
         let s = shared.clone();
         std::thread::Builder::new()
@@ -299,8 +317,8 @@ impl Batcher {
     pub fn acquire(&self, prompt: &[TokenId]) -> Sequence {
         let mut st = self.shared.lock();
         loop {
-            if let Some(i) = best_slot(&st.slots, prompt) {
-                return self.bind(&mut st, i);
+            if let Some(route) = route(&st.slots, prompt, self.shared.can_copy) {
+                return self.bind(&mut st, route);
             }
             st = self.shared.freed.wait(st).unwrap_or_else(|e| e.into_inner());
         }
@@ -309,21 +327,31 @@ impl Batcher {
     /// Like [`acquire`](Self::acquire), but `None` at once when every slot is in use.
     pub fn try_acquire(&self, prompt: &[TokenId]) -> Option<Sequence> {
         let mut st = self.shared.lock();
-        best_slot(&st.slots, prompt).map(|i| self.bind(&mut st, i))
+        route(&st.slots, prompt, self.shared.can_copy).map(|r| self.bind(&mut st, r))
     }
 
-    fn bind(&self, st: &mut State, i: usize) -> Sequence {
+    fn bind(&self, st: &mut State, route: Route) -> Sequence {
+        let i = route.slot;
+        st.stats.reused_tokens += route.reused as u64;
+        let (cached, copy_from) = match route.copy_from {
+            Some(src) => {
+                st.stats.prefix_copies += 1;
+                (st.slots[src].cached[..route.reused].to_vec(), Some(SeqId(src as u32)))
+            }
+            None => (st.slots[i].cached.clone(), None),
+        };
         let slot = &mut st.slots[i];
         slot.in_use = true;
         st.stats.in_use += 1;
-        let cached = slot.cached.clone();
         Sequence {
             shared: self.shared.clone(),
             _owner: self._owner.clone(),
             seq: SeqId(i as u32),
             evaluated: cached.len(),
             tokens: cached,
-            truncated: false,
+            // A copied prefix is a pending change of the slot's cache, like a truncation.
+            truncated: copy_from.is_some(),
+            copy_from,
             logits: Vec::with_capacity(self.shared.vocab.len()),
             logits_valid: false,
             reply: Arc::new(Reply::default()),
@@ -331,17 +359,60 @@ impl Batcher {
     }
 }
 
-/// The free slot sharing the longest prefix with `prompt`, least recently released first.
-fn best_slot(slots: &[Slot], prompt: &[TokenId]) -> Option<usize> {
-    slots
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| !s.in_use)
-        .max_by_key(|(_, s)| {
-            let common = s.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
-            (common, std::cmp::Reverse(s.released))
-        })
-        .map(|(i, _)| i)
+/// Where a request goes: a free slot, and the cached prefix it starts from (its own, or
+/// one copied from another slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Route {
+    slot: usize,
+    /// Prompt tokens the sequence starts with (not evaluated again).
+    reused: usize,
+    /// The slot whose cache is copied first.
+    copy_from: Option<usize>,
+}
+
+/// What copying a prefix from another slot costs, in tokens of prefill: a copy moves a
+/// slot's whole KV buffer, about what evaluating a few tokens costs on small models.
+const COPY_COST: usize = 16;
+
+/// Routing. Without copies: the free slot sharing the longest prefix with `prompt`, least
+/// recently released first. With copies ([`BatchModel::can_copy_seqs`]), the request may
+/// start from the longest prefix any slot holds (free or in use), and the free slot it
+/// goes to is the cheapest by `2 × prefill + destroyed (+ 2 × COPY_COST for a copy)`:
+/// `prefill` the prompt tokens still to evaluate, `destroyed` the cached tokens of that
+/// slot the prompt does not share (another conversation's, which would have to be
+/// evaluated again if it came back). So a slot holding a different conversation keeps it,
+/// as a prefix cache would, and a shared head (a system prompt) is copied, not recomputed.
+fn route(slots: &[Slot], prompt: &[TokenId], can_copy: bool) -> Option<Route> {
+    let common = |s: &Slot| s.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+    if !can_copy {
+        return slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.in_use)
+            .max_by_key(|(_, s)| (common(s), std::cmp::Reverse(s.released)))
+            .map(|(i, s)| Route { slot: i, reused: common(s), copy_from: None });
+    }
+    // The prompt's last token is always evaluated (its logits are needed): a prefix longer
+    // than that is worth no more.
+    let useful = prompt.len().saturating_sub(1);
+    let (best, best_len) = slots.iter().enumerate().map(|(i, s)| (i, common(s).min(useful))).max_by_key(|&(_, l)| l)?;
+    let mut choice: Option<(usize, u64, Route)> = None; // (score, released, route)
+    for (i, s) in slots.iter().enumerate().filter(|(_, s)| !s.in_use) {
+        let shared = common(s);
+        let own = shared.min(useful);
+        let destroyed = s.cached.len() - shared;
+        let mut options = vec![(2 * (useful - own) + destroyed, Route { slot: i, reused: own, copy_from: None })];
+        if best != i && best_len > own {
+            let copy = Route { slot: i, reused: best_len, copy_from: Some(best) };
+            options.push((2 * (useful - best_len) + destroyed + 2 * COPY_COST, copy));
+        }
+        for (score, r) in options {
+            if choice.as_ref().is_none_or(|&(sc, rel, _)| (score, s.released) < (sc, rel)) {
+                choice = Some((score, s.released, r));
+            }
+        }
+    }
+    choice.map(|(_, _, r)| r)
 }
 
 /// The model facts and tokenizer without a sequence: what [`tokenize_prompt`] needs.
@@ -380,6 +451,8 @@ pub struct Sequence {
     /// decode tells the step thread).
     evaluated: usize,
     truncated: bool,
+    /// The first decode starts by copying this slot's cache (see [`Route`]).
+    copy_from: Option<SeqId>,
     logits: Vec<f32>,
     logits_valid: bool,
     reply: Arc<Reply>,
@@ -447,6 +520,7 @@ impl Model for Sequence {
             seq: self.seq,
             keep,
             prefix: self.truncated.then(|| self.tokens[..keep].to_vec()),
+            copy_from: self.copy_from.take(),
             tokens: tokens.to_vec(),
             done: 0,
             logits: std::mem::take(&mut self.logits),
@@ -547,6 +621,22 @@ fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<Shared>) {
         let mut overflow: Vec<(usize, usize)> = Vec::new(); // (request, kept): past the slot's context
         for (i, r) in batch.iter_mut().enumerate() {
             if r.done == 0 {
+                if let (Some(src), Some(prefix)) = (r.copy_from.take(), r.prefix.as_ref()) {
+                    // The source still holds the prefix (it may have been truncated since
+                    // routing): copy it, and keep the prefix. Otherwise start empty and
+                    // evaluate the prefix again.
+                    let holds = shared.lock().slots[src.index()].cached.get(..r.keep) == Some(&prefix[..]);
+                    if holds && model.seq_copy(src, r.seq) {
+                        shared.lock().slots[r.seq.index()].cached = prefix.clone();
+                    } else {
+                        model.seq_keep(r.seq, 0);
+                        shared.lock().slots[r.seq.index()].cached.clear();
+                        let mut all = r.prefix.take().unwrap_or_default();
+                        all.extend_from_slice(&r.tokens);
+                        r.tokens = all;
+                        r.keep = 0;
+                    }
+                }
                 if let Some(prefix) = r.prefix.take() {
                     if !model.seq_keep(r.seq, r.keep) {
                         model.seq_keep(r.seq, 0);

@@ -231,6 +231,8 @@ pub struct ScriptedBatchModel {
     fail_token: Option<TokenId>,
     /// Each decode call sleeps this long (to make steps observable).
     step_delay: std::time::Duration,
+    /// Sequences can be copied ([`BatchModel::seq_copy`](crate::batch::BatchModel::seq_copy)).
+    copies: bool,
 }
 
 impl ScriptedBatchModel {
@@ -248,7 +250,15 @@ impl ScriptedBatchModel {
             max_batch_tokens: 512,
             fail_token: None,
             step_delay: std::time::Duration::ZERO,
+            copies: false,
         }
+    }
+
+    /// Sequences can be copied, so the batcher may start a request from another slot's
+    /// prefix.
+    pub fn with_seq_copy(mut self) -> Self {
+        self.copies = true;
+        self
     }
 
     /// Scripts every sequence with `text` (see [`ScriptedModel::script_text`]).
@@ -317,6 +327,21 @@ impl crate::batch::BatchModel for ScriptedBatchModel {
             s.calls = 0;
             self.started[seq.index()] = false;
         }
+        true
+    }
+    fn can_copy_seqs(&self) -> bool {
+        self.copies
+    }
+    fn seq_copy(&mut self, src: crate::batch::SeqId, dst: crate::batch::SeqId) -> bool {
+        if !self.copies {
+            return false;
+        }
+        let copied = self.seqs[src.index()].sequence.clone();
+        let d = &mut self.seqs[dst.index()];
+        d.sequence = copied;
+        d.after_prompt = 0;
+        d.calls = 0;
+        self.started[dst.index()] = false;
         true
     }
     fn decode_batch(&mut self, entries: &[crate::batch::BatchEntry<'_>]) -> Result<(), ModelError> {

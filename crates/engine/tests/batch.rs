@@ -168,6 +168,49 @@ fn slots_are_routed_by_prefix_and_freed_on_drop() {
 }
 
 #[test]
+fn a_shared_prefix_is_copied_to_a_free_slot_and_other_slots_keep_their_caches() {
+    let mut m = ScriptedBatchModel::new(WORDS, &["</s>"], 3).with_seq_copy();
+    m.script_text("Hello!");
+    let batcher = Batcher::new(Box::new(m), BatcherOptions::default());
+    // A long shared head (a system prompt), then different questions, the first one long
+    // enough that its slot is worth keeping.
+    let head = "Hi a b c a b c a b c a b c a b c a b c a b c a b c ";
+    let (p1, p2) = (format!("{head}{}", "x 1 ".repeat(12)), format!("{head}1 1"));
+    let t1 = batcher.prompt_tokens(&Prompt::Raw(p1.clone())).unwrap();
+    let t2 = batcher.prompt_tokens(&Prompt::Raw(p2.clone())).unwrap();
+    let shared = t1.iter().zip(&t2).take_while(|(a, b)| a == b).count();
+    assert!(shared >= 20, "the test needs a long shared head ({shared} tokens)");
+    let first = {
+        let mut seq = batcher.acquire(&t1);
+        assert_eq!(run(&mut seq, &p1, &greedy()).text, "Hello!");
+        seq.id()
+    };
+    let before = batcher.stats();
+    // The second prompt goes to an empty slot and starts from a copy of the head, so the
+    // first slot keeps its whole conversation.
+    let second = {
+        let mut seq = batcher.acquire(&t2);
+        assert_ne!(seq.id(), first, "the slot holding another conversation is spared");
+        let g = run(&mut seq, &p2, &greedy());
+        assert_eq!(g.text, "Hello!", "a copied prefix generates as an evaluated one");
+        assert_eq!(g.cached_prompt_tokens, shared);
+        seq.id()
+    };
+    let after = batcher.stats();
+    assert_eq!(after.prefix_copies - before.prefix_copies, 1);
+    let generated = "Hello!".len() as u64; // one token per byte here ("Hel", "lo" aside: at most this)
+    assert!(after.tokens - before.tokens <= (t2.len() - shared) as u64 + generated, "the head was not evaluated again");
+    // Both conversations are still cached: each prompt comes back to its own slot whole.
+    let mut seq = batcher.acquire(&t1);
+    assert_eq!(seq.id(), first);
+    assert_eq!(run(&mut seq, &p1, &greedy()).cached_prompt_tokens, t1.len() - 1);
+    drop(seq);
+    let mut seq = batcher.acquire(&t2);
+    assert_eq!(seq.id(), second);
+    assert_eq!(run(&mut seq, &p2, &greedy()).cached_prompt_tokens, t2.len() - 1);
+}
+
+#[test]
 fn a_slow_session_holds_the_others_up_for_at_most_max_wait() {
     let mut m = ScriptedBatchModel::new(WORDS, &["</s>"], 2);
     m.script_text("a b c a b c a b c!");

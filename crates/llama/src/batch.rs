@@ -98,6 +98,19 @@ impl BatchModel for LlamaBatchModel {
         self.engine.ctx.kv_cache_seq_rm(id, Some(n as u32), None).is_ok()
     }
 
+    fn can_copy_seqs(&self) -> bool {
+        true
+    }
+
+    /// llama.cpp copies the source's whole KV stream (its buffer, at the next decode); the
+    /// batcher then keeps the prefix it wants.
+    fn seq_copy(&mut self, src: SeqId, dst: SeqId) -> bool {
+        if src.index() >= self.n_seq || dst.index() >= self.n_seq || src == dst {
+            return false;
+        }
+        self.engine.ctx.copy_kv_cache_seq(src.0 as i32, dst.0 as i32, None, None).is_ok()
+    }
+
     fn decode_batch(&mut self, entries: &[BatchEntry<'_>]) -> Result<(), ModelError> {
         let total: usize = entries.iter().map(|e| e.tokens.len()).sum();
         if total > self.n_batch {

@@ -110,3 +110,39 @@ fn a_long_prompt_is_prefilled_in_chunks_while_another_sequence_generates() {
     // ~20 chunks of 64 tokens: the generating sequence got a token in most of those steps.
     assert!(during >= 5, "the generating sequence produced {during} tokens during the {:?} prefill", t1 - t0);
 }
+
+/// A request that shares a long head with another slot's conversation starts from a copy
+/// of that slot's KV cache (not evaluated again), and generates exactly what it generates
+/// when its whole prompt is evaluated; the other slot keeps its conversation.
+#[test]
+fn a_prefix_copied_from_another_slot_generates_as_an_evaluated_one() {
+    let system = "You are a careful assistant. Answer in one short sentence, in plain English, without lists. ".repeat(3);
+    let with_system = |q: &str| Prompt::Chat {
+        messages: vec![ChatMessage::new("system", system.clone()), ChatMessage::new("user", q)],
+        tools: None,
+    };
+    let (p1, p2) = (with_system("Name three colours that people often use to paint a kitchen."), with_system("What is 2+2?"));
+    let mut alone = LlamaModel::load(model_path(), opts(1024)).unwrap();
+    let expected = gen(&mut alone, &p2, None);
+    drop(alone);
+
+    let batcher = Batcher::new(Box::new(LlamaBatchModel::load(model_path(), opts(1024), 3).unwrap()), BatcherOptions::default());
+    let (t1, t2) = (batcher.prompt_tokens(&p1).unwrap(), batcher.prompt_tokens(&p2).unwrap());
+    let first = {
+        let mut seq = batcher.acquire(&t1);
+        gen(&mut seq, &p1, None);
+        seq.id()
+    };
+    let shared = t1.iter().zip(&t2).take_while(|(a, b)| a == b).count();
+    let mut seq = batcher.acquire(&t2);
+    assert_ne!(seq.id(), first, "the other conversation's slot is kept");
+    let g = gen(&mut seq, &p2, None);
+    drop(seq);
+    assert_eq!(batcher.stats().prefix_copies, 1);
+    assert_eq!(g.cached_prompt_tokens, shared, "the shared head came from the copy");
+    assert_eq!(g.tokens, expected.tokens, "copied: {:?}\nevaluated: {:?}", g.text, expected.text);
+    // The first conversation was kept: asked again, its whole prompt is reused (from its
+    // slot, or copied from it).
+    let mut seq = batcher.acquire(&t1);
+    assert_eq!(gen(&mut seq, &p1, None).cached_prompt_tokens, t1.len() - 1);
+}
