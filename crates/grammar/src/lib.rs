@@ -11,7 +11,8 @@
 //!    [`GrammarBuilder`], which enforces the invariants (every reference resolved, a root).
 //! 2. Front ends that produce IR: `gbnf` (llama.cpp-compatible GBNF text → AST with spans →
 //!    IR, and IR → normalized GBNF text), `json` (the built-in JSON grammar),
-//!    `schema` (JSON Schema → IR; `regex` lowers `pattern` through regex-syntax).
+//!    [`regex`] (a Rust-syntax regular expression the whole output must match), and in the
+//!    `formwork-schema` crate JSON Schema → IR (its `pattern` lowered through regex-syntax).
 //! 3. The matcher: a [`CompiledGrammar`](compiled) (immutable, `Arc`-shared, cached by hash of
 //!    grammar + vocabulary) and a per-request `Matcher` with `compute_mask`, `commit`,
 //!    `rollback`, `is_accepting` and forced-token lookahead.
@@ -37,6 +38,7 @@ pub mod ir;
 pub mod json;
 mod limits;
 pub mod matcher;
+pub mod regex;
 
 pub use limits::Limits;
 pub use ir::{Expr, Grammar, GrammarBuilder, IrError, RuleId, TokenRef, Unordered};

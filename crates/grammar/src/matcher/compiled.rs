@@ -624,8 +624,9 @@ pub struct MatchStats {
 }
 
 /// Per-request matching state: a history of parser states (one per committed step), so
-/// rollback is a truncation. Small; cheap to create with [`CompiledGrammar::matcher`].
-#[derive(Debug)]
+/// rollback is a truncation. Small; cheap to create with [`CompiledGrammar::matcher`], and
+/// cheap to clone (a fork: the copy shares the compiled grammar and goes on independently).
+#[derive(Clone, Debug)]
 pub struct Matcher {
     g: Arc<CompiledGrammar>,
     /// `states[0]` is the start; one more per commit.
@@ -799,6 +800,12 @@ impl Matcher {
     pub fn is_accepting(&self) -> bool {
         let s = self.cur();
         s == ENDED || self.g.aut.info(s).accepting
+    }
+
+    /// Was an EOS token committed (where the grammar accepted)? Nothing can follow then;
+    /// [`rollback`](Self::rollback) of that step undoes it.
+    pub fn is_ended(&self) -> bool {
+        self.cur() == ENDED
     }
 
     /// Accepting, and nothing can follow (or EOS was committed).

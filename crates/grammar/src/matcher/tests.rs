@@ -702,3 +702,29 @@ fn masks_match_brute_force_along(g: &Grammar, v: &Arc<Vocabulary>, text: &[u8]) 
     }
     assert!(m.is_accepting());
 }
+
+#[test]
+fn a_clone_goes_on_independently_and_eos_ends_until_rolled_back() {
+    let v = tiny_vocab();
+    let cg = CompiledGrammar::new(&mini_json(), v.clone(), &Limits::default()).unwrap();
+    let mut m = cg.matcher();
+    m.commit(TokenId(11)).unwrap(); // {"
+    let mut fork = m.clone();
+    let (mut a, mut b) = (TokenMask::new(v.len()), TokenMask::new(v.len()));
+    m.compute_mask(&mut a);
+    fork.compute_mask(&mut b);
+    assert_eq!(a, b);
+    fork.commit(TokenId(7)).unwrap();
+    assert_eq!((m.committed(), fork.committed()), (1, 2));
+    m.compute_mask(&mut b);
+    assert_eq!(a, b, "the original is unchanged by its fork's commits");
+
+    let mut m = cg.matcher();
+    m.commit(TokenId(0)).unwrap(); // {
+    m.commit(TokenId(1)).unwrap(); // }
+    assert!(m.is_accepting() && !m.is_ended());
+    m.commit(TokenId(27)).unwrap(); // </s>
+    assert!(m.is_ended() && m.is_finished());
+    m.rollback(1).unwrap();
+    assert!(!m.is_ended() && m.is_accepting());
+}

@@ -1,0 +1,226 @@
+//! [`Grammar`] (IR from a schema, GBNF, a regex or the built-in JSON grammar),
+//! [`GrammarCompiler`] (one tokenizer, a cache of compiled grammars) and [`CompiledGrammar`].
+
+use crate::error::{error, schema_error};
+use crate::tokenizer::TokenizerInfo;
+use formwork_grammar::json::JsonGrammarOptions;
+use formwork_grammar::{gbnf, GrammarCache, Limits};
+use formwork_schema::{KeyOrder, SchemaOptions, Whitespace, DEFAULT_MAX_WHITESPACE_RUN};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use std::sync::Arc;
+
+/// A grammar (formwork's IR), not yet tied to a tokenizer. Immutable.
+///
+/// `str(grammar)` is the grammar as GBNF (objects with keys in any order print as
+/// `@unordered(...)`, which is not GBNF).
+#[pyclass(module = "formwork._formwork", frozen)]
+pub struct Grammar {
+    pub(crate) ir: formwork_grammar::Grammar,
+    warnings: Vec<String>,
+}
+
+/// `whitespace=`: `None`/`"flexible"` (runs of at most 128), `"compact"`, `"unbounded"`, or
+/// an int (the longest run).
+fn whitespace(w: Option<&Bound<'_, PyAny>>) -> PyResult<Whitespace> {
+    let Some(w) = w else { return Ok(Whitespace::default()) };
+    if w.is_none() {
+        return Ok(Whitespace::default());
+    }
+    if let Ok(n) = w.extract::<u32>() {
+        return Ok(Whitespace::Flexible { max_run: Some(n) });
+    }
+    match w.extract::<String>().ok().as_deref() {
+        Some("flexible") => Ok(Whitespace::Flexible { max_run: Some(DEFAULT_MAX_WHITESPACE_RUN) }),
+        Some("compact") => Ok(Whitespace::Compact),
+        Some("unbounded") => Ok(Whitespace::Flexible { max_run: None }),
+        _ => Err(PyValueError::new_err(
+            "whitespace must be \"flexible\" (the default), \"compact\", \"unbounded\" or an int (the longest run)",
+        )),
+    }
+}
+
+/// A schema given as JSON text, a dict (or any JSON-serializable value), or a pydantic
+/// model class (anything with `model_json_schema()`), as JSON text.
+fn schema_text(schema: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = schema.cast::<PyString>() {
+        return Ok(s.to_cow()?.into_owned());
+    }
+    let py = schema.py();
+    let value = if schema.hasattr("model_json_schema")? { schema.call_method0("model_json_schema")? } else { schema.clone() };
+    let dumps = py.import("json")?.getattr("dumps")?;
+    dumps.call1((value,))?.extract().map_err(|_| PyTypeError::new_err("the schema must be JSON text, a dict or a pydantic model"))
+}
+
+#[pymethods]
+impl Grammar {
+    /// A JSON Schema (JSON text, a dict, or a pydantic model class) as a grammar whose every
+    /// output validates against it. `whitespace`: `"flexible"` (default), `"compact"`,
+    /// `"unbounded"` or an int; `key_order`: `"listed"` (generation: `properties` order) or
+    /// `"any"` (each key at most once, any order: for checking documents); `strict`: OpenAI
+    /// strict mode (every property required, no others); `lenient`: keywords formwork cannot
+    /// enforce become `warnings` instead of errors; `formats_as_annotations`: `format` is not
+    /// checked; `canonical_integers`: integers as `3`, never `3.0`.
+    ///
+    /// Raises `FormworkError` naming the keyword and its JSON pointer on a refusal.
+    #[staticmethod]
+    #[pyo3(signature = (schema, *, whitespace=None, key_order="listed", strict=false, lenient=false, formats_as_annotations=false, canonical_integers=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_json_schema(
+        py: Python<'_>,
+        schema: &Bound<'_, PyAny>,
+        whitespace: Option<&Bound<'_, PyAny>>,
+        key_order: &str,
+        strict: bool,
+        lenient: bool,
+        formats_as_annotations: bool,
+        canonical_integers: bool,
+    ) -> PyResult<Self> {
+        let text = schema_text(schema)?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| error(format!("the schema is not valid JSON: {e}")))?;
+        let key_order = match key_order {
+            "listed" => KeyOrder::Listed,
+            "any" => KeyOrder::Any,
+            _ => return Err(PyValueError::new_err("key_order must be \"listed\" or \"any\"")),
+        };
+        let opts = SchemaOptions {
+            lenient,
+            strict,
+            whitespace: self::whitespace(whitespace)?,
+            key_order,
+            formats_as_annotations,
+            canonical_integers,
+            ..SchemaOptions::default()
+        };
+        let compiled = py.detach(|| formwork_schema::compile_with_warnings(&value, &opts));
+        let (ir, warnings) = compiled.map_err(|e| schema_error(py, &e))?;
+        Ok(Grammar { ir, warnings: warnings.iter().map(ToString::to_string).collect() })
+    }
+
+    /// A GBNF grammar (llama.cpp's syntax; the start rule is `root`). Raises `FormworkError`
+    /// with the line, column and a caret on a syntax error.
+    #[staticmethod]
+    fn from_gbnf(text: &str) -> PyResult<Self> {
+        let ir = gbnf::parse(text, &Limits::default()).map_err(error)?;
+        Ok(Grammar { ir, warnings: Vec::new() })
+    }
+
+    /// A regular expression (Rust `regex` syntax) that the whole output must match.
+    #[staticmethod]
+    fn from_regex(pattern: &str) -> PyResult<Self> {
+        let ir = formwork_grammar::regex::parse(pattern, &Limits::default()).map_err(error)?;
+        Ok(Grammar { ir, warnings: Vec::new() })
+    }
+
+    /// The built-in JSON grammar: any JSON value (`object_only=True`: an object, as
+    /// `format: "json"` asks), with runs of at most `max_whitespace` whitespace characters
+    /// between tokens (`None`: unbounded).
+    #[staticmethod]
+    #[pyo3(signature = (*, object_only=false, max_whitespace=Some(formwork_grammar::json::DEFAULT_MAX_WS_RUN)))]
+    fn json(object_only: bool, max_whitespace: Option<u32>) -> Self {
+        let ir = formwork_grammar::json::grammar(&JsonGrammarOptions { root_object_only: object_only, max_ws_run: max_whitespace });
+        Grammar { ir, warnings: Vec::new() }
+    }
+
+    /// Keywords that lenient schema compilation did not enforce, one message each.
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+
+    /// The grammar as GBNF text.
+    fn to_gbnf(&self) -> String {
+        gbnf::print(&self.ir)
+    }
+
+    fn __str__(&self) -> String {
+        self.to_gbnf()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Grammar(rules={}, root={:?})", self.ir.rules().len(), self.ir.rule(self.ir.root()).name)
+    }
+}
+
+/// A grammar compiled for one tokenizer: immutable, shared by every [`Matcher`](crate::Matcher)
+/// made from it (they share its mask caches, which warm up for all of them).
+#[pyclass(module = "formwork._formwork", frozen)]
+pub struct CompiledGrammar {
+    pub(crate) compiled: Arc<formwork_grammar::CompiledGrammar>,
+    pub(crate) tokenizer: Py<TokenizerInfo>,
+    pub(crate) vocab_size: usize,
+}
+
+#[pymethods]
+impl CompiledGrammar {
+    /// The tokenizer it was compiled for.
+    #[getter]
+    fn tokenizer_info(&self, py: Python<'_>) -> Py<TokenizerInfo> {
+        self.tokenizer.clone_ref(py)
+    }
+
+    /// Bytes held by the compiled grammar (parser states, transitions, cached masks); grows
+    /// as matchers explore it.
+    #[getter]
+    fn memory_size_bytes(&self) -> usize {
+        self.compiled.memory_usage()
+    }
+
+    /// Two compiled grammars are equal when they are the same compiled object (the
+    /// compiler's cache gives the same one for equal grammars).
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<CompiledGrammar>().is_ok_and(|o| Arc::ptr_eq(&self.compiled, &o.get().compiled))
+    }
+
+    fn __hash__(&self) -> u64 {
+        Arc::as_ptr(&self.compiled) as usize as u64
+    }
+
+    fn __repr__(&self) -> String {
+        format!("CompiledGrammar(vocab_size={}, memory_size_bytes={})", self.vocab_size, self.compiled.memory_usage())
+    }
+}
+
+/// Compiles grammars for one tokenizer, caching them by grammar: compiling an equal grammar
+/// again returns the same [`CompiledGrammar`] (and its warm caches). Safe to share between
+/// threads; compilation releases the GIL.
+#[pyclass(module = "formwork._formwork", frozen, subclass)]
+pub struct GrammarCompiler {
+    tokenizer: Py<TokenizerInfo>,
+    vocab: Arc<formwork_vocab::Vocabulary>,
+    vocab_size: usize,
+    cache: GrammarCache,
+}
+
+#[pymethods]
+impl GrammarCompiler {
+    /// A compiler for `tokenizer_info` keeping at most `cache_size` compiled grammars (least
+    /// recently used dropped first).
+    #[new]
+    #[pyo3(signature = (tokenizer_info, *, cache_size=64))]
+    fn new(tokenizer_info: Bound<'_, TokenizerInfo>, cache_size: usize) -> Self {
+        let t = tokenizer_info.get();
+        GrammarCompiler { vocab: t.vocab.clone(), vocab_size: t.vocab_size, tokenizer: tokenizer_info.unbind(), cache: GrammarCache::new(cache_size) }
+    }
+
+    /// The compiled form of `grammar` for this compiler's tokenizer (from the cache when an
+    /// equal grammar was compiled before). Raises `FormworkError` when the grammar cannot be
+    /// matched (left recursion, a limit, a special token the vocabulary lacks).
+    fn compile(&self, py: Python<'_>, grammar: &Grammar) -> PyResult<CompiledGrammar> {
+        let compiled = py.detach(|| self.cache.get_or_compile(&grammar.ir, &self.vocab, &Limits::default())).map_err(error)?;
+        Ok(CompiledGrammar { compiled, tokenizer: self.tokenizer.clone_ref(py), vocab_size: self.vocab_size })
+    }
+
+    /// The tokenizer it compiles for.
+    #[getter]
+    fn tokenizer_info(&self, py: Python<'_>) -> Py<TokenizerInfo> {
+        self.tokenizer.clone_ref(py)
+    }
+
+    /// Compiled grammars held in the cache.
+    #[getter]
+    fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+}
