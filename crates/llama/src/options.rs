@@ -22,20 +22,21 @@ pub struct LoadOptions {
 }
 
 /// The default number of evaluation threads: the number of physical cores this process may
-/// use (one fewer on machines of 2 to 4 cores), at least 1 and at most [`MAX_DEFAULT_THREADS`].
+/// use, at least 1 and at most [`MAX_DEFAULT_THREADS`] (what llama.cpp and Ollama use).
 ///
-/// Physical, not logical: hyper-threads share the core's vector units, and more threads than
-/// cores makes llama.cpp's spinning workers fight each other (generation collapsed from ~140
-/// to ~2 tokens/s when over-subscribed while another process was busy).
+/// Physical, not logical: hyper-threads share the core's vector units. **Shared machines**:
+/// llama.cpp's workers meet at a spinning barrier hundreds of times per token, so when
+/// another process keeps a core busy, a worker that is descheduled holds the others up.
+/// Measured on 2 cores (SmolLM2, `examples/throughput`): idle, 1 thread 66 and 2 threads
+/// 134 tokens/s; with one busy process, 1 thread 80–84 and 2 threads 36 tokens/s (an
+/// OpenMP build: 8). The barrier is inside ggml and the thread count cannot be changed on a
+/// live context through llama-cpp-2, so on a busy machine pass `--threads` below the cores
+/// that are free. (The default used to be one fewer than the cores on 2-4 core machines:
+/// half the speed of every idle 2-core machine.)
 pub fn default_threads() -> usize {
     let logical = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let physical = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| physical_cores(&s)).unwrap_or(logical);
-    let cores = physical.min(logical);
-    // On small machines leave one core to everything else (the HTTP server, the sampler,
-    // the OS): measured on 2 cores with one other busy process, SmolLM2 generated at
-    // 99 tokens/s with 1 thread and 65 tokens/s with 2.
-    let cores = if (2..=4).contains(&cores) { cores - 1 } else { cores };
-    cores.clamp(1, MAX_DEFAULT_THREADS)
+    physical.min(logical).clamp(1, MAX_DEFAULT_THREADS)
 }
 
 /// Counts distinct `(physical id, core id)` pairs in `/proc/cpuinfo` text; `None` when the
