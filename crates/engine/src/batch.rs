@@ -113,6 +113,13 @@ pub trait BatchModel: Send {
     /// Keeps the first `n` positions of `seq` and drops the rest. Returns `false` when the
     /// model cannot drop a suffix (recurrent state); `n == 0` (clear) always works.
     fn seq_keep(&mut self, seq: SeqId, n: usize) -> bool;
+    /// Whether the model evaluates a batch in micro-batches holding the same number of
+    /// tokens of each sequence (llama.cpp with a KV stream per sequence): then a sequence
+    /// with several tokens next to one-token sequences costs a micro-batch of its own, and
+    /// the batcher feeds a generating sequence's forced tokens one per step. Default: no.
+    fn equal_micro_batches(&self) -> bool {
+        false
+    }
     /// Whether [`seq_copy`](Self::seq_copy) works (then a new request may start from a
     /// prefix another slot holds). Default: no.
     fn can_copy_seqs(&self) -> bool {
@@ -182,6 +189,9 @@ struct Request {
     /// The tokens before `keep` (only sent when a truncation is pending: evaluated again
     /// when the model cannot drop a suffix).
     prefix: Option<Vec<TokenId>>,
+    /// A prompt (the first decode after the sequence was handed out or truncated), not
+    /// generated or forced tokens.
+    prompt: bool,
     /// Start from this slot's cache: copy it, keep `keep` positions (they equal `prefix`).
     copy_from: Option<SeqId>,
     tokens: Vec<TokenId>,
@@ -351,6 +361,7 @@ impl Batcher {
             tokens: cached,
             // A copied prefix is a pending change of the slot's cache, like a truncation.
             truncated: copy_from.is_some(),
+            prompting: true,
             copy_from,
             logits: Vec::with_capacity(self.shared.vocab.len()),
             logits_valid: false,
@@ -451,6 +462,8 @@ pub struct Sequence {
     /// decode tells the step thread).
     evaluated: usize,
     truncated: bool,
+    /// The next decode is a prompt (see `Request::prompt`).
+    prompting: bool,
     /// The first decode starts by copying this slot's cache (see [`Route`]).
     copy_from: Option<SeqId>,
     logits: Vec<f32>,
@@ -493,6 +506,7 @@ impl Model for Sequence {
             self.tokens.truncate(n);
             self.evaluated = self.evaluated.min(n);
             self.truncated = true;
+            self.prompting = true;
             self.logits_valid = false;
         }
         Ok(())
@@ -521,6 +535,7 @@ impl Model for Sequence {
             keep,
             prefix: self.truncated.then(|| self.tokens[..keep].to_vec()),
             copy_from: self.copy_from.take(),
+            prompt: std::mem::take(&mut self.prompting),
             tokens: tokens.to_vec(),
             done: 0,
             logits: std::mem::take(&mut self.logits),
@@ -587,6 +602,7 @@ const GENERATING_TOKENS: usize = 16;
 
 /// The step thread: waits for a step to be due, runs it, hands out the logits.
 fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<Shared>) {
+    let equal_micro_batches = model.equal_micro_batches();
     let max_tokens = model.max_batch_tokens().max(1);
     let n_vocab = shared.vocab.len();
     loop {
@@ -619,6 +635,11 @@ fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<Shared>) {
         let mut plan: Vec<(usize, usize)> = Vec::with_capacity(batch.len()); // (request, tokens)
         let mut room = max_tokens;
         let mut overflow: Vec<(usize, usize)> = Vec::new(); // (request, kept): past the slot's context
+        // Models that evaluate equal micro-batches (see `BatchModel::equal_micro_batches`):
+        // next to other sequences, a generating sequence with several tokens (forced text)
+        // gives one per step instead of costing a micro-batch of its own (measured with
+        // llama.cpp, 16 clients with a schema: 130 -> 140 tokens/s).
+        let one_each = batch.len() > 1 && equal_micro_batches;
         for (i, r) in batch.iter_mut().enumerate() {
             if r.done == 0 {
                 if let (Some(src), Some(prefix)) = (r.copy_from.take(), r.prefix.as_ref()) {
@@ -659,7 +680,8 @@ fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<Shared>) {
             if room == 0 {
                 continue;
             }
-            let take = (r.tokens.len() - r.done).min(room);
+            let left = r.tokens.len() - r.done;
+            let take = if one_each && !r.prompt { 1 } else { left.min(room) };
             room -= take;
             plan.push((i, take));
         }

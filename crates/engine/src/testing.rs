@@ -233,6 +233,10 @@ pub struct ScriptedBatchModel {
     step_delay: std::time::Duration,
     /// Sequences can be copied ([`BatchModel::seq_copy`](crate::batch::BatchModel::seq_copy)).
     copies: bool,
+    /// Claims [`BatchModel::equal_micro_batches`](crate::batch::BatchModel::equal_micro_batches).
+    equal: bool,
+    /// Each decode call's entries, as token counts (for tests that look at the steps).
+    step_log: Option<Arc<std::sync::Mutex<Vec<Vec<usize>>>>>,
 }
 
 impl ScriptedBatchModel {
@@ -251,7 +255,21 @@ impl ScriptedBatchModel {
             fail_token: None,
             step_delay: std::time::Duration::ZERO,
             copies: false,
+            equal: false,
+            step_log: None,
         }
+    }
+
+    /// Claims equal micro-batches, as llama.cpp with a KV stream per sequence does.
+    pub fn with_equal_micro_batches(mut self) -> Self {
+        self.equal = true;
+        self
+    }
+
+    /// Records each decode call's entries (their token counts) in `log`.
+    pub fn with_step_log(mut self, log: Arc<std::sync::Mutex<Vec<Vec<usize>>>>) -> Self {
+        self.step_log = Some(log);
+        self
     }
 
     /// Sequences can be copied, so the batcher may start a request from another slot's
@@ -332,6 +350,9 @@ impl crate::batch::BatchModel for ScriptedBatchModel {
     fn can_copy_seqs(&self) -> bool {
         self.copies
     }
+    fn equal_micro_batches(&self) -> bool {
+        self.equal
+    }
     fn seq_copy(&mut self, src: crate::batch::SeqId, dst: crate::batch::SeqId) -> bool {
         if !self.copies {
             return false;
@@ -347,6 +368,9 @@ impl crate::batch::BatchModel for ScriptedBatchModel {
     fn decode_batch(&mut self, entries: &[crate::batch::BatchEntry<'_>]) -> Result<(), ModelError> {
         if !self.step_delay.is_zero() {
             std::thread::sleep(self.step_delay);
+        }
+        if let Some(log) = &self.step_log {
+            log.lock().unwrap_or_else(|e| e.into_inner()).push(entries.iter().map(|e| e.tokens.len()).collect());
         }
         let total: usize = entries.iter().map(|e| e.tokens.len()).sum();
         if total > self.max_batch_tokens {

@@ -211,6 +211,38 @@ fn a_shared_prefix_is_copied_to_a_free_slot_and_other_slots_keep_their_caches() 
 }
 
 #[test]
+fn with_equal_micro_batches_forced_tokens_go_one_per_step_next_to_other_sequences() {
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut m = ScriptedBatchModel::new(WORDS, &["</s>"], 2)
+        .with_equal_micro_batches()
+        .with_step_log(log.clone())
+        .with_step_delay(Duration::from_millis(2));
+    m.script_text("Hello world! Hello world! Hello world!");
+    let (a, b) = (m.token("a"), m.token("b"));
+    let batcher = Batcher::new(Box::new(m), BatcherOptions::default());
+    let b2 = batcher.clone();
+    // One sequence generates; the other evaluates a prompt, then several tokens at once
+    // (what forced text does), then generates.
+    let long = std::thread::spawn(move || {
+        let mut seq = b2.acquire(&[]);
+        run(&mut seq, "Hi", &GenerateOptions { num_predict: Some(30), ..greedy() })
+    });
+    let mut seq = batcher.acquire(&[]);
+    let prompt: Vec<_> = batcher.prompt_tokens(&Prompt::Raw("a b c a b c a b c".into())).unwrap();
+    seq.decode(&prompt).unwrap();
+    seq.decode(&[a, b, a, b, a]).unwrap();
+    let after = seq.decode(&[b]).unwrap().len();
+    assert!(after > 0);
+    assert!(long.join().unwrap().eval_tokens > 10);
+    let steps = log.lock().unwrap().clone();
+    // The prompt went in one piece; the forced tokens one per step while the other
+    // sequence was in the step; no step mixed a several-token generating entry with others.
+    assert!(steps.iter().any(|s| s.contains(&prompt.len())), "{steps:?}");
+    assert!(steps.iter().filter(|s| s.len() == 2).count() >= 5, "the sequences shared steps: {steps:?}");
+    assert!(steps.iter().all(|s| s.len() == 1 || s.iter().all(|&n| n == 1 || n == prompt.len())), "{steps:?}");
+}
+
+#[test]
 fn a_slow_session_holds_the_others_up_for_at_most_max_wait() {
     let mut m = ScriptedBatchModel::new(WORDS, &["</s>"], 2);
     m.script_text("a b c a b c a b c!");

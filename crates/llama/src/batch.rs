@@ -102,6 +102,11 @@ impl BatchModel for LlamaBatchModel {
         true
     }
 
+    /// With a KV stream per sequence llama.cpp splits batches `split_equal`.
+    fn equal_micro_batches(&self) -> bool {
+        true
+    }
+
     /// llama.cpp copies the source's whole KV stream (its buffer, at the next decode); the
     /// batcher then keeps the prefix it wants.
     fn seq_copy(&mut self, src: SeqId, dst: SeqId) -> bool {
