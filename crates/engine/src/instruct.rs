@@ -6,7 +6,8 @@
 //! [`add_schema_instruction`] edits a chat [`Prompt`] in place; raw prompts are left alone
 //! (their caller writes every byte the model sees).
 
-use crate::generate::{ChatMessage, Prompt};
+use crate::chat::ChatMessage;
+use crate::generate::Prompt;
 use serde_json::Value;
 
 /// Where the instruction goes.

@@ -92,6 +92,7 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+mod chat;
 mod constraint;
 mod generate;
 pub mod instruct;

@@ -12,7 +12,7 @@
 //!
 //! A model without a template gets ChatML ([`CHATML_TEMPLATE`]), with a `tracing` warning.
 
-use crate::generate::ChatMessage;
+use crate::chat::ChatMessage;
 use minijinja::{Environment, ErrorKind, Value};
 
 /// The ChatML template used when a model has none:
