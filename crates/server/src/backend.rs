@@ -73,13 +73,23 @@ pub enum ConstraintRequest {
         /// OpenAI strict mode.
         strict: bool,
     },
-    /// `tool_choice: auto`: free text, or a call matching `call_schema` (see
-    /// [`crate::tools::call_schema`]), written as `<tool_call>{...}</tool_call>` or as the
-    /// bare JSON object. Backends that cannot constrain the call part generate freely; the
-    /// server then treats only a well-formed call as a call.
-    TextOrCall {
-        /// Schema of the call envelope.
+    /// `tool_choice` `required` or a named function: one to `max_calls` call envelopes, each
+    /// matching `call_schema` (see [`crate::tools::call_schema`]), separated by whitespace.
+    ToolCalls {
+        /// Schema of one call envelope.
         call_schema: Arc<Value>,
+        /// Most calls (1 without parallel calls).
+        max_calls: u32,
+    },
+    /// `tool_choice: auto`: free text, or calls as in [`ConstraintRequest::ToolCalls`],
+    /// written as `<tool_call>{...}</tool_call>` sections or as bare JSON objects. Backends
+    /// that cannot constrain the call part generate freely; the server then treats only
+    /// well-formed calls as calls.
+    TextOrCall {
+        /// Schema of one call envelope.
+        call_schema: Arc<Value>,
+        /// Most calls (1 without parallel calls).
+        max_calls: u32,
     },
 }
 

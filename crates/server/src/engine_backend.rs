@@ -7,6 +7,7 @@
 //! Output cut by the token budget (`length`) is returned as is with `done_reason: length`,
 //! as the real services do.
 
+use crate::tools;
 use crate::backend::{
     Backend, BackendError, ChatTurn, ConstraintRequest, DoneReason, Job, Outcome, Piece, PromptSpec, Sampling, SchemaInPrompt,
     Think, ToolDef,
@@ -15,7 +16,7 @@ use formwork_engine::reasoning::{generate_with_reasoning, Reasoning, ReasoningFo
 use formwork_engine::batch::Batcher;
 use formwork_engine::{generate, ChatMessage, EngineError, GenerateOptions, GrammarConstraint, Model, ModelError, Prompt, StopReason};
 use formwork_grammar::matcher::CompiledGrammar;
-use formwork_grammar::Limits;
+use formwork_grammar::{Expr, Grammar, GrammarBuilder, Limits};
 use formwork_sampler::SamplerOptions;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -167,11 +168,15 @@ impl EngineBackend {
     fn compile(&self, c: &ConstraintRequest) -> Result<Option<Arc<CompiledGrammar>>, BackendError> {
         let vocab = self.vocab().clone();
         let fp = vocab.fingerprint();
-        let (key, schema, strict) = match c {
+        // `calls`: the most call envelopes in a row (tool calls), else one document.
+        let (key, schema, strict, calls) = match c {
             ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } => return Ok(None),
-            ConstraintRequest::Json => (format!("{fp:016x}|json"), None, false),
+            ConstraintRequest::Json => (format!("{fp:016x}|json"), None, false, 1),
             ConstraintRequest::Schema { schema, strict } => {
-                (format!("{fp:016x}|schema|{strict}|{schema}"), Some(schema.clone()), *strict)
+                (format!("{fp:016x}|schema|{strict}|{schema}"), Some(schema.clone()), *strict, 1)
+            }
+            ConstraintRequest::ToolCalls { call_schema, max_calls } => {
+                (format!("{fp:016x}|calls|{max_calls}|{call_schema}"), Some(call_schema.clone()), false, *max_calls)
             }
         };
         let limits = self.limits.clone();
@@ -191,6 +196,11 @@ impl EngineBackend {
                             param: None,
                         })?
                     }
+                };
+                let grammar = if calls > 1 {
+                    one_or_more(&grammar, calls).map_err(|e| BackendError::Internal(format!("building the tool-call grammar: {e}")))?
+                } else {
+                    grammar
                 };
                 CompiledGrammar::new(&grammar, vocab.clone(), &limits)
                     .map_err(|e| BackendError::BadRequest { message: format!("the schema's grammar cannot be compiled: {e}"), param: None })
@@ -235,6 +245,22 @@ impl EngineBackend {
         }
         .map_err(engine_error)
     }
+}
+
+/// `one`'s language up to `most` times in a row, separated by and ending with a little
+/// whitespace (a space or newline, at most two): several tool calls in one turn.
+fn one_or_more(one: &Grammar, most: u32) -> Result<Grammar, formwork_grammar::IrError> {
+    let mut b = GrammarBuilder::new();
+    // Defined in the same order, the rules keep their ids, so `one`'s bodies stay valid.
+    for r in one.rules() {
+        b.define(&r.name, r.expr.clone());
+    }
+    let item = Expr::Rule(one.root());
+    let ws = Expr::repeat(Expr::class([(' ', ' '), ('\n', '\n')], false), 0, Some(2));
+    let root = b.fresh_name("tool-calls");
+    let more = Expr::repeat(Expr::seq([ws.clone(), item.clone()]), 0, Some(most.saturating_sub(1)));
+    b.define(&root, Expr::seq([item, more, ws]));
+    b.build(&root)
 }
 
 fn engine_error(e: EngineError) -> BackendError {
@@ -328,6 +354,20 @@ fn validate(c: &ConstraintRequest, text: &str) -> Result<(), BackendError> {
         ConstraintRequest::Schema { schema, .. } => formwork_schema::validate(schema, text).map_err(|errs| {
             BackendError::Internal(format!("constrained output failed schema validation: {}; please report this", errs.join("; ")))
         }),
+        ConstraintRequest::ToolCalls { call_schema, max_calls } => {
+            let mut n = 0;
+            for call in serde_json::Deserializer::from_str(text).into_iter::<Value>() {
+                let call = call.map_err(|e| BackendError::Internal(format!("constrained tool calls are not JSON ({e}); please report this")))?;
+                n += 1;
+                formwork_schema::validate(call_schema, &call.to_string()).map_err(|errs| {
+                    BackendError::Internal(format!("a constrained tool call failed schema validation: {}; please report this", errs.join("; ")))
+                })?;
+            }
+            if n == 0 || n > *max_calls {
+                return Err(BackendError::Internal(format!("{n} tool calls where 1 to {max_calls} were allowed; please report this")));
+            }
+            Ok(())
+        }
         ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } => Ok(()),
     }
 }
@@ -347,11 +387,11 @@ impl Backend for EngineBackend {
                 ConstraintRequest::Schema { schema, .. } => {
                     formwork_engine::add_schema_instruction(&mut prompt, Some(schema), placement);
                 }
-                ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } => {}
+                ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } | ConstraintRequest::ToolCalls { .. } => {}
             }
         }
-        if let ConstraintRequest::TextOrCall { call_schema } = &job.constraint {
-            return self.text_or_call(job, &prompt, call_schema.clone(), on_text);
+        if let ConstraintRequest::TextOrCall { call_schema, max_calls } = &job.constraint {
+            return self.text_or_call(job, &prompt, call_schema.clone(), *max_calls, on_text);
         }
         let grammar = self.compile(&job.constraint)?;
         let reasoning = self.reasoning_for(job, None);
@@ -367,15 +407,16 @@ impl Backend for EngineBackend {
 
 impl EngineBackend {
     /// `tool_choice: auto`: generate freely; as soon as the output starts like a call
-    /// (`{` or `<tool_call>`), stop and generate the call again under the call schema, so a
-    /// call is always well formed and its arguments match the function's parameters. A
-    /// reasoning model's reasoning streams as it comes; the call is generated after the same
-    /// reasoning (written into the prompt), not after a new one.
+    /// ([`tools::detect::starts_call`]), stop and generate the calls again under the call
+    /// grammar, so calls are always well formed and their arguments match the functions'
+    /// parameters. A reasoning model's reasoning streams as it comes; the calls are generated
+    /// after the same reasoning (written into the prompt), not after a new one.
     fn text_or_call(
         &mut self,
         job: &Job,
         prompt: &Prompt,
         call_schema: Arc<Value>,
+        max_calls: u32,
         on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
     ) -> Result<Outcome, BackendError> {
         let started = Instant::now();
@@ -389,8 +430,7 @@ impl EngineBackend {
                     Piece::Text(t) => t,
                 };
                 seen.push_str(t);
-                let head = seen.trim_start();
-                if head.starts_with('{') || (head.len() >= 11 && head.starts_with("<tool_call>")) {
+                if tools::detect::starts_call(&seen) == Some(true) {
                     wants_call = true;
                     return ControlFlow::Break(());
                 }
@@ -402,7 +442,7 @@ impl EngineBackend {
             return Ok(outcome(g, seen));
         }
         tracing::debug!("model chose a tool call after {:?}; generating it constrained", started.elapsed());
-        let constraint = ConstraintRequest::Schema { schema: call_schema, strict: false };
+        let constraint = ConstraintRequest::ToolCalls { call_schema, max_calls };
         let grammar = self.compile(&constraint)?;
         let reasoning = g.thinking.clone().and_then(|t| self.reasoning_for(job, Some(t)));
         let g2 = self.run(job, prompt, grammar.as_ref(), reasoning.as_ref(), &mut |_| ControlFlow::Continue(()))?;
@@ -420,7 +460,6 @@ impl EngineBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use formwork_grammar::{Expr, GrammarBuilder};
 
     #[test]
     fn a_cached_grammar_nearly_out_of_states_is_compiled_afresh() {

@@ -143,9 +143,15 @@ impl std::fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// The message of the [`ApiError`] a response was made from, kept in the response's
+/// extensions so that the access log can say why a request failed.
+#[derive(Clone, Debug)]
+pub(crate) struct ErrorReason(pub String);
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut r = (self.kind.status(), axum::Json(self.body())).into_response();
+        r.extensions_mut().insert(ErrorReason(self.message.clone()));
         if let Some(secs) = self.retry_after {
             r.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
         }

@@ -22,7 +22,13 @@
 //!   first token and latency histograms).
 //! - [`ServerConfig`]: body size, schema size, token and wall-time limits.
 //! - [`engine_backend`]: the real backend over `formwork_engine`, with the compiled-grammar
-//!   LRU cache; [`testing`]: scripted fakes for tests.
+//!   LRU cache; [`capabilities`]: what a model's template shows it (tools); [`testing`]:
+//!   scripted fakes for tests.
+//! - [`tools`]: the grammar tool calls are generated under (each tool's `parameters`, `$ref`s
+//!   and all, inside one call envelope; several calls per turn), and telling text from calls
+//!   while output streams.
+//! - Every response has an `x-request-id` (the client's, else a fresh `req_…`); the access log
+//!   has one line per request, a `warn` naming the reason for a 4xx.
 //!
 //! ## The loop a binary writes
 //! ```text
@@ -35,6 +41,8 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+#[cfg(feature = "engine")]
+pub mod capabilities;
 mod config;
 #[cfg(feature = "engine")]
 pub mod engine_backend;
@@ -111,7 +119,8 @@ impl AppState {
     }
 }
 
-/// The router: both APIs, the body limit, panic catching and one log line per request.
+/// The router: both APIs, the body limit, panic catching, `x-request-id` on every response
+/// and one log line per request (with the reason, for a 4xx).
 pub fn app(state: AppState) -> Router {
     let ollama = Router::new()
         .route("/", get(ollama::root))
@@ -192,12 +201,40 @@ fn panic_response(p: Box<dyn Any + Send + 'static>, flavor: Flavor) -> Response 
     r
 }
 
+/// The header that names a request: echoed when the client sent one, else made up.
+const REQUEST_ID: &str = "x-request-id";
+
+/// The id of a request: the client's `x-request-id` when it is a short printable one, else a
+/// fresh `req_…`.
+fn request_id(headers: &axum::http::HeaderMap) -> axum::http::HeaderValue {
+    headers
+        .get(REQUEST_ID)
+        .filter(|v| !v.is_empty() && v.len() <= 200 && v.as_bytes().iter().all(|b| b.is_ascii_graphic()))
+        .cloned()
+        .unwrap_or_else(|| axum::http::HeaderValue::from_str(&util::new_id("req_")).expect("hex id is a header value"))
+}
+
+/// Sets `x-request-id` on the response and writes one access line per request: `info`, or
+/// `warn` with the reason for a 4xx (the [`ApiError`] message, else the status's own words).
 async fn log_request(req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    let id = request_id(req.headers());
     let start = Instant::now();
-    let resp = next.run(req).await;
-    tracing::info!(target: "formwork_server::access", "{method} {path} {} {:.1?}", resp.status().as_u16(), start.elapsed());
+    let mut resp = next.run(req).await;
+    let status = resp.status();
+    let id_text = id.to_str().unwrap_or("").to_owned();
+    resp.headers_mut().insert(REQUEST_ID, id);
+    let elapsed = start.elapsed();
+    if status.is_client_error() {
+        let reason = match resp.extensions().get::<error::ErrorReason>() {
+            Some(r) => r.0.clone(),
+            None => status.canonical_reason().unwrap_or("client error").to_owned(),
+        };
+        tracing::warn!(target: "formwork_server::access", "{method} {path} {} {elapsed:.1?} {id_text}: {reason}", status.as_u16());
+    } else {
+        tracing::info!(target: "formwork_server::access", "{method} {path} {} {elapsed:.1?} {id_text}", status.as_u16());
+    }
     resp
 }
 

@@ -287,7 +287,9 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
     let mode = if tools.is_empty() || constraint != ConstraintRequest::None { ToolMode::None } else { ToolMode::Auto };
     if mode == ToolMode::Auto {
         let refs: Vec<&ToolDef> = tools.iter().collect();
-        constraint = ConstraintRequest::TextOrCall { call_schema: Arc::new(tools::call_schema(&refs)) };
+        let call_schema = tools::call_schema(&refs).map_err(|e| ApiError::bad_request(e).param("tools"))?;
+        // Ollama has no `parallel_tool_calls`: several calls are always allowed.
+        constraint = ConstraintRequest::TextOrCall { call_schema: Arc::new(call_schema), max_calls: tools::MAX_PARALLEL_CALLS };
     }
     let (sampling, num_predict, stop, num_ctx) = options(req.options, cfg);
     let mut job = exec::job(
@@ -305,20 +307,16 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
     let started = exec::start(&wk, job).await?;
     let model = req.model;
     let auto = mode == ToolMode::Auto;
-    let finish = move |o: &Outcome| {
-        let mut message = w::Message { role: "assistant".into(), thinking: o.thinking.clone(), ..Default::default() };
-        match auto.then(|| tools::parse_call(&o.text, &tools)).flatten() {
-            Some(call) => {
-                message.tool_calls = Some(vec![w::ToolCall {
-                    function: w::ToolCallFunction { name: call.name, arguments: call.arguments },
-                }])
-            }
-            None => message.content = o.text.clone(),
-        }
-        message
+    // The calls in the output (none for text).
+    let calls = move |o: &Outcome| -> Option<Vec<w::ToolCall>> {
+        let calls = if auto { tools::parse_calls(&o.text, &tools) } else { vec![] };
+        let calls: Vec<w::ToolCall> = calls
+            .into_iter()
+            .map(|c| w::ToolCall { function: w::ToolCallFunction { name: c.name, arguments: c.arguments } })
+            .collect();
+        (!calls.is_empty()).then_some(calls)
     };
     if req.stream.unwrap_or(true) {
-        let buffered = auto;
         let m2 = model.clone();
         let piece = move |p: StreamPiece| w::ChatResponse {
             model: m2.clone(),
@@ -331,27 +329,38 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
             done_reason: None,
             stats: None,
         };
-        let last = move |o: &Outcome| {
-            let mut message = if buffered { finish(o) } else { w::Message { role: "assistant".into(), ..Default::default() } };
-            message.role = "assistant".into();
-            // The reasoning was streamed already.
-            message.thinking = None;
-            w::ChatResponse {
+        // As Ollama streams calls: text as it comes; calls in a line of their own once read,
+        // then the closing line (the reasoning was streamed already).
+        let last = move |o: &Outcome, unsent: &str| {
+            let line = |message: w::Message, done: bool| w::ChatResponse {
                 model: model.clone(),
                 created_at: rfc3339_now(),
                 message,
-                done: true,
-                done_reason: Some(reason(o.done_reason)),
-                stats: Some(stats(o, received)),
+                done,
+                done_reason: done.then(|| reason(o.done_reason)),
+                stats: done.then(|| stats(o, received)),
+            };
+            let mut out = Vec::new();
+            let mut closing = w::Message { role: "assistant".into(), ..Default::default() };
+            match calls(o) {
+                Some(calls) => out.push(line(w::Message { role: "assistant".into(), tool_calls: Some(calls), ..Default::default() }, false)),
+                None => closing.content = unsent.to_string(),
             }
+            out.push(line(closing, true));
+            out
         };
-        Ok(ndjson(started, buffered, piece, last))
+        Ok(ndjson(started, auto, piece, last))
     } else {
         let o = exec::collect(started).await?;
+        let mut message = w::Message { role: "assistant".into(), thinking: o.thinking.clone(), ..Default::default() };
+        match calls(&o) {
+            Some(calls) => message.tool_calls = Some(calls),
+            None => message.content = o.text.clone(),
+        }
         Ok(Json(w::ChatResponse {
             model,
             created_at: rfc3339_now(),
-            message: finish(&o),
+            message,
             done: true,
             done_reason: Some(reason(o.done_reason)),
             stats: Some(stats(&o, received)),
@@ -421,14 +430,16 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
                 stats: None,
             }
         };
-        let last = move |o: &Outcome| w::GenerateResponse {
-            model: model.clone(),
-            created_at: rfc3339_now(),
-            response: String::new(),
-            thinking: None,
-            done: true,
-            done_reason: Some(reason(o.done_reason)),
-            stats: Some(stats(o, received)),
+        let last = move |o: &Outcome, _unsent: &str| {
+            vec![w::GenerateResponse {
+                model: model.clone(),
+                created_at: rfc3339_now(),
+                response: String::new(),
+                thinking: None,
+                done: true,
+                done_reason: Some(reason(o.done_reason)),
+                stats: Some(stats(o, received)),
+            }]
         };
         Ok(ndjson(started, false, piece, last))
     } else {
@@ -452,15 +463,16 @@ enum StreamPiece {
     Thinking(String),
 }
 
-/// An NDJSON response: one `piece` line per text event (unless `buffered`; reasoning is
-/// streamed either way), then `last`.
+/// An NDJSON response: one `piece` line per text event (with `detect_calls`, only once the
+/// output's start shows it is text, see [`tools::detect`]; reasoning is streamed either way),
+/// then the lines `last` makes of the outcome and the answer text not yet sent.
 /// An error after the first line is sent as a final `{"error": "..."}` line. The producer
 /// is a task that ends (dropping the job's receiver, which stops generation) when the
 /// client goes away.
-fn ndjson<P, L, A, B>(mut started: Started, buffered: bool, piece: P, last: L) -> Response
+fn ndjson<P, L, A, B>(mut started: Started, detect_calls: bool, piece: P, last: L) -> Response
 where
     P: Fn(StreamPiece) -> A + Send + 'static,
-    L: FnOnce(&Outcome) -> B + Send + 'static,
+    L: FnOnce(&Outcome, &str) -> Vec<B> + Send + 'static,
     A: Serialize,
     B: Serialize,
 {
@@ -471,12 +483,19 @@ where
             b.push(b'\n');
             Ok(bytes::Bytes::from(b))
         }
+        let mut detector = tools::detect::CallDetector::new();
         loop {
             match started.next().await {
                 Event::Text(t) => {
-                    if buffered {
-                        continue;
-                    }
+                    let t = if !detect_calls {
+                        t
+                    } else {
+                        match detector.push(&t) {
+                            tools::detect::Route::Text(t) => t,
+                            // Calls are sent whole once read (in `last`).
+                            tools::detect::Route::Hold | tools::detect::Route::Call(_) => continue,
+                        }
+                    };
                     let l = line(&piece(StreamPiece::Text(t)));
                     if tx.send(l).await.is_err() {
                         return;
@@ -489,8 +508,13 @@ where
                     }
                 }
                 Event::Done(Ok(o)) => {
-                    let l = line(&last(&o));
-                    let _ = tx.send(l).await;
+                    let unsent = if detect_calls { detector.unsent(&o.text) } else { "" };
+                    let lines: Vec<_> = last(&o, unsent).iter().map(|l| line(l)).collect();
+                    for l in lines {
+                        if tx.send(l).await.is_err() {
+                            return;
+                        }
+                    }
                     return;
                 }
                 Event::Done(Err(e)) => {

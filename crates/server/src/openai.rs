@@ -3,6 +3,8 @@
 use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, Think, ToolCall, ToolDef};
 use crate::error::{ApiError, ApiJson, Flavor, OpenAiApi};
 use crate::exec;
+use crate::tools::detect::Route;
+use crate::tools::scan::CallPiece;
 use crate::tools::{self, ToolMode};
 use crate::util::{new_id, unix_now};
 use crate::wire::openai as w;
@@ -96,6 +98,7 @@ fn turns(messages: Vec<w::RequestMessage>) -> Result<Vec<ChatTurn>, ApiError> {
 fn tools_and_constraint(
     req_tools: Option<Vec<w::Tool>>,
     choice: Option<w::ToolChoice>,
+    parallel: Option<bool>,
     format: Option<w::ResponseFormat>,
     cfg: &ServerConfig,
 ) -> Result<(Vec<ToolDef>, ToolMode, ConstraintRequest), ApiError> {
@@ -147,15 +150,15 @@ fn tools_and_constraint(
             Some(s) => exec::schema_constraint(s, json_schema.strict.unwrap_or(false), cfg, "response_format")?,
         },
     };
+    let max_calls = tools::max_calls(parallel);
+    let schema_of = |t: &[&ToolDef]| tools::call_schema(t).map(Arc::new).map_err(|e| ApiError::bad_request(e).param("tools"));
     let constraint = match &mode {
-        ToolMode::Required | ToolMode::Named(_) => {
-            // The envelope closes itself (additionalProperties: false); the arguments follow
-            // the function's schema as written.
-            ConstraintRequest::Schema { schema: Arc::new(tools::call_schema(&forced)), strict: false }
-        }
+        // The envelope closes itself (additionalProperties: false); the arguments follow the
+        // function's schema as written.
+        ToolMode::Required | ToolMode::Named(_) => ConstraintRequest::ToolCalls { call_schema: schema_of(&forced)?, max_calls },
         ToolMode::Auto if format_constraint == ConstraintRequest::None => {
             let refs: Vec<&ToolDef> = tools.iter().collect();
-            ConstraintRequest::TextOrCall { call_schema: Arc::new(tools::call_schema(&refs)) }
+            ConstraintRequest::TextOrCall { call_schema: schema_of(&refs)?, max_calls }
         }
         _ => format_constraint,
     };
@@ -186,44 +189,42 @@ fn finish_reason(r: DoneReason) -> &'static str {
     }
 }
 
-/// The message and finish reason of one finished choice.
-fn answer(o: &Outcome, mode: &ToolMode, tools: &[ToolDef]) -> Result<(w::ResponseMessage, String), ApiError> {
-    let call = match mode {
-        ToolMode::None => None,
-        _ => tools::parse_call(&o.text, tools),
+/// The calls in a finished choice's output (none for text); an error when calls were forced
+/// and cannot be read (cut off by the token budget).
+fn calls(o: &Outcome, mode: &ToolMode, tools: &[ToolDef]) -> Result<Vec<w::ToolCall>, ApiError> {
+    let calls = match mode {
+        ToolMode::None => vec![],
+        _ => tools::parse_calls(&o.text, tools),
     };
-    if matches!(mode, ToolMode::Required | ToolMode::Named(_)) && call.is_none() {
+    if matches!(mode, ToolMode::Required | ToolMode::Named(_)) && calls.is_empty() {
         return Err(ApiError::internal(format!(
             "the model's forced tool call could not be read (finish reason {}); raise max_tokens",
             finish_reason(o.done_reason)
         )));
     }
-    Ok(match call {
-        Some(c) => (
-            w::ResponseMessage {
-                role: "assistant".into(),
-                content: None,
-                refusal: None,
-                reasoning_content: o.thinking.clone(),
-                tool_calls: Some(vec![w::ToolCall {
-                    id: new_id("call_"),
-                    kind: "function".into(),
-                    function: w::FunctionCall { name: c.name, arguments: c.arguments.to_string() },
-                }]),
-            },
-            "tool_calls".into(),
-        ),
-        None => (
-            w::ResponseMessage {
-                role: "assistant".into(),
-                content: Some(o.text.clone()),
-                refusal: None,
-                reasoning_content: o.thinking.clone(),
-                tool_calls: None,
-            },
-            finish_reason(o.done_reason).into(),
-        ),
-    })
+    Ok(calls
+        .into_iter()
+        .map(|c| w::ToolCall {
+            id: new_id("call_"),
+            kind: "function".into(),
+            function: w::FunctionCall { name: c.name, arguments: c.arguments.to_string() },
+        })
+        .collect())
+}
+
+/// The message and finish reason of one finished choice.
+fn answer(o: &Outcome, mode: &ToolMode, tools: &[ToolDef]) -> Result<(w::ResponseMessage, String), ApiError> {
+    let calls = calls(o, mode, tools)?;
+    let text = calls.is_empty();
+    let message = w::ResponseMessage {
+        role: "assistant".into(),
+        content: text.then(|| o.text.clone()),
+        refusal: None,
+        reasoning_content: o.thinking.clone(),
+        tool_calls: (!text).then_some(calls),
+    };
+    let finish = if text { finish_reason(o.done_reason) } else { "tool_calls" };
+    Ok((message, finish.into()))
 }
 
 fn usage(prompt: u32, completion: u32) -> w::Usage {
@@ -256,7 +257,8 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
     let wk = state.model(&req.model)?.clone();
     let messages = turns(req.messages)?;
     let n = choices(req.n, &cfg)?;
-    let (tools, mode, constraint) = tools_and_constraint(req.tools, req.tool_choice, req.response_format, &cfg)?;
+    let (tools, mode, constraint) =
+        tools_and_constraint(req.tools, req.tool_choice, req.parallel_tool_calls, req.response_format, &cfg)?;
     let sampling = Sampling {
         temperature: req.temperature,
         top_p: req.top_p,
@@ -313,7 +315,9 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
     }
     let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<SseEvent, Infallible>>(64);
-    let buffered = mode != ToolMode::None;
+    // With tools offered, text streams once its start shows it is not a call; calls are
+    // sent whole when the output is complete (see `tools::detect`).
+    let detect = mode != ToolMode::None;
     tokio::spawn(async move {
         let chunk = |choices: Vec<w::ChunkChoice>, usage_now: Option<w::Usage>| {
             let c = w::ChatCompletionChunk {
@@ -328,6 +332,7 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
             Ok(SseEvent::default().data(serde_json::to_string(&c).unwrap_or_default()))
         };
         let delta = |index: u32, delta: w::Delta, finish: Option<String>| w::ChunkChoice { index, delta, logprobs: None, finish_reason: finish };
+        let fail = |e: ApiError| Ok(SseEvent::default().data(e.flavor(FL).body().to_string()));
         let (mut prompt_tokens, mut completion) = (0, 0);
         let mut started = Some(first);
         for i in 0..n {
@@ -336,55 +341,95 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
                 None => match exec::start(&wk, make_job(i)).await {
                     Ok(s) => s,
                     Err(e) => {
-                        let _ = tx.send(Ok(SseEvent::default().data(e.flavor(FL).body().to_string()))).await;
+                        let _ = tx.send(fail(e)).await;
                         return;
                     }
                 },
             };
-            let role = w::Delta { role: Some("assistant".into()), content: Some(String::new()), ..Default::default() };
-            if tx.send(chunk(vec![delta(i, role, None)], None)).await.is_err() {
-                return;
+            // The first delta of a choice carries the role: at once (`content: ""`) for text,
+            // as OpenAI sends it; with tools, on the first thing sent, with `content: null`
+            // before tool calls.
+            let mut role_sent = false;
+            if !detect {
+                let d = with_role(&mut role_sent, w::Delta { content: Some(Some(String::new())), ..Default::default() });
+                if tx.send(chunk(vec![delta(i, d, None)], None)).await.is_err() {
+                    return;
+                }
             }
+            let mut detector = tools::detect::CallDetector::new();
+            // Calls as they are generated (under `required` or a named function): each call's
+            // start with its id and name, then its arguments in fragments.
+            let mut scanner = tools::scan::CallScanner::new();
+            let mut streamed: Vec<String> = Vec::new();
             loop {
                 match s.next().await {
                     Event::Text(t) => {
-                        if buffered {
-                            continue;
-                        }
-                        let d = w::Delta { content: Some(t), ..Default::default() };
-                        if tx.send(chunk(vec![delta(i, d, None)], None)).await.is_err() {
-                            return;
+                        let route = if detect { detector.push(&t) } else { Route::Text(t) };
+                        let deltas = match route {
+                            Route::Hold => vec![],
+                            Route::Text(t) => vec![w::Delta { content: Some(Some(t)), ..Default::default() }],
+                            Route::Call(t) => scanner.push(&t).into_iter().map(|p| call_delta(p, &mut streamed)).collect(),
+                        };
+                        for d in deltas {
+                            let d = with_role(&mut role_sent, d);
+                            if tx.send(chunk(vec![delta(i, d, None)], None)).await.is_err() {
+                                return;
+                            }
                         }
                     }
                     Event::Thinking(t) => {
-                        let d = w::Delta { reasoning_content: Some(t), ..Default::default() };
+                        let d = with_role(&mut role_sent, w::Delta { reasoning_content: Some(t), ..Default::default() });
                         if tx.send(chunk(vec![delta(i, d, None)], None)).await.is_err() {
                             return;
                         }
                     }
                     Event::Done(r) => {
-                        let r = r.map_err(exec::backend_error).and_then(|o| answer(&o, &mode, &tools).map(|a| (o, a)));
-                        let (o, (message, finish)) = match r {
+                        let r = r.map_err(exec::backend_error).and_then(|o| calls(&o, &mode, &tools).map(|c| (o, c)));
+                        let (o, calls) = match r {
                             Ok(x) => x,
                             Err(e) => {
-                                let _ = tx.send(Ok(SseEvent::default().data(e.flavor(FL).body().to_string()))).await;
+                                let _ = tx.send(fail(e)).await;
                                 return;
                             }
                         };
                         prompt_tokens = o.prompt_tokens;
                         completion += o.eval_tokens;
-                        let mut d = w::Delta::default();
-                        if buffered {
-                            d.content = message.content;
-                            d.tool_calls = message.tool_calls.map(|calls| {
-                                calls
-                                    .into_iter()
-                                    .enumerate()
-                                    .map(|(k, c)| w::DeltaToolCall { index: k as u32, id: c.id, kind: c.kind, function: c.function })
-                                    .collect()
-                            });
+                        let mut deltas = Vec::new();
+                        let finish = if calls.is_empty() {
+                            let rest = if detect { detector.unsent(&o.text) } else { "" };
+                            if !rest.is_empty() || !role_sent {
+                                deltas.push(w::Delta { content: Some(Some(rest.to_string())), ..Default::default() });
+                            }
+                            finish_reason(o.done_reason)
+                        } else {
+                            // Calls streamed already must be the ones read from the whole
+                            // output; the others are sent whole.
+                            let names = calls.iter().take(streamed.len()).map(|c| &c.function.name);
+                            if calls.len() < streamed.len() || !names.eq(streamed.iter()) {
+                                let e = ApiError::internal("the streamed tool calls differ from the calls read at the end; please report this");
+                                let _ = tx.send(fail(e)).await;
+                                return;
+                            }
+                            for (k, c) in calls.into_iter().enumerate().skip(streamed.len()) {
+                                let call = w::DeltaToolCall {
+                                    index: k as u32,
+                                    id: Some(c.id),
+                                    kind: Some(c.kind),
+                                    function: w::DeltaFunction { name: Some(c.function.name), arguments: Some(c.function.arguments) },
+                                };
+                                deltas.push(w::Delta { tool_calls: Some(vec![call]), ..Default::default() });
+                            }
+                            "tool_calls"
+                        };
+                        for d in deltas {
+                            let d = with_role(&mut role_sent, d);
+                            if tx.send(chunk(vec![delta(i, d, None)], None)).await.is_err() {
+                                return;
+                            }
                         }
-                        if tx.send(chunk(vec![delta(i, d, Some(finish))], None)).await.is_err() {
+                        // The finish reason comes alone, after the last delta, as OpenAI sends
+                        // it (the SDK's stream helper closes tool calls on it).
+                        if tx.send(chunk(vec![delta(i, w::Delta::default(), Some(finish.into()))], None)).await.is_err() {
                             return;
                         }
                         break;
@@ -398,6 +443,39 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
         let _ = tx.send(Ok(SseEvent::default().data("[DONE]"))).await;
     });
     Ok(Sse::new(tokio_stream::wrappers::ReceiverStream::new(rx)).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// `d` with the role when it is the first delta of its choice (and `content: null` when it
+/// starts a tool call, as OpenAI sends it).
+fn with_role(role_sent: &mut bool, mut d: w::Delta) -> w::Delta {
+    if !*role_sent {
+        d.role = Some("assistant".into());
+        if d.tool_calls.is_some() && d.content.is_none() {
+            d.content = Some(None);
+        }
+        *role_sent = true;
+    }
+    d
+}
+
+/// The delta for a piece of a call read while it streams; `streamed` gets each started
+/// call's name.
+fn call_delta(p: CallPiece, streamed: &mut Vec<String>) -> w::Delta {
+    let call = match p {
+        CallPiece::Start { index, name } => {
+            streamed.push(name.clone());
+            w::DeltaToolCall {
+                index: index as u32,
+                id: Some(new_id("call_")),
+                kind: Some("function".into()),
+                function: w::DeltaFunction { name: Some(name), arguments: Some(String::new()) },
+            }
+        }
+        CallPiece::Arguments { index, text } => {
+            w::DeltaToolCall { index: index as u32, id: None, kind: None, function: w::DeltaFunction { name: None, arguments: Some(text) } }
+        }
+    };
+    w::Delta { tool_calls: Some(vec![call]), ..Default::default() }
 }
 
 /// `POST /v1/completions`.

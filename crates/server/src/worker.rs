@@ -164,7 +164,7 @@ fn run(mut backend: Box<dyn Backend>, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, qu
         let mut timed_out = false;
         let mut cancelled = false;
         let started = Instant::now();
-        let _running = metrics.running();
+        let running = metrics.running();
         let result = catch_unwind(AssertUnwindSafe(|| {
             let mut on_text = |piece: Piece<'_>| {
                 if Instant::now() >= job.deadline {
@@ -205,6 +205,9 @@ fn run(mut backend: Box<dyn Backend>, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, qu
         if cancelled {
             tracing::info!(model = %name, "client disconnected; generation stopped");
         }
+        // Not running any more once its client can see it finished (so `/metrics` read after
+        // an answer does not count it).
+        drop(running);
         let _ = events.send(Event::Done(result));
     }
     tracing::debug!(model = %name, "worker stopped");

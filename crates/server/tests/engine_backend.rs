@@ -108,3 +108,131 @@ async fn tight_budgets_close_the_document_and_too_small_ones_are_400() {
     assert_openai_error(&v);
     assert!(v["error"]["message"].as_str().unwrap().contains("raise it to at least"), "{v}");
 }
+
+/// Parameters as `openai.pydantic_function_tool` writes them for a model with nested models
+/// and an enum: `$defs` at the parameters' root, `$ref`s to it, one `$def` referring to another.
+fn query_parameters() -> Value {
+    json!({
+        "$defs": {
+            "Column": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "kind": {"$ref": "#/$defs/Kind"}},
+                       "required": ["name", "kind"], "additionalProperties": false},
+            "Kind": {"enum": ["text", "integer"], "type": "string"},
+            "Table": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                                      "columns": {"type": "array", "items": {"$ref": "#/$defs/Column"}, "maxItems": 3}},
+                      "required": ["name", "columns"], "additionalProperties": false}
+        },
+        "type": "object",
+        "properties": {"table": {"$ref": "#/$defs/Table"}, "limit": {"type": "integer"}},
+        "required": ["table", "limit"],
+        "additionalProperties": false
+    })
+}
+
+const QUERY_CALL: &str = r#"{"name":"query","arguments":{"table":{"name":"t","columns":[{"name":"a","kind":"integer"}]},"limit":3}}"#;
+
+fn tool(name: &str, parameters: Value) -> Value {
+    json!({"type": "function", "function": {"name": name, "parameters": parameters}})
+}
+
+/// The calls of a chat completion, each checked against its tool's own parameters schema.
+fn checked_calls(v: &Value, tools: &Value) -> Vec<(String, Value)> {
+    let calls = v["choices"][0]["message"]["tool_calls"].as_array().unwrap_or_else(|| panic!("no tool calls: {v}"));
+    calls
+        .iter()
+        .map(|c| {
+            let name = c["function"]["name"].as_str().unwrap().to_string();
+            let args = c["function"]["arguments"].as_str().unwrap();
+            let params = &tools.as_array().unwrap().iter().find(|t| t["function"]["name"] == name.as_str()).unwrap()["function"]["parameters"];
+            formwork_schema::validate(params, args).unwrap_or_else(|e| panic!("{name}({args}): {e:?}"));
+            (name, serde_json::from_str(args).unwrap())
+        })
+        .collect()
+}
+
+fn chat(tools: &Value, choice: Value) -> Value {
+    let mut req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "temperature": 0, "tools": tools});
+    if !choice.is_null() {
+        req["tool_choice"] = choice;
+    }
+    req
+}
+
+#[tokio::test]
+async fn tool_parameters_with_defs_work_under_every_tool_choice() {
+    // One tool, `$defs` with nested references; then the same tool among others.
+    let one = json!([tool("query", query_parameters())]);
+    let many = json!([tool("other", json!({"type": "object", "properties": {"q": {"$ref": "#/$defs/Table"}},
+                                           "$defs": {"Table": {"type": "boolean"}}})),
+                      tool("query", query_parameters())]);
+    for tools in [&one, &many] {
+        for choice in [json!("required"), json!({"type": "function", "function": {"name": "query"}}), json!("auto"), Value::Null] {
+            let (app, _) = router(QUERY_CALL);
+            let (s, v) = post(&app, "/v1/chat/completions", chat(tools, choice.clone())).await;
+            assert_eq!(s, StatusCode::OK, "{choice}: {v}");
+            let calls = checked_calls(&v, tools);
+            assert_eq!(calls.len(), 1, "{v}");
+            assert_eq!(calls[0].1["table"]["columns"][0]["kind"], "integer", "{choice}: {v}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn each_tool_resolves_its_own_definitions() {
+    // Both tools define `X`, differently; `definitions`, names escaped in the pointer (`a/b`
+    // as `a~1b`) and in the URI fragment (`s t` as `s%20t`) too.
+    let tools = json!([
+        tool("s", json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/s%20t"}}, "required": ["x"],
+                         "$defs": {"s t": {"$ref": "#/$defs/X"}, "X": {"type": "string"}}})),
+        tool("n", json!({"type": "object", "properties": {"x": {"$ref": "#/definitions/a~1b"}}, "required": ["x"],
+                         "definitions": {"a/b": {"$ref": "#/definitions/X"}, "X": {"type": "integer", "minimum": 5}}}))
+    ]);
+    let (app, _) = router(r#"{"name":"n","arguments":{"x":7}}"#);
+    let (s, v) = post(&app, "/v1/chat/completions", chat(&tools, json!("required"))).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(checked_calls(&v, &tools), vec![("n".to_string(), json!({"x": 7}))]);
+    // The script's 3 is below tool n's minimum: the grammar must not take it.
+    let (app, _) = router(r#"{"name":"n","arguments":{"x":3}}"#);
+    let (s, v) = post(&app, "/v1/chat/completions", chat(&tools, json!({"type": "function", "function": {"name": "n"}}))).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let calls = checked_calls(&v, &tools);
+    assert!(calls[0].1["x"].as_i64().unwrap() >= 5, "{v}");
+    // Ollama's /api/chat (tools mean auto) compiles the same envelope once a call starts.
+    let (app, _) = router(r#"{"name":"s","arguments":{"x":"hi"}}"#);
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "tools": tools, "stream": false,
+                     "options": {"temperature": 0}});
+    let (s, v) = post(&app, "/api/chat", req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["message"]["tool_calls"][0]["function"], json!({"name": "s", "arguments": {"x": "hi"}}));
+}
+
+#[tokio::test]
+async fn parallel_calls_each_validated_and_one_without_them() {
+    let tools = json!([tool("query", query_parameters()), tool("ping", json!({"type": "object", "properties": {}}))]);
+    let script = format!("{QUERY_CALL}\n{}", r#"{"name":"ping","arguments":{}}"#);
+    for choice in [json!("required"), json!("auto")] {
+        let (app, _) = router(&script);
+        let (s, v) = post(&app, "/v1/chat/completions", chat(&tools, choice.clone())).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let names: Vec<String> = checked_calls(&v, &tools).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["query", "ping"], "{choice}: {v}");
+        let ids: Vec<&str> = v["choices"][0]["message"]["tool_calls"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+        assert_ne!(ids[0], ids[1]);
+        let (app, _) = router(&script);
+        let mut req = chat(&tools, choice.clone());
+        req["parallel_tool_calls"] = json!(false);
+        let (s, v) = post(&app, "/v1/chat/completions", req).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let names: Vec<String> = checked_calls(&v, &tools).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["query"], "{choice}: {v}");
+    }
+}
+
+#[tokio::test]
+async fn tools_declaring_the_same_anchor_are_refused() {
+    let tools = json!([tool("a", json!({"$defs": {"p": {"$anchor": "place", "type": "string"}}, "properties": {"x": {"$ref": "#place"}}})),
+                       tool("b", json!({"$defs": {"p": {"$anchor": "place", "type": "integer"}}, "properties": {"x": {"$ref": "#place"}}}))]);
+    let (app, _) = router("{}");
+    let (s, v) = post(&app, "/v1/chat/completions", chat(&tools, json!("required"))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["param"], "tools");
+}

@@ -6,7 +6,7 @@ use axum::http::{Method, StatusCode};
 use common::*;
 use formwork_server::testing::Script;
 use formwork_server::{BackendError, ConstraintRequest};
-use serde_json::json;
+use serde_json::{json, Value};
 
 #[tokio::test]
 async fn root_version_tags_show() {
@@ -185,6 +185,44 @@ async fn tools_give_tool_calls() {
     assert_eq!(v["message"]["tool_calls"][0]["function"]["name"], "get_weather");
     assert_eq!(v["message"]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
     assert!(matches!(obs.jobs.lock().unwrap()[0].constraint, ConstraintRequest::TextOrCall { .. }));
+}
+
+fn weather_tool() -> Value {
+    json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather now",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
+}
+
+#[tokio::test]
+async fn streamed_tool_calls_come_in_a_line_of_their_own_then_done() {
+    let two = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>\n\
+               <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>";
+    let (app, _) = router(move |_| text(two));
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "Weather in Paris and Rome?"}], "tools": weather_tool()});
+    let (s, _, body) = send(&app, Method::POST, "/api/chat", req.to_string()).await;
+    assert_eq!(s, StatusCode::OK);
+    let ls = lines(&body);
+    assert_eq!(ls.len(), 2, "the call text is not streamed as content: {body}");
+    assert_eq!(ls[0]["done"], false);
+    assert_eq!(ls[0]["message"]["content"], "");
+    let cities: Vec<&str> = ls[0]["message"]["tool_calls"].as_array().unwrap().iter().map(|c| c["function"]["arguments"]["city"].as_str().unwrap()).collect();
+    assert_eq!(cities, ["Paris", "Rome"]);
+    assert_eq!(ls[1]["done"], true);
+    assert_eq!(ls[1]["done_reason"], "stop");
+    assert!(ls[1]["message"].get("tool_calls").is_none());
+}
+
+#[tokio::test]
+async fn streamed_text_with_tools_offered_comes_piece_by_piece() {
+    let (app, _) = router(|_| text("It is sunny in Paris today."));
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "Weather?"}], "tools": weather_tool()});
+    let (_, _, body) = send(&app, Method::POST, "/api/chat", req.to_string()).await;
+    let ls = lines(&body);
+    let pieces: Vec<&str> = ls.iter().filter(|l| l["done"] == false).map(|l| l["message"]["content"].as_str().unwrap()).collect();
+    assert!(pieces.len() >= 4, "{body}");
+    let all: String = ls.iter().map(|l| l["message"]["content"].as_str().unwrap()).collect();
+    assert_eq!(all, "It is sunny in Paris today.");
+    assert_eq!(ls.last().unwrap()["done"], true);
+    assert!(ls.iter().all(|l| l["message"].get("tool_calls").is_none()));
 }
 
 #[tokio::test]

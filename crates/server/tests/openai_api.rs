@@ -97,7 +97,8 @@ async fn required_tool_choice_constrains_and_returns_a_call() {
     assert_eq!(args, json!({"city": "Oslo", "unit": "C"}));
     let constraint = obs.jobs.lock().unwrap()[0].constraint.clone();
     match &constraint {
-        ConstraintRequest::Schema { schema, .. } => {
+        ConstraintRequest::ToolCalls { call_schema: schema, max_calls } => {
+            assert_eq!(*max_calls, formwork_server::tools::MAX_PARALLEL_CALLS, "parallel calls by default");
             let alts = schema["anyOf"].as_array().unwrap();
             assert_eq!(alts[0]["properties"]["name"]["const"], "get_weather");
             assert_eq!(alts[0]["properties"]["arguments"]["required"], json!(["city", "unit"]));
@@ -158,18 +159,90 @@ async fn streaming_sse_with_usage_and_done() {
     assert!(first.get("usage").is_none());
 }
 
-#[tokio::test]
-async fn streaming_tool_call() {
-    let (app, _) = router(|_| text(r#"{"name": "get_time", "arguments": {}}"#));
-    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "stream": true, "tools": weather_tools(), "tool_choice": "required"});
-    let (_, _, body) = send(&app, Method::POST, "/v1/chat/completions", req.to_string()).await;
+/// The chunks of an SSE chat completion stream (without `[DONE]`, which must end it).
+async fn stream_chunks(app: &axum::Router, req: Value) -> Vec<Value> {
+    let (s, _, body) = send(app, Method::POST, "/v1/chat/completions", req.to_string()).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
     let data = sse_data(&body);
-    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
-    let fin = chunks.last().unwrap();
-    assert_eq!(fin["choices"][0]["finish_reason"], "tool_calls");
-    let call = &fin["choices"][0]["delta"]["tool_calls"][0];
-    assert_eq!(call["index"], 0);
-    assert_eq!(call["function"]["name"], "get_time");
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{body}");
+    data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect()
+}
+
+/// The calls of a streamed choice, accumulated as the SDK does: (id, name, arguments).
+fn streamed_calls(chunks: &[Value]) -> Vec<(String, String, String)> {
+    let mut calls: Vec<(String, String, String)> = Vec::new();
+    for c in chunks {
+        for d in c["choices"][0]["delta"]["tool_calls"].as_array().into_iter().flatten() {
+            let k = d["index"].as_u64().unwrap() as usize;
+            if k == calls.len() {
+                assert_eq!(d["type"], "function", "a call's first delta has its type: {d}");
+                calls.push((d["id"].as_str().unwrap().into(), d["function"]["name"].as_str().unwrap().into(), String::new()));
+            } else {
+                assert!(d.get("id").is_none() && d["function"].get("name").is_none(), "later deltas carry arguments only: {d}");
+            }
+            calls[k].2.push_str(d["function"]["arguments"].as_str().unwrap_or(""));
+        }
+    }
+    calls
+}
+
+#[tokio::test]
+async fn streaming_tool_calls_in_openais_shape() {
+    // Two forced calls: each starts with its id and name (the first delta also has the role
+    // and `content: null`), its arguments follow in fragments as they are generated, and the
+    // finish reason comes alone, in a last chunk with an empty delta (the SDK's stream helper
+    // closes the last call's arguments on it).
+    let two = r#"{"name": "get_time", "arguments": {}}
+{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "C"}}"#;
+    let (app, _) = router(move |_| text(two));
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "stream": true, "tools": weather_tools(), "tool_choice": "required"});
+    let chunks = stream_chunks(&app, req).await;
+    let first = &chunks[0]["choices"][0]["delta"];
+    assert_eq!(first["role"], "assistant");
+    assert!(first.get("content").is_some_and(Value::is_null), "content is null before tool calls: {first}");
+    assert!(chunks[1..].iter().all(|c| c["choices"][0]["delta"].get("role").is_none() && c["choices"][0]["delta"].get("content").is_none()));
+    let calls = streamed_calls(&chunks);
+    assert_eq!(calls.len(), 2);
+    assert!(calls.iter().all(|(id, _, _)| id.starts_with("call_")) && calls[0].0 != calls[1].0);
+    assert_eq!((calls[0].1.as_str(), calls[0].2.as_str()), ("get_time", "{}"));
+    assert_eq!(calls[1].1, "get_weather");
+    assert_eq!(serde_json::from_str::<Value>(&calls[1].2).unwrap(), json!({"city": "Oslo", "unit": "C"}));
+    let fragments = chunks.iter().filter(|c| c["choices"][0]["delta"]["tool_calls"][0]["index"] == 1).count();
+    assert!(fragments >= 3, "arguments stream as they come: {chunks:?}");
+    let (last, rest) = chunks.split_last().unwrap();
+    assert!(rest.iter().all(|c| c["choices"][0]["finish_reason"].is_null()));
+    assert_eq!(last["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(last["choices"][0]["delta"], json!({}));
+}
+
+#[tokio::test]
+async fn streamed_calls_of_another_shape_come_whole_at_the_end() {
+    // `auto`, and calls written in `<tool_call>` tags: read from the whole output, then sent
+    // one delta each, before the finish reason.
+    let tagged = r#"<tool_call>{"name": "get_time", "arguments": {}}</tool_call> <tool_call>{"name": "get_time", "arguments": {}}</tool_call>"#;
+    let (app, _) = router(move |_| text(tagged));
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "stream": true, "tools": weather_tools()});
+    let chunks = stream_chunks(&app, req).await;
+    assert_eq!(chunks.len(), 3, "{chunks:?}");
+    assert!(chunks[0]["choices"][0]["delta"]["content"].is_null());
+    let calls = streamed_calls(&chunks);
+    assert_eq!(calls.iter().map(|c| (c.1.as_str(), c.2.as_str())).collect::<Vec<_>>(), [("get_time", "{}"), ("get_time", "{}")]);
+    assert_eq!(chunks[2]["choices"][0]["finish_reason"], "tool_calls");
+}
+
+#[tokio::test]
+async fn streaming_with_tools_offered_streams_text_as_it_comes() {
+    // `auto`, and the model answers in text: the text streams piece by piece (held only
+    // until its start shows it is not a call), and the finish reason is `stop`.
+    let (app, _) = router(|_| text(" <b>Sunny</b> in Oslo today."));
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "stream": true, "tools": weather_tools()});
+    let chunks = stream_chunks(&app, req).await;
+    let pieces: Vec<&str> = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert!(pieces.len() >= 4, "text streams in pieces: {pieces:?}");
+    assert_eq!(pieces.concat(), " <b>Sunny</b> in Oslo today.");
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "stop");
+    assert!(chunks.iter().all(|c| c["choices"][0]["delta"].get("tool_calls").is_none()));
 }
 
 #[tokio::test]

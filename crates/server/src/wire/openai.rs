@@ -303,23 +303,37 @@ pub struct ChatCompletion {
 pub struct Delta {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
+    /// Absent (`None`), `null` (`Some(None)`: the first delta of an answer that is tool
+    /// calls, as OpenAI sends it), or text.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub content: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<DeltaToolCall>>,
 }
 
-/// A tool call in a stream chunk (with its position).
+/// A tool call, or more of its arguments, in a stream chunk: the first delta of a call has
+/// its `id`, `type` and `function.name`; later ones only `index` and argument text.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[allow(missing_docs)]
 pub struct DeltaToolCall {
     pub index: u32,
-    pub id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub function: FunctionCall,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    pub function: DeltaFunction,
+}
+
+/// The function part of a [`DeltaToolCall`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct DeltaFunction {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
 }
 
 /// One choice of a stream chunk.
@@ -387,4 +401,9 @@ pub struct ModelObject {
 pub struct ModelList {
     pub object: String,
     pub data: Vec<ModelObject>,
+}
+
+/// A field that is present (even as `null`) deserializes to `Some`.
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
