@@ -12,9 +12,11 @@ use crate::backend::{
     Backend, BackendError, ChatTurn, ConstraintRequest, DoneReason, Job, Outcome, Piece, PromptSpec, Sampling, SchemaInPrompt,
     Think, ToolDef,
 };
-use formwork_engine::reasoning::{generate_with_reasoning, Reasoning, ReasoningFormat};
+use formwork_engine::reasoning::{Reasoning, ReasoningFormat};
 use formwork_engine::batch::Batcher;
-use formwork_engine::{generate, ChatMessage, EngineError, GenerateOptions, GrammarConstraint, Model, ModelError, Prompt, StopReason};
+use formwork_engine::request::{Event, Format, Request, RequestError};
+use formwork_engine::retry::RetryError;
+use formwork_engine::{ChatMessage, EngineError, GenerateOptions, Model, ModelError, Prompt, StopReason};
 use formwork_grammar::matcher::CompiledGrammar;
 use formwork_grammar::{Expr, Grammar, GrammarBuilder, Limits};
 use formwork_sampler::SamplerOptions;
@@ -182,21 +184,16 @@ impl EngineBackend {
         let limits = self.limits.clone();
         self.cache
             .get_or_try_insert(key, || {
-                let grammar = match &schema {
-                    None => formwork_grammar::json::grammar(&formwork_grammar::json::JsonGrammarOptions::default()),
-                    Some(s) => {
-                        let opts = formwork_schema::SchemaOptions {
-                            strict,
-                            limits: limits.clone(),
-                            canonical_integers: true,
-                            ..Default::default()
-                        };
-                        formwork_schema::compile(s, &opts).map_err(|e| BackendError::BadRequest {
-                            message: format!("invalid or unsupported JSON Schema: {e}"),
-                            param: None,
-                        })?
-                    }
+                // The request's format, with the schema options generation uses (one place:
+                // `Format::schema_options`).
+                let format = match schema {
+                    None => Format::Json,
+                    Some(schema) => Format::JsonSchema { schema: Value::clone(&schema), strict, first_key: None },
                 };
+                let grammar = format
+                    .grammar(&limits)
+                    .map_err(|e| BackendError::BadRequest { message: e.to_string(), param: None })?
+                    .expect("a JSON format has a grammar");
                 let grammar = if calls > 1 {
                     one_or_more(&grammar, calls).map_err(|e| BackendError::Internal(format!("building the tool-call grammar: {e}")))?
                 } else {
@@ -223,8 +220,8 @@ impl EngineBackend {
             num_ctx: job.num_ctx.map(|n| n as usize),
             force_tokens: true,
         };
-        let mut constraint = grammar.map(GrammarConstraint::new);
-        let c = constraint.as_mut().map(|c| c as &mut dyn formwork_engine::Constraint);
+        let format = grammar.map_or(Format::Text, |g| Format::Compiled(g.clone()));
+        let request = Request::new(prompt.clone()).options(opts).format(format).reasoning(reasoning.cloned());
         let mut sequence;
         let model: &mut dyn Model = match &mut self.runner {
             Runner::Single(m) => m.as_mut(),
@@ -236,14 +233,17 @@ impl EngineBackend {
                 &mut sequence
             }
         };
-        match reasoning {
-            None => generate(model, prompt, &opts, c, &mut |t| on_text(Piece::Text(t))),
-            Some(r) => generate_with_reasoning(model, prompt, &opts, r, c, &mut |p| match p {
-                formwork_engine::reasoning::Piece::Thinking(t) => on_text(Piece::Thinking(t)),
-                formwork_engine::reasoning::Piece::Answer(t) => on_text(Piece::Text(t)),
-            }),
+        // One entry point, as `formwork run` uses: the format, reasoning and options composed.
+        let answer = request.run(model, &mut |e| match e {
+            Event::Thinking { text, .. } => on_text(Piece::Thinking(text)),
+            Event::Answer { text, .. } => on_text(Piece::Text(text)),
+            Event::Checked(_) => ControlFlow::Continue(()),
+        });
+        match answer {
+            Ok(a) => Ok(a.generation),
+            Err(RequestError::Retry(RetryError::Engine(e))) => Err(engine_error(e)),
+            Err(e) => Err(BackendError::Internal(e.to_string())),
         }
-        .map_err(engine_error)
     }
 }
 
