@@ -1,4 +1,4 @@
-"""A bounded load test: 50 concurrent clients, each asking for schema-constrained output.
+"""A bounded load test: 64 concurrent clients (issue 13), each asking for schema-constrained output.
 All must be answered and valid. Throughput and latency percentiles are printed (run with -s)
 and written to $FORMWORK_LOAD_REPORT when set."""
 import concurrent.futures as cf
@@ -10,7 +10,7 @@ import openai
 
 from models import Person
 
-CLIENTS = int(os.environ.get("FORMWORK_LOAD_CLIENTS", "50"))
+CLIENTS = int(os.environ.get("FORMWORK_LOAD_CLIENTS", "64"))
 
 
 def one(url, model, i):
