@@ -3,7 +3,7 @@
 //!
 //! Reads stdin, finds the JSON in it (code fences, prose around it) and fixes the common faults
 //! (trailing commas, single quotes, comments, unquoted keys, Python literals, a cut-off end...)
-//! with `formwork_schema::repair`; prints the JSON to stdout and what was fixed to stderr. With
+//! with `formwork_repair`; prints the JSON to stdout and what was fixed to stderr. With
 //! `--schema`, the JSON is validated too (and among several JSON values in the text, the first
 //! that validates is taken).
 //!
@@ -13,7 +13,7 @@
 //! (unreadable or invalid schema, stdin not UTF-8).
 
 use anyhow::{Context, Result};
-use formwork_schema::repair::{repair_and_validate, repair_with, Checked, RepairOptions};
+use formwork_repair::{repair_and_validate, repair_with, Checked, RepairOptions};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -72,11 +72,11 @@ fn run(args: Args) -> Result<i32> {
     };
     let checked = match result {
         Ok(c) => c,
-        Err(formwork_schema::repair::RepairError::InvalidSchema(e)) => {
+        Err(formwork_repair::RepairError::InvalidSchema(e)) => {
             let p = args.schema.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
             anyhow::bail!("the schema {p} is not a valid JSON Schema: {e}");
         }
-        Err(formwork_schema::repair::RepairError::TooLarge { len, max }) => {
+        Err(formwork_repair::RepairError::TooLarge { len, max }) => {
             eprintln!("error: the input is over {max} bytes (at least {len}); raise --max-bytes");
             return Ok(NO_JSON);
         }

@@ -39,7 +39,7 @@ use crate::constraint::Constraint;
 use crate::generate::{ChatMessage, EngineError, GenerateOptions, Generation, Prompt, StopReason};
 use crate::model::Model;
 use crate::reasoning::{Piece, Reasoning};
-use formwork_schema::repair::Fix;
+use formwork_repair::Fix;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::ops::ControlFlow;
@@ -143,7 +143,7 @@ pub struct Validation {
     pub validators: Vec<Validator>,
     /// Extra attempts after the first (0: validate once, never retry).
     pub retries: usize,
-    /// Extract and repair JSON from the answer before validating ([`formwork_schema::repair`]),
+    /// Extract and repair JSON from the answer before validating ([`formwork_repair`]),
     /// for answers generated without a grammar: the validators then see the repaired JSON and
     /// [`Validated::text`] is it. An answer with no recoverable JSON fails with the reason.
     pub repair: bool,
@@ -344,7 +344,7 @@ pub(crate) fn validated(
         let generation = crate::request::attempt(model, &current, &attempt_opts, reasoning, c, &mut |p| on_piece(number, p))?;
         let t0 = Instant::now();
         let (checked_text, repaired, fixes, mut errors) = if validation.repair {
-            match formwork_schema::repair::repair(&generation.text) {
+            match formwork_repair::repair(&generation.text) {
                 Ok(r) => (r.json.clone(), Some(r.json), r.fixes, Vec::new()),
                 Err(e) => {
                     let err = ValidationError { validator: "repair".into(), message: e.to_string() };

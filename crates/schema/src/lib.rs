@@ -10,8 +10,7 @@
 //!
 //! [`validate`] is the final check on generated output, through the `jsonschema` crate.
 //!
-//! [`repair`] recovers JSON from the free text of systems without a constraint (code fences,
-//! prose around it, trailing commas, single quotes, comments...) and names each fix.
+//! JSON repair (free text from models without a constraint) lives in `formwork-repair`.
 //!
 //! ## How compilation works
 //! - `resolve`: documents, `$id`/`$anchor` indexes, `$ref` resolution (JSON pointers,
@@ -42,8 +41,6 @@ mod negate;
 mod number;
 mod object;
 mod regex;
-pub mod repair;
-mod repair_normalize;
 mod resolve;
 mod string;
 
@@ -302,6 +299,33 @@ pub(crate) fn validator_options(schema: &serde_json::Value, opts: &SchemaOptions
         o = o.with_retriever(MapRetriever(BTreeMap::new()));
     }
     Ok(o)
+}
+
+/// A compiled validator of one schema (default options: the draft from `$schema`, else
+/// 2020-12; formats asserted), for checking many values.
+pub struct Validator(jsonschema::Validator);
+
+impl Validator {
+    /// Compiles `schema`; an invalid schema is an error saying why.
+    pub fn new(schema: &serde_json::Value) -> Result<Self, String> {
+        build_validator(schema, &SchemaOptions::default()).map(Validator)
+    }
+
+    /// Whether `value` is valid.
+    pub fn is_valid(&self, value: &serde_json::Value) -> bool {
+        self.0.is_valid(value)
+    }
+
+    /// Every error in `value`, each with its instance path (empty: valid).
+    pub fn errors(&self, value: &serde_json::Value) -> Vec<String> {
+        self.0.iter_errors(value).map(|e| format!("{} at `{}`", e, e.instance_path())).collect()
+    }
+}
+
+impl std::fmt::Debug for Validator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Validator")
+    }
 }
 
 fn build_validator(schema: &serde_json::Value, opts: &SchemaOptions) -> Result<jsonschema::Validator, String> {

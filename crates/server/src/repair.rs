@@ -2,7 +2,7 @@
 //!
 //! Request: `{"text": "...", "schema": {...}?}`. The JSON in `text` is found (code fences,
 //! prose around it) and its common faults fixed (trailing commas, single quotes, comments,
-//! unquoted keys, Python literals, a cut-off end...) by `formwork_schema::repair`; with
+//! unquoted keys, Python literals, a cut-off end...) by `formwork_repair`; with
 //! `schema`, it is validated too, and among several JSON values in the text the first that
 //! validates is taken.
 //!
@@ -26,7 +26,7 @@ use crate::error::{ApiError, ApiJson, OllamaApi};
 use crate::AppState;
 use axum::extract::State;
 use axum::Json;
-use formwork_schema::repair::{repair_and_validate, repair_with, Checked, RepairError, RepairOptions};
+use formwork_repair::{repair_and_validate, repair_with, Checked, RepairError, RepairOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -1,5 +1,8 @@
-//! Repair of JSON written by a model without a constraint: find it in free text, fix the
-//! common faults, and (optionally) check it against a schema.
+//! # formwork-repair: JSON written by a model without a constraint
+//!
+//! Find it in free text, fix the common faults, and (optionally) check it against a schema
+//! (through `formwork-schema`'s validator). Its own crate: it has nothing to do with
+//! compiling schemas to grammars.
 //!
 //! Output of other systems (an unconstrained model, an API without structured output) often
 //! wraps JSON in prose or a Markdown code fence and breaks it in a few predictable ways.
@@ -8,7 +11,7 @@
 //! preferring among several JSON values in the text the first that validates.
 //!
 //! ```
-//! use formwork_schema::repair::{repair, Fix};
+//! use formwork_repair::{repair, Fix};
 //! let text = "Sure! Here it is:\n```json\n{'name': 'Ada', age: 36,}\n```\nAnything else?";
 //! let r = repair(text).unwrap();
 //! assert_eq!(r.json, r#"{"name":"Ada","age":36}"#);
@@ -42,7 +45,12 @@
 //! deeper than [`RepairOptions::max_depth`] is [`RepairError::TooDeep`]. Reading is one linear
 //! pass per candidate start with an explicit stack (no recursion).
 
-use crate::repair_normalize::{normalize, NormalizeError};
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod normalize;
+
+use crate::normalize::{normalize, NormalizeError};
 use serde_json::Value;
 use std::fmt;
 
@@ -229,13 +237,10 @@ pub fn repair_with(text: &str, opts: &RepairOptions) -> Result<Repaired, RepairE
 /// `$schema`, else 2020-12; formats asserted). Among several JSON values in the text, the first
 /// that validates is chosen.
 pub fn repair_and_validate(text: &str, schema: &Value, opts: &RepairOptions) -> Result<Checked, RepairError> {
-    let options = crate::SchemaOptions::default();
-    let validator = crate::validator_options(schema, &options)
-        .and_then(|o| o.build(schema).map_err(|e| e.to_string()))
-        .map_err(RepairError::InvalidSchema)?;
+    let validator = formwork_schema::Validator::new(schema).map_err(RepairError::InvalidSchema)?;
     let cands = candidates(text, opts, true)?;
     let errors_of = |v: &Value| -> Vec<String> {
-        validator.iter_errors(v).map(|e| format!("{} at `{}`", e, e.instance_path())).collect()
+        validator.errors(v)
     };
     let mut order: Vec<usize> = (0..cands.len()).filter(|&i| cands[i].complete).collect();
     order.extend((0..cands.len()).filter(|&i| !cands[i].complete));

@@ -1,7 +1,7 @@
-//! `formwork_schema::repair` on the data-driven cases of `tests/repair_cases.txt`, plus the
+//! `formwork_repair` on the data-driven cases of `tests/repair_cases.txt`, plus the
 //! bounds (size, depth) and a few properties that are easier to state in code.
 
-use formwork_schema::repair::{repair, repair_and_validate, repair_with, Fix, RepairError, RepairOptions};
+use formwork_repair::{repair, repair_and_validate, repair_with, Fix, RepairError, RepairOptions};
 use serde_json::Value;
 use std::collections::BTreeSet;
 

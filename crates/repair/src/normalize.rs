@@ -12,7 +12,7 @@
 //! Work is linear in the input: one pass, an explicit stack (no recursion) bounded by
 //! `max_depth`.
 
-use crate::repair::Fix;
+use crate::Fix;
 
 /// Why a candidate could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
