@@ -1,6 +1,6 @@
 //! The process-wide llama.cpp backend and where its log goes.
 
-use formwork_engine::ModelError;
+use formwork_model::ModelError;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::{send_logs_to_tracing, LogOptions};
 use std::sync::OnceLock;

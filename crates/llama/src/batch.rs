@@ -1,16 +1,16 @@
 //! [`LlamaBatchModel`]: one loaded GGUF model with several sequences in one llama.cpp
-//! context, evaluated together ([`formwork_engine::batch::BatchModel`]).
+//! context, evaluated together ([`formwork_model::batch::BatchModel`]).
 //!
 //! Each sequence is a llama.cpp sequence id with a KV-cache stream of its own (`n_ctx`
 //! positions each, `kv_unified` off, so its output does not depend on the others'); one [`BatchModel::decode_batch`] call fills one
 //! `llama_batch` with every entry's tokens (the entry's sequence id, positions from its
 //! `pos`), asks for logits only after the entries that want them, and runs one
-//! `llama_decode`. Drive it through a [`formwork_engine::batch::Batcher`].
+//! `llama_decode`. Drive it through a `formwork_engine::batch::Batcher`.
 
 use crate::model::{load, Engine, Loaded, LlamaTokenizer};
 use crate::options::LoadOptions;
-use formwork_engine::batch::{BatchEntry, BatchModel, SeqId, Tokenize};
-use formwork_engine::{ModelError, ModelInfo};
+use formwork_model::batch::{BatchEntry, BatchModel, SeqId, Tokenize};
+use formwork_model::{ModelError, ModelInfo};
 use formwork_vocab::Vocabulary;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::token::LlamaToken;

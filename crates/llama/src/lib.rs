@@ -1,6 +1,6 @@
 //! # formwork-llama: the llama.cpp backend
 //!
-//! Implements [`formwork_engine::Model`] with llama.cpp (through the `llama-cpp-2` crate,
+//! Implements [`formwork_model::Model`] (the engine's model seam) with llama.cpp (through the `llama-cpp-2` crate,
 //! pinned to an exact version, which builds llama.cpp from source with cmake). This is the
 //! only formwork crate with FFI and `unsafe`.
 //!
@@ -8,7 +8,7 @@
 //! - **Vocabulary, chat template, BOS/EOS, `add_bos`, trained context length**: the GGUF
 //!   metadata, read by formwork's own pure-Rust reader ([`formwork_vocab::gguf`]), so the
 //!   token table the constraint engine uses is exactly the file's.
-//! - **Tokenization and evaluation**: llama.cpp. [`Model::decode`](formwork_engine::Model::decode)
+//! - **Tokenization and evaluation**: llama.cpp. [`Model::decode`](formwork_model::Model::decode)
 //!   returns the raw logits after the last token; llama.cpp's sampler chain is not used —
 //!   formwork samples itself (`formwork-sampler`).
 //!
@@ -17,8 +17,8 @@
 //!   sequence, for the CLI.
 //! - [`LlamaBatchModel::load`]: the same model with several sequences in one context, each
 //!   with its own KV-cache stream, evaluated together in one `llama_decode` per step
-//!   ([`formwork_engine::batch::BatchModel`]); the server drives it through a
-//!   [`formwork_engine::batch::Batcher`].
+//!   ([`formwork_model::batch::BatchModel`]); the server drives it through a
+//!   `formwork_engine::batch::Batcher`.
 //! - [`default_threads`]: physical cores, capped — over-subscription is what hurts most on
 //!   small machines.
 //!
@@ -36,9 +36,9 @@
 //! ```
 //!
 //! ## Behaviour worth knowing
-//! - A prompt that does not fit the context is [`ModelError::ContextOverflow`](formwork_engine::ModelError::ContextOverflow),
+//! - A prompt that does not fit the context is [`ModelError::ContextOverflow`](formwork_model::ModelError::ContextOverflow),
 //!   checked before anything is evaluated; the sequence is left as it was.
-//! - [`Model::truncate`](formwork_engine::Model::truncate) removes KV-cache entries, so a
+//! - [`Model::truncate`](formwork_model::Model::truncate) removes KV-cache entries, so a
 //!   shared prefix is kept without re-evaluation.
 //! - llama.cpp's log is silent unless `FORMWORK_LOG` is set ([`LOG_ENV`]); then it goes to
 //!   `tracing` under the target `llama-cpp-2`.

@@ -3,7 +3,7 @@
 
 use crate::backend::backend;
 use crate::options::{default_threads, LoadOptions, DEFAULT_MAX_CONTEXT};
-use formwork_engine::{Model, ModelError, ModelInfo};
+use formwork_model::{Model, ModelError, ModelInfo};
 use formwork_vocab::gguf::GgufFile;
 use formwork_vocab::{TokenId, Vocabulary};
 use llama_cpp_2::context::params::LlamaContextParams;
@@ -108,7 +108,7 @@ impl LlamaTokenizer {
     }
 }
 
-impl formwork_engine::batch::Tokenize for LlamaTokenizer {
+impl formwork_model::batch::Tokenize for LlamaTokenizer {
     fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError> {
         LlamaTokenizer::tokenize(self, text, add_bos, parse_special)
     }
@@ -195,7 +195,7 @@ pub(crate) fn load(path: &Path, options: LoadOptions, n_seq: usize) -> Result<Lo
     Ok(Loaded { engine, info, vocab: Arc::new(vocab), n_ctx, n_batch, n_threads })
 }
 
-/// A GGUF model evaluated by llama.cpp, implementing [`formwork_engine::Model`].
+/// A GGUF model evaluated by llama.cpp, implementing [`formwork_model::Model`].
 ///
 /// One instance holds one sequence. [`Model::decode`] returns the raw logits (one `f32` per
 /// vocabulary entry) after the last token given; sampling is left to the caller.

@@ -17,7 +17,7 @@ pub struct LoadOptions {
     pub n_threads: Option<usize>,
     /// Most tokens evaluated in one llama.cpp batch; longer prompts are split. Default 512.
     pub n_batch: Option<usize>,
-    /// Display name in [`formwork_engine::ModelInfo::name`]. Default: the file stem.
+    /// Display name in [`formwork_model::ModelInfo::name`]. Default: the file stem.
     pub name: Option<String>,
 }
 

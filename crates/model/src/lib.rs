@@ -1,0 +1,171 @@
+//! # formwork-model: the seam between the generation loop and a backend
+//!
+//! What `formwork-engine`'s loop needs from a model, and nothing else, so that a backend
+//! (`formwork-llama`) depends on this small crate instead of on the engine with its
+//! templates, schemas and sampler:
+//! - [`Model`] / [`ModelInfo`] / [`ModelError`]: one sequence — tokenize, decode → logits,
+//!   truncate the KV cache, and optionally report the cached tokens for prefix reuse.
+//! - [`batch::BatchModel`]: several sequences evaluated in one call (continuous batching);
+//!   [`batch::Tokenize`] shares the tokenizer between threads.
+//!
+//! The engine re-exports all of these (`formwork_engine::Model`, `formwork_engine::batch::*`).
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+use formwork_vocab::{TokenId, Vocabulary};
+use std::sync::Arc;
+
+/// Static facts about a loaded model.
+#[derive(Clone, Debug)]
+pub struct ModelInfo {
+    /// A display name (file stem or registry name).
+    pub name: String,
+    /// The Jinja chat template from the model's metadata, if any.
+    pub chat_template: Option<String>,
+    /// The BOS token's text, for templates that use `bos_token`.
+    pub bos_token: Option<String>,
+    /// The EOS token's text, for templates that use `eos_token`.
+    pub eos_token: Option<String>,
+    /// Whether the tokenizer adds BOS to a prompt by itself.
+    pub add_bos: bool,
+    /// Context length in tokens that this instance was loaded with.
+    pub context_length: usize,
+    /// Context length the model was trained for.
+    pub trained_context_length: usize,
+}
+
+/// A backend error. The message says what failed and, where it can, how to fix it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The prompt (plus what is already in the context) does not fit.
+    #[error("the prompt is {needed} tokens but the context holds {context}; shorten the prompt or raise the context length (num_ctx / --ctx-size)")]
+    ContextOverflow {
+        /// Tokens needed.
+        needed: usize,
+        /// Context length.
+        context: usize,
+    },
+    /// Tokenization failed.
+    #[error("tokenization failed: {0}")]
+    Tokenize(String),
+    /// The backend failed to evaluate a batch.
+    #[error("model evaluation failed: {0}")]
+    Decode(String),
+    /// Loading failed.
+    #[error("could not load the model: {0}")]
+    Load(String),
+}
+
+/// A language model that evaluates tokens and returns next-token logits.
+///
+/// A model instance holds one sequence (its KV cache). The loop is:
+/// `reset` (or `truncate` to reuse a shared prefix), `decode(prompt)`, then `decode(&[t])`
+/// per generated token. `decode` returns the raw logits for the position after the last
+/// token given, one `f32` per vocabulary entry.
+pub trait Model: Send {
+    /// Static facts.
+    fn info(&self) -> &ModelInfo;
+    /// The vocabulary (token id → bytes, kinds, EOS tokens).
+    fn vocab(&self) -> &Arc<Vocabulary>;
+    /// Tokenizes text. `parse_special`: recognise special-token names (`<|im_start|>`) in
+    /// the text, as needed for rendered chat templates.
+    fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError>;
+    /// Number of tokens currently in the sequence.
+    fn n_past(&self) -> usize;
+    /// Drops everything after the first `n` tokens of the sequence (`0` resets).
+    fn truncate(&mut self, n: usize) -> Result<(), ModelError>;
+    /// Appends `tokens` to the sequence and returns the logits after the last one.
+    fn decode(&mut self, tokens: &[TokenId]) -> Result<&[f32], ModelError>;
+    /// The tokens currently in the sequence (`n_past()` of them), if the backend tracks
+    /// them. The generation loop uses this for prefix reuse: a new prompt that starts with
+    /// cached tokens keeps them and evaluates only the rest. The default (`None`) means
+    /// "unknown": every prompt is evaluated from scratch.
+    fn cached_tokens(&self) -> Option<&[TokenId]> {
+        None
+    }
+}
+
+/// Many sequences on one model: the batch seam.
+pub mod batch {
+    use crate::{ModelError, ModelInfo};
+    use formwork_vocab::{TokenId, Vocabulary};
+    use std::sync::Arc;
+
+    /// A sequence of a [`BatchModel`]: `0..BatchModel::n_seq()`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub struct SeqId(pub u32);
+
+    impl SeqId {
+        /// As an index.
+        pub fn index(self) -> usize {
+            self.0 as usize
+        }
+    }
+
+    /// One entry of a batch: `tokens` appended to sequence `seq` at positions `pos..`.
+    #[derive(Clone, Copy, Debug)]
+    pub struct BatchEntry<'a> {
+        /// The sequence.
+        pub seq: SeqId,
+        /// The position of the first token (the sequence holds exactly `pos` tokens before).
+        pub pos: usize,
+        /// The tokens (at least one).
+        pub tokens: &'a [TokenId],
+        /// Whether the logits after the last token are wanted.
+        pub logits: bool,
+    }
+
+    /// Tokenization, shareable between threads (sessions tokenize while the model decodes).
+    pub trait Tokenize: Send + Sync {
+        /// Tokenizes `text` (see [`crate::Model::tokenize`]).
+        fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError>;
+    }
+
+    /// A model that holds several sequences and evaluates a batch of them in one call.
+    ///
+    /// Driven by one thread (the step thread of `formwork_engine::batch::Batcher`); `&mut self`
+    /// throughout.
+    pub trait BatchModel: Send {
+        /// Static facts; `context_length` is the room of **one** sequence.
+        fn info(&self) -> &ModelInfo;
+        /// The vocabulary.
+        fn vocab(&self) -> &Arc<Vocabulary>;
+        /// The tokenizer, for use from other threads.
+        fn tokenizer(&self) -> Arc<dyn Tokenize>;
+        /// How many sequences the model holds.
+        fn n_seq(&self) -> usize;
+        /// Most tokens one [`decode_batch`](Self::decode_batch) call takes.
+        fn max_batch_tokens(&self) -> usize;
+        /// Keeps the first `n` positions of `seq` and drops the rest. Returns `false` when the
+        /// model cannot drop a suffix (recurrent state); `n == 0` (clear) always works.
+        fn seq_keep(&mut self, seq: SeqId, n: usize) -> bool;
+        /// Whether the model evaluates a batch in micro-batches holding the same number of
+        /// tokens of each sequence (llama.cpp with a KV stream per sequence): then a sequence
+        /// with several tokens next to one-token sequences costs a micro-batch of its own, and
+        /// the batcher feeds a generating sequence's forced tokens one per step. Default: no.
+        fn equal_micro_batches(&self) -> bool {
+            false
+        }
+        /// Whether [`seq_copy`](Self::seq_copy) works (then a new request may start from a
+        /// prefix another slot holds). Default: no.
+        fn can_copy_seqs(&self) -> bool {
+            false
+        }
+        /// Replaces `dst`'s cache with a copy of `src`'s whole cache (the caller then keeps the
+        /// prefix it wants with [`seq_keep`](Self::seq_keep)). `false` when it cannot.
+        fn seq_copy(&mut self, src: SeqId, dst: SeqId) -> bool {
+            let _ = (src, dst);
+            false
+        }
+        /// Evaluates `entries` (distinct sequences, at most
+        /// [`max_batch_tokens`](Self::max_batch_tokens) tokens in all). On error nothing is
+        /// promised about the sequences' KV caches beyond their old positions; the caller rolls
+        /// them back with [`seq_keep`](Self::seq_keep).
+        fn decode_batch(&mut self, entries: &[BatchEntry<'_>]) -> Result<(), ModelError>;
+        /// After a successful [`decode_batch`](Self::decode_batch): the logits of the `i`-th
+        /// entry (counting only entries with `logits: true`, in order), one `f32` per
+        /// vocabulary entry (or more: backends may pad).
+        fn logits(&self, i: usize) -> &[f32];
+    }
+}
