@@ -32,6 +32,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "corpus")]
 pub mod corpus;
 pub mod gbnf;
 pub mod ir;
