@@ -26,6 +26,11 @@ pub struct ServerConfig {
     pub grammar_cache_entries: usize,
     /// The version reported by `GET /api/version` (Ollama clients compare it).
     pub ollama_version: String,
+    /// Most responses `/v1/responses` keeps for `previous_response_id` and
+    /// `GET /v1/responses/{id}` (the oldest are forgotten first).
+    pub max_stored_responses: usize,
+    /// Most bytes (text and response objects, roughly) the stored responses hold together.
+    pub max_stored_response_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -40,6 +45,8 @@ impl Default for ServerConfig {
             grammar_limits: formwork_grammar::Limits::default(),
             grammar_cache_entries: 64,
             ollama_version: "0.12.0".to_string(),
+            max_stored_responses: 1000,
+            max_stored_response_bytes: 64 << 20,
         }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Serves formwork's constrained generation to the official clients, unchanged: the Ollama
 //! API (`/api/chat`, `/api/generate`, `/api/tags`, `/api/show`, `/api/version`, `/`) and
-//! the OpenAI API (`/v1/chat/completions`, `/v1/completions`, `/v1/models`); and
+//! the OpenAI API (`/v1/chat/completions`, `/v1/responses` ([`responses`]), `/v1/completions`,
+//! `/v1/models`); and
 //! `POST /api/repair` ([`repair`]), which recovers JSON from the output of other systems.
 //!
 //! ## Map
@@ -53,6 +54,7 @@ pub mod ollama;
 pub mod openai;
 #[cfg(feature = "engine")]
 pub mod repair;
+pub mod responses;
 pub mod testing;
 pub mod tools;
 pub mod util;
@@ -84,12 +86,14 @@ pub struct AppState(Arc<Inner>);
 struct Inner {
     config: ServerConfig,
     models: Vec<ModelWorker>,
+    responses: responses::store::Store,
 }
 
 impl AppState {
     /// A state serving `models` (the first is the default for `/v1/models` listings).
     pub fn new(config: ServerConfig, models: Vec<ModelWorker>) -> Self {
-        AppState(Arc::new(Inner { config, models }))
+        let responses = responses::store::Store::new(config.max_stored_responses, config.max_stored_response_bytes);
+        AppState(Arc::new(Inner { config, models, responses }))
     }
 
     /// The configuration.
@@ -100,6 +104,11 @@ impl AppState {
     /// The served models.
     pub fn models(&self) -> &[ModelWorker] {
         &self.0.models
+    }
+
+    /// The responses kept for `previous_response_id`.
+    pub(crate) fn responses(&self) -> &responses::store::Store {
+        &self.0.responses
     }
 
     /// Finds a model by the name a client sends: `smollm2`, `smollm2:latest`.
@@ -136,6 +145,8 @@ pub fn app(state: AppState) -> Router {
     let openai = Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
+        .route("/v1/responses", post(responses::create))
+        .route("/v1/responses/{id}", get(responses::retrieve).delete(responses::delete))
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{model}", get(openai::model))
         .layer(CatchPanicLayer::custom(|p| panic_response(p, Flavor::OpenAi)));

@@ -95,7 +95,7 @@ fn turns(messages: Vec<w::RequestMessage>) -> Result<Vec<ChatTurn>, ApiError> {
 }
 
 /// Tools, the tool mode, and the constraint they imply together with `response_format`.
-fn tools_and_constraint(
+pub(crate) fn tools_and_constraint(
     req_tools: Option<Vec<w::Tool>>,
     choice: Option<w::ToolChoice>,
     parallel: Option<bool>,
@@ -167,7 +167,7 @@ fn tools_and_constraint(
 }
 
 /// `reasoning_effort` for a model with (`thinking`) or without a reasoning section.
-fn reasoning_effort(effort: Option<&str>, thinking: bool) -> Result<Option<Think>, ApiError> {
+pub(crate) fn reasoning_effort(effort: Option<&str>, thinking: bool) -> Result<Option<Think>, ApiError> {
     let t = match effort {
         None => return Ok(None),
         Some("none") => Think::Off,
@@ -182,7 +182,7 @@ fn reasoning_effort(effort: Option<&str>, thinking: bool) -> Result<Option<Think
     Ok(thinking.then_some(t))
 }
 
-fn finish_reason(r: DoneReason) -> &'static str {
+pub(crate) fn finish_reason(r: DoneReason) -> &'static str {
     match r {
         DoneReason::Stop => "stop",
         DoneReason::Length => "length",
@@ -191,7 +191,7 @@ fn finish_reason(r: DoneReason) -> &'static str {
 
 /// The calls in a finished choice's output (none for text); an error when calls were forced
 /// and cannot be read (cut off by the token budget).
-fn calls(o: &Outcome, mode: &ToolMode, tools: &[ToolDef]) -> Result<Vec<w::ToolCall>, ApiError> {
+pub(crate) fn calls(o: &Outcome, mode: &ToolMode, tools: &[ToolDef]) -> Result<Vec<w::ToolCall>, ApiError> {
     let calls = match mode {
         ToolMode::None => vec![],
         _ => tools::parse_calls(&o.text, tools),
