@@ -23,7 +23,7 @@
 //!   first token and latency histograms).
 //! - [`ServerConfig`]: body size, schema size, token and wall-time limits.
 //! - [`engine_backend`]: the real backend over `formwork_engine`, with the compiled-grammar
-//!   LRU cache; [`capabilities`]: what a model's template shows it (tools); [`testing`]:
+//!   LRU cache; [`capabilities`]: what a model's template shows it (tools); `testing` (feature):
 //!   scripted fakes for tests.
 //! - [`tools`]: the grammar tool calls are generated under (each tool's `parameters`, `$ref`s
 //!   and all, inside one call envelope; several calls per turn), and telling text from calls
@@ -55,6 +55,7 @@ pub mod openai;
 #[cfg(feature = "engine")]
 pub mod repair;
 pub mod responses;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod tools;
 pub mod util;
