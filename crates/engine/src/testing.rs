@@ -21,6 +21,64 @@ use crate::model::{Model, ModelError, ModelInfo};
 use formwork_vocab::{TokenId, TokenKind, Vocabulary};
 use std::sync::Arc;
 
+/// A [`ScriptedModel`] that writes the next of its `answers` on each generation (the last
+/// one again when they run out): the script is set when the loop truncates the cache at
+/// the start of a generation. For tests of retries and of anything that generates twice.
+#[derive(Debug, Clone)]
+pub struct ScriptedAnswers {
+    inner: ScriptedModel,
+    answers: Vec<String>,
+    given: usize,
+}
+
+impl ScriptedAnswers {
+    /// `answers` on `inner` (its vocabulary must spell them).
+    pub fn new(inner: ScriptedModel, answers: &[&str]) -> Self {
+        assert!(!answers.is_empty(), "ScriptedAnswers needs at least one answer");
+        ScriptedAnswers { inner, answers: answers.iter().map(|s| s.to_string()).collect(), given: 0 }
+    }
+
+    /// The scripted model underneath.
+    pub fn inner(&self) -> &ScriptedModel {
+        &self.inner
+    }
+
+    /// The text of the model's last sequence (prompt and answer).
+    pub fn last_sequence(&self) -> String {
+        let v = self.inner.vocab();
+        let bytes: Vec<u8> = self.inner.sequence.iter().flat_map(|&t| v.token_bytes(t).to_vec()).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl Model for ScriptedAnswers {
+    fn info(&self) -> &ModelInfo {
+        self.inner.info()
+    }
+    fn vocab(&self) -> &Arc<Vocabulary> {
+        self.inner.vocab()
+    }
+    fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError> {
+        self.inner.tokenize(text, add_bos, parse_special)
+    }
+    fn n_past(&self) -> usize {
+        self.inner.n_past()
+    }
+    /// `generate` truncates once at its start: the next answer is scripted then.
+    fn truncate(&mut self, n: usize) -> Result<(), ModelError> {
+        let a = self.answers[self.given.min(self.answers.len() - 1)].clone();
+        self.inner.script_text(&a);
+        self.given += 1;
+        self.inner.truncate(n)
+    }
+    fn decode(&mut self, tokens: &[TokenId]) -> Result<&[f32], ModelError> {
+        self.inner.decode(tokens)
+    }
+    fn cached_tokens(&self) -> Option<&[TokenId]> {
+        self.inner.cached_tokens()
+    }
+}
+
 /// A scripted fake model (see the module docs).
 #[derive(Debug, Clone)]
 pub struct ScriptedModel {

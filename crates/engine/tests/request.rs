@@ -4,73 +4,27 @@
 use formwork_engine::reasoning::{Reasoning, ReasoningFormat};
 use formwork_engine::request::{Event, Format, FormatError, Request, RequestError};
 use formwork_engine::retry::{Validation, Validator};
-use formwork_engine::testing::ScriptedModel;
-use formwork_engine::{ChatMessage, Model, ModelError, ModelInfo, Prompt, SamplerOptions, SchemaPlacement};
+use formwork_engine::testing::{ScriptedAnswers, ScriptedModel};
+use formwork_engine::{ChatMessage, Prompt, SamplerOptions, SchemaPlacement};
 use formwork_grammar::Limits;
-use formwork_vocab::{TokenId, Vocabulary};
 use serde_json::json;
 use std::ops::ControlFlow;
-use std::sync::Arc;
 
 const R1_TEMPLATE: &str = include_str!("fixtures/deepseek_r1_distill.jinja");
 const R1_SPECIALS: &[&str] = &["<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜begin▁of▁sentence｜>"];
 
-/// A model that writes the next of `outputs` on each generation (the last one again when
-/// they run out): printable ASCII one token each, `<think>`/`</think>` as tokens, and an
-/// R1-style template when `reasoning`.
-struct Outputs {
-    inner: ScriptedModel,
-    outputs: Vec<String>,
-    given: usize,
-}
-
-impl Outputs {
-    fn new(outputs: &[&str], reasoning: bool) -> Self {
-        let mut tokens: Vec<String> = (0x20u8..0x7f).map(|b| (b as char).to_string()).collect();
-        tokens.push("\n".into());
-        tokens.extend(["<think>".to_string(), "</think>".to_string()]);
-        let inner = if reasoning {
-            ScriptedModel::new(&tokens, R1_SPECIALS).with_chat_template(R1_TEMPLATE, Some("<｜begin▁of▁sentence｜>"))
-        } else {
-            ScriptedModel::new(&tokens, &["<|im_end|>", "<|im_start|>"])
-        };
-        Outputs { inner, outputs: outputs.iter().map(|s| s.to_string()).collect(), given: 0 }
-    }
-
-    fn last_sequence(&self) -> String {
-        let v = self.inner.vocab();
-        let bytes: Vec<u8> = self.inner.cached_tokens().unwrap().iter().flat_map(|&t| v.token_bytes(t).to_vec()).collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-}
-
-impl Model for Outputs {
-    fn info(&self) -> &ModelInfo {
-        self.inner.info()
-    }
-    fn vocab(&self) -> &Arc<Vocabulary> {
-        self.inner.vocab()
-    }
-    fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError> {
-        self.inner.tokenize(text, add_bos, parse_special)
-    }
-    fn n_past(&self) -> usize {
-        self.inner.n_past()
-    }
-    /// `generate` truncates once at its start: the next output is scripted then.
-    fn truncate(&mut self, n: usize) -> Result<(), ModelError> {
-        let i = self.given.min(self.outputs.len() - 1);
-        let o = self.outputs[i].clone();
-        self.inner.script_text(&o);
-        self.given += 1;
-        self.inner.truncate(n)
-    }
-    fn decode(&mut self, tokens: &[TokenId]) -> Result<&[f32], ModelError> {
-        self.inner.decode(tokens)
-    }
-    fn cached_tokens(&self) -> Option<&[TokenId]> {
-        self.inner.cached_tokens()
-    }
+/// A model that writes the next of `outputs` on each generation: printable ASCII one token
+/// each, `<think>`/`</think>` as tokens, and an R1-style template when `reasoning`.
+fn outputs(outputs: &[&str], reasoning: bool) -> ScriptedAnswers {
+    let mut tokens: Vec<String> = (0x20u8..0x7f).map(|b| (b as char).to_string()).collect();
+    tokens.push("\n".into());
+    tokens.extend(["<think>".to_string(), "</think>".to_string()]);
+    let inner = if reasoning {
+        ScriptedModel::new(&tokens, R1_SPECIALS).with_chat_template(R1_TEMPLATE, Some("<｜begin▁of▁sentence｜>"))
+    } else {
+        ScriptedModel::new(&tokens, &["<|im_end|>", "<|im_start|>"])
+    };
+    ScriptedAnswers::new(inner, outputs)
 }
 
 fn chat(q: &str) -> Prompt {
@@ -82,7 +36,7 @@ fn age_schema() -> serde_json::Value {
 }
 
 /// Every event as `T1:text`, `A2:text`, `C1:pass`/`C1:fail`.
-fn run(m: &mut Outputs, r: Request) -> Result<(formwork_engine::request::Answer, Vec<String>), RequestError> {
+fn run(m: &mut ScriptedAnswers, r: Request) -> Result<(formwork_engine::request::Answer, Vec<String>), RequestError> {
     let mut events = Vec::new();
     let a = r.run(m, &mut |e| {
         events.push(match e {
@@ -102,7 +56,7 @@ fn joined(events: &[String], prefix: &str) -> String {
 #[test]
 fn reasoning_composes_with_retries_each_attempt_reasons_then_answers_valid_json() {
     // What `formwork run --think --retries 1` lost before: the retried attempts reason too.
-    let mut m = Outputs::new(&["Young.</think>{\"age\": 5}", "Older.</think>{\"age\": 30}"], true);
+    let mut m = outputs(&["Young.</think>{\"age\": 5}", "Older.</think>{\"age\": 30}"], true);
     let reasoning = Reasoning::on(ReasoningFormat::for_model(&m, None).expect("R1 template"));
     let rules = Validator::Rules(json!({"properties": {"age": {"minimum": 18}}}));
     let request = Request::new(chat("How old?"))
@@ -136,7 +90,7 @@ fn reasoning_composes_with_retries_each_attempt_reasons_then_answers_valid_json(
 
 #[test]
 fn the_format_constrains_the_answer_without_validation() {
-    let mut m = Outputs::new(&["{\"age\": 7}"], false);
+    let mut m = outputs(&["{\"age\": 7}"], false);
     let request = Request::new(chat("How old?"))
         .format(Format::JsonSchema { schema: age_schema(), strict: false, first_key: None })
         .sampler(SamplerOptions::greedy())
@@ -164,7 +118,7 @@ fn schema_integers_are_canonical_for_generation() {
 
 #[test]
 fn bad_formats_are_refused_with_what_is_wrong() {
-    let mut m = Outputs::new(&["x"], false);
+    let mut m = outputs(&["x"], false);
     let bad_schema = Request::new(chat("x")).format(Format::JsonSchema {
         schema: json!({"type": "object", "properties": {"a": {"type": "strnig"}}}),
         strict: false,
@@ -194,7 +148,7 @@ fn the_schema_goes_in_the_prompt_when_asked() {
 
 #[test]
 fn a_cancelled_attempt_is_not_retried() {
-    let mut m = Outputs::new(&["{\"age\": 5}", "{\"age\": 30}"], false);
+    let mut m = outputs(&["{\"age\": 5}", "{\"age\": 30}"], false);
     let request = Request::new(chat("How old?"))
         .format(Format::JsonSchema { schema: age_schema(), strict: false, first_key: None })
         .sampler(SamplerOptions::greedy())

@@ -4,62 +4,22 @@ use formwork_engine::retry::{
     feedback_message, generate_validated, retry_prompt, RetryError, RetryMode, Validated, Validation, ValidationError,
     Validator,
 };
-use formwork_engine::testing::ScriptedModel;
-use formwork_engine::{ChatMessage, Constraint, GenerateOptions, Model, ModelError, ModelInfo, Prompt, SamplerOptions};
-use formwork_vocab::{TokenId, Vocabulary};
+use formwork_engine::testing::{ScriptedAnswers, ScriptedModel};
+use formwork_engine::{ChatMessage, Constraint, GenerateOptions, Prompt, SamplerOptions};
+use formwork_vocab::TokenId;
 use serde_json::json;
 use std::ops::ControlFlow;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A scripted model that gives the next of `answers` on each generation (the last one again
 /// when they run out), over a byte-level vocabulary so that any prompt tokenizes.
-struct Answers {
-    inner: ScriptedModel,
-    answers: Vec<String>,
-    given: usize,
-}
+struct Answers;
 
 impl Answers {
-    fn new(answers: &[&str]) -> Self {
+    #[allow(clippy::new_ret_no_self)]
+    fn new(answers: &[&str]) -> ScriptedAnswers {
         let bytes: Vec<Vec<u8>> = (0x20u8..0x7f).chain([b'\n', b'\t']).map(|b| vec![b]).collect();
-        Answers { inner: ScriptedModel::new(&bytes, &["<|im_end|>", "<|im_start|>"]), answers: answers.iter().map(|s| s.to_string()).collect(), given: 0 }
-    }
-
-    /// The text of the model's last sequence (prompt and answer).
-    fn last_sequence(&self) -> String {
-        let v = self.inner.vocab();
-        let bytes: Vec<u8> = self.inner.cached_tokens().unwrap().iter().flat_map(|&t| v.token_bytes(t).to_vec()).collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-}
-
-impl Model for Answers {
-    fn info(&self) -> &ModelInfo {
-        self.inner.info()
-    }
-    fn vocab(&self) -> &Arc<Vocabulary> {
-        self.inner.vocab()
-    }
-    fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<TokenId>, ModelError> {
-        self.inner.tokenize(text, add_bos, parse_special)
-    }
-    fn n_past(&self) -> usize {
-        self.inner.n_past()
-    }
-    /// `generate` truncates once at its start: the next answer is scripted then.
-    fn truncate(&mut self, n: usize) -> Result<(), ModelError> {
-        let i = self.given.min(self.answers.len() - 1);
-        let a = self.answers[i].clone();
-        self.inner.script_text(&a);
-        self.given += 1;
-        self.inner.truncate(n)
-    }
-    fn decode(&mut self, tokens: &[TokenId]) -> Result<&[f32], ModelError> {
-        self.inner.decode(tokens)
-    }
-    fn cached_tokens(&self) -> Option<&[TokenId]> {
-        self.inner.cached_tokens()
+        ScriptedAnswers::new(ScriptedModel::new(&bytes, &["<|im_end|>", "<|im_start|>"]), answers)
     }
 }
 
@@ -71,7 +31,7 @@ fn greedy() -> GenerateOptions {
     GenerateOptions { sampler: SamplerOptions::greedy(), num_predict: Some(200), ..Default::default() }
 }
 
-fn run(m: &mut Answers, prompt: &Prompt, validation: &mut Validation) -> Result<Validated, RetryError> {
+fn run(m: &mut ScriptedAnswers, prompt: &Prompt, validation: &mut Validation) -> Result<Validated, RetryError> {
     generate_validated(m, prompt, &greedy(), &mut || None, validation, &mut |_, _| ControlFlow::Continue(()), &mut |_| {})
 }
 
@@ -175,7 +135,7 @@ fn an_invalid_rules_schema_fails_before_generating() {
     let mut validation = Validation { validators: vec![Validator::Rules(json!({"type": 12}))], retries: 1, ..Default::default() };
     let e = run(&mut m, &chat("?"), &mut validation).unwrap_err();
     assert!(e.to_string().contains("rules validator failed"), "{e}");
-    assert_eq!(m.inner.decoded_total(), 0, "no generation ran");
+    assert_eq!(m.inner().decoded_total(), 0, "no generation ran");
 }
 
 #[test]
