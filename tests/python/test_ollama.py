@@ -67,6 +67,14 @@ def test_list_and_show(oll, model):
     assert "completion" in (s.capabilities or [])
 
 
+def test_ps_lists_the_loaded_model(oll, model):
+    loaded = oll.ps().models
+    assert any(m.model.split(":")[0] == model for m in loaded), loaded
+    m = next(m for m in loaded if m.model.split(":")[0] == model)
+    assert m.size > 0 and m.expires_at is not None and m.expires_at.year > 2100
+    assert m.details is not None and m.details.format == "gguf"
+
+
 def closed(schema):
     """The schema without additional properties. With the JSON Schema default (additional
     properties allowed) SmolLM2 can keep inventing keys until the token budget cuts the

@@ -137,6 +137,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/chat", post(ollama::chat))
         .route("/api/generate", post(ollama::generate))
         .route("/api/tags", get(ollama::tags))
+        .route("/api/ps", get(ollama::ps))
         .route("/api/show", post(ollama::show))
         .route("/api/version", get(ollama::version))
         .route("/metrics", get(metrics_text));

@@ -76,6 +76,36 @@ pub async fn tags(State(state): State<AppState>) -> Json<w::TagsResponse> {
     Json(w::TagsResponse { models })
 }
 
+/// When a loaded model expires: never (the server keeps its models until it stops).
+const NEVER_EXPIRES: &str = "2318-08-09T00:00:00Z";
+
+/// `GET /api/ps`: the loaded models (all served models: formwork loads them at start), with
+/// their context per slot and how many slots are busy and requests queued.
+pub async fn ps(State(state): State<AppState>) -> Json<w::PsResponse> {
+    let models = state
+        .models()
+        .iter()
+        .map(|wk| {
+            let m = wk.meta();
+            let name = format!("{}:latest", m.name);
+            w::PsEntry {
+                name: name.clone(),
+                model: name,
+                size: m.size,
+                digest: digest(m),
+                details: details(wk),
+                expires_at: NEVER_EXPIRES.into(),
+                size_vram: 0,
+                context_length: m.context_length,
+                slots: wk.slots(),
+                slots_busy: wk.metrics().running_now().min(wk.slots()),
+                queued: wk.queue_len(),
+            }
+        })
+        .collect();
+    Json(w::PsResponse { models })
+}
+
 /// A stable 64-hex-digit identifier of a served model (FNV-1a of its name, path and size;
 /// not a content hash: formwork does not hash multi-GB files at startup).
 fn digest(m: &crate::backend::ModelMeta) -> String {

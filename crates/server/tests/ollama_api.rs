@@ -21,6 +21,15 @@ async fn root_version_tags_show() {
     let (_, v) = get(&app, "/api/tags").await;
     let m = &v["models"][0];
     assert_eq!(m["name"], "smollm2:latest");
+    let (s, ps) = get(&app, "/api/ps").await;
+    assert_eq!(s, StatusCode::OK);
+    let p = &ps["models"][0];
+    assert_eq!((&p["name"], &p["digest"], &p["size"]), (&m["name"], &m["digest"], &m["size"]));
+    assert_eq!(p["details"], m["details"]);
+    assert!(p["expires_at"].as_str().unwrap().starts_with("2318-"), "never expires: {p}");
+    assert!(p["context_length"].as_u64().unwrap() > 0);
+    assert!(p["slots"].as_u64().unwrap() >= 1);
+    assert_eq!((p["slots_busy"].as_u64(), p["queued"].as_u64()), (Some(0), Some(0)), "idle: {p}");
     assert_eq!(m["details"]["family"], "llama");
     assert_eq!(m["digest"].as_str().unwrap().len(), 64);
     let (s, v) = post(&app, "/api/show", json!({"model": "smollm2"})).await;

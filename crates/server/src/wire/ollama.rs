@@ -291,6 +291,32 @@ pub struct TagsResponse {
     pub models: Vec<ModelEntry>,
 }
 
+/// One entry of `GET /api/ps`: a loaded model. formwork keeps models loaded for the
+/// server's lifetime, so `expires_at` is far in the future (as Ollama reports `keep_alive:
+/// -1`); `slots`, `slots_busy` and `queued` are formwork's additions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct PsEntry {
+    pub name: String,
+    pub model: String,
+    pub size: u64,
+    pub digest: String,
+    pub details: ModelDetails,
+    pub expires_at: String,
+    pub size_vram: u64,
+    pub context_length: u32,
+    pub slots: usize,
+    pub slots_busy: usize,
+    pub queued: usize,
+}
+
+/// `GET /api/ps`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PsResponse {
+    /// Loaded models.
+    pub models: Vec<PsEntry>,
+}
+
 /// `POST /api/show` response.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[allow(missing_docs)]
