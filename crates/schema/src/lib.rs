@@ -37,6 +37,7 @@
 mod array;
 mod compile;
 mod format;
+pub mod keywords;
 mod negate;
 mod number;
 mod object;

@@ -34,25 +34,7 @@ pub(crate) struct Resolver<'a> {
     remotes: &'a BTreeMap<String, Value>,
 }
 
-/// Keywords whose value is a map of subschemas.
-const MAP_KW: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
-/// Keywords whose value is one subschema.
-const ONE_KW: &[&str] = &[
-    "additionalProperties",
-    "additionalItems",
-    "items",
-    "contains",
-    "propertyNames",
-    "not",
-    "if",
-    "then",
-    "else",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "contentSchema",
-];
-/// Keywords whose value is an array of subschemas.
-const ARR_KW: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+use crate::keywords::{ARR_KW, MAP_KW, ONE_KW};
 
 /// The validation vocabulary's keywords (2019-09 and 2020-12).
 const VALIDATION_KW: &[&str] = &[

@@ -21,25 +21,7 @@
 
 use serde_json::{Map, Value};
 
-/// Keywords whose value maps names to subschemas.
-const MAP_KW: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
-/// Keywords whose value is one subschema.
-const ONE_KW: &[&str] = &[
-    "additionalProperties",
-    "additionalItems",
-    "items",
-    "contains",
-    "propertyNames",
-    "not",
-    "if",
-    "then",
-    "else",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "contentSchema",
-];
-/// Keywords whose value is a list of subschemas (`items` in its old array form too).
-const ARR_KW: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+use formwork_schema::keywords::{ARR_KW, MAP_KW, ONE_KW};
 
 /// `$id` that starts a new resource (not a fragment-only anchor of drafts 6-7).
 fn resource_id(o: &Map<String, Value>) -> Option<&str> {
