@@ -67,6 +67,16 @@ pub trait Constraint {
     }
 }
 
+/// Makes a fresh [`Constraint`] for each generation (each attempt of a validated request):
+/// how a constraint that is not one grammar — the SQL of a live database, whose grammar
+/// grows with what was generated — joins a [`Request`](crate::request::Request) through
+/// [`Format::Custom`](crate::request::Format::Custom).
+pub trait ConstraintFactory: std::fmt::Debug + Send + Sync {
+    /// A constraint at the start of the output, for the model's vocabulary. An error says
+    /// why this format cannot be used with this vocabulary.
+    fn make(&self, vocab: &std::sync::Arc<formwork_vocab::Vocabulary>) -> Result<Box<dyn Constraint>, String>;
+}
+
 /// The grammar matcher ([`formwork_grammar::matcher::Matcher`]) as a [`Constraint`].
 ///
 /// ```

@@ -105,7 +105,7 @@ pub mod template;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use constraint::{Constraint, GrammarConstraint};
+pub use constraint::{Constraint, ConstraintFactory, GrammarConstraint};
 pub use generate::{
     generate, render_prompt, tokenize_prompt, ChatMessage, ConstraintStats, EngineError, GenerateOptions, Generation,
     Prompt, StopDetail, StopReason, ToolCall, ToolCallFunction,

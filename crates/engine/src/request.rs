@@ -31,7 +31,7 @@
 //! # Ok::<(), formwork_engine::request::RequestError>(())
 //! ```
 
-use crate::constraint::{Constraint, GrammarConstraint};
+use crate::constraint::{Constraint, ConstraintFactory, GrammarConstraint};
 use crate::generate::{generate, GenerateOptions, Generation, Prompt};
 use crate::instruct::{add_schema_instruction, SchemaPlacement};
 use crate::model::Model;
@@ -65,6 +65,9 @@ pub enum Format {
     Gbnf(String),
     /// A grammar already compiled for the model's vocabulary (a server's cache).
     Compiled(Arc<CompiledGrammar>),
+    /// Any other constraint, made fresh for each generation (the SQL of a database:
+    /// `formwork-sql`).
+    Custom(Arc<dyn ConstraintFactory>),
 }
 
 /// Why a [`Format`] cannot be used.
@@ -80,6 +83,9 @@ pub enum FormatError {
     /// The grammar cannot be compiled (too large, left-recursive, matches nothing...).
     #[error("the grammar cannot be compiled: {0}")]
     Compile(#[from] formwork_grammar::CompileError),
+    /// A [`Format::Custom`] constraint cannot be made for this model.
+    #[error("{0}")]
+    Custom(String),
 }
 
 impl Format {
@@ -95,10 +101,11 @@ impl Format {
         }
     }
 
-    /// The grammar of this format (`None` for free text and for an already compiled grammar).
+    /// The grammar of this format (`None` for free text, an already compiled grammar and a
+    /// custom constraint).
     pub fn grammar(&self, limits: &Limits) -> Result<Option<Grammar>, FormatError> {
         Ok(match self {
-            Format::Text | Format::Compiled(_) => None,
+            Format::Text | Format::Compiled(_) | Format::Custom(_) => None,
             Format::Json => Some(formwork_grammar::json::grammar(&Default::default())),
             Format::JsonSchema { schema, strict, first_key } => {
                 Some(formwork_schema::compile(schema, &Self::schema_options(*strict, first_key.as_deref(), limits))?)
@@ -107,7 +114,7 @@ impl Format {
         })
     }
 
-    /// The grammar compiled for `vocab` (`None` for free text).
+    /// The grammar compiled for `vocab` (`None` for free text and a custom constraint).
     pub fn compile(&self, vocab: &Arc<Vocabulary>, limits: &Limits) -> Result<Option<Arc<CompiledGrammar>>, FormatError> {
         if let Format::Compiled(c) = self {
             return Ok(Some(c.clone()));
@@ -317,15 +324,31 @@ impl Request {
         let prompt = self.prompt();
         let Request { options, format, reasoning, validation, validate_format, .. } = self;
         let reasoning = reasoning.as_ref();
+        let custom = match &format {
+            Format::Custom(factory) => Some(factory.clone()),
+            _ => None,
+        };
+        let vocab = model.vocab().clone();
         let Some(mut validation) = validation else {
-            let mut constraint = compiled.as_ref().map(GrammarConstraint::new);
-            let c = constraint.as_mut().map(|c| c as &mut dyn Constraint);
-            let generation = attempt(model, &prompt, &options, reasoning, c, &mut |p| on_event(event(1, p)))?;
-            let matcher = constraint.map(|c| c.matcher().stats());
+            let (generation, matcher) = if let Some(factory) = &custom {
+                let mut c = factory.make(&vocab).map_err(FormatError::Custom)?;
+                (attempt(model, &prompt, &options, reasoning, Some(c.as_mut()), &mut |p| on_event(event(1, p)))?, None)
+            } else {
+                let mut constraint = compiled.as_ref().map(GrammarConstraint::new);
+                let c = constraint.as_mut().map(|c| c as &mut dyn Constraint);
+                let generation = attempt(model, &prompt, &options, reasoning, c, &mut |p| on_event(event(1, p)))?;
+                (generation, constraint.map(|c| c.matcher().stats()))
+            };
             return Ok(Answer { text: generation.text.clone(), generation, valid: None, attempts: Vec::new(), matcher });
         };
+        if let Some(factory) = &custom {
+            factory.make(&vocab).map_err(FormatError::Custom)?; // fail before the first attempt
+        }
         // A fresh constraint per attempt (their matcher counters are not kept).
-        let mut make = || compiled.as_ref().map(|c| Box::new(GrammarConstraint::new(c)) as Box<dyn Constraint>);
+        let mut make = || match &custom {
+            Some(factory) => factory.make(&vocab).ok(),
+            None => compiled.as_ref().map(|c| Box::new(GrammarConstraint::new(c)) as Box<dyn Constraint>),
+        };
         if validate_format {
             if let Some(schema) = format.json_schema() {
                 validation.validators.insert(0, Validator::Schema(schema));
