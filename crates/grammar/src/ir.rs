@@ -29,7 +29,8 @@ impl RuleId {
     }
 }
 
-/// A special token named by a grammar (GBNF `<[123]>` or `<|im_end|>`).
+/// A token named by a grammar (GBNF `<[123]>` or `<|im_end|>`), in [`Expr::Token`] and
+/// [`Expr::NotToken`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum TokenRef {
     /// By id.
@@ -62,6 +63,12 @@ pub enum Expr {
     Rule(RuleId),
     /// One special token, produced only where the grammar names it.
     Token(TokenRef),
+    /// Any one token of the vocabulary except this one (GBNF `!<[123]>`, llama.cpp's
+    /// negated token reference), matched as a whole token: text or special, never an
+    /// end-of-sequence token (those only end an input the grammar accepts) nor an unused
+    /// slot. Text written byte by byte never matches it (a byte-level check without a
+    /// vocabulary treats it, like [`Expr::Token`], as matching nothing).
+    NotToken(TokenRef),
     /// Members in any order, each listed one at most once: a JSON object's body (see
     /// [`Unordered`]). Not expressible in GBNF (a permutation language has no small
     /// context-free grammar); the matcher builds the rules for each set of members seen

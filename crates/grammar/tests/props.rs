@@ -70,7 +70,7 @@ fn derive(g: &Grammar, e: &Expr, rng: &mut Rng, depth: usize, out: &mut String) 
             }
         }
         Expr::Rule(r) => derive(g, &g.rule(*r).expr, rng, depth + 1, out),
-        Expr::Token(_) => {}
+        Expr::Token(_) | Expr::NotToken(_) => {}
         Expr::Unordered(_) => unreachable!("GBNF grammars have no unordered groups"),
     }
 }

@@ -1,6 +1,7 @@
 //! Arrays: positional items (`prefixItems`, array-form `items`), the rest (`items`,
 //! `additionalItems`), counts, `contains` (at least one match, by position of the first hit) and
-//! `uniqueItems` over small finite item domains (one rule per set of values used so far).
+//! `uniqueItems` over small finite item domains (one rule per set of values used so far;
+//! elsewhere refused, or under lenient mode ignored with a warning, which only widens).
 
 use crate::compile::{alt_of, invalid, is_nothing, nothing, seq_of, Cx, Part, R};
 use crate::string::as_count;
@@ -103,7 +104,10 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
         }
     }
     if unique && max_total.is_none_or(|m| m > 1) {
-        return unique_items(cx, parts, &rest_parts, k, min, max_total, open, close, sep);
+        if let Some(e) = unique_items(cx, parts, &rest_parts, k, min, max_total, open.clone(), close.clone(), sep.clone())? {
+            return Ok(e);
+        }
+        // Lenient and not enforced: the array as if `uniqueItems` were absent (wider, never narrower).
     }
     // Positional items then the rest.
     let rest_min = min.saturating_sub(k as u64);
@@ -134,8 +138,12 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
     Ok(seq_of(vec![open, tail, close]))
 }
 
+/// `uniqueItems` enforced exactly: one rule per set of item values used so far, for a finite
+/// item domain of at most 8 values and no positional items. Otherwise refused (an error), or
+/// under lenient mode a warning and `None`: the caller then compiles the array without the
+/// keyword, so that an unenforced keyword only widens the grammar.
 #[allow(clippy::too_many_arguments)]
-fn unique_items(cx: &mut Cx, parts: &[Part], rest_parts: &[Part], k: usize, min: u64, max: Option<u64>, open: Expr, close: Expr, sep: Expr) -> R<Expr> {
+fn unique_items(cx: &mut Cx, parts: &[Part], rest_parts: &[Part], k: usize, min: u64, max: Option<u64>, open: Expr, close: Expr, sep: Expr) -> R<Option<Expr>> {
     // Finite item domain: enum/const on the items, or boolean/null types.
     let mut cands: Option<Vec<Value>> = None;
     for p in rest_parts {
@@ -165,10 +173,10 @@ fn unique_items(cx: &mut Cx, parts: &[Part], rest_parts: &[Part], k: usize, min:
             }
         }
     }
-    let at = parts.iter().find(|p| p.get("uniqueItems").is_some()).map(|p| p.kw_ptr("uniqueItems")).unwrap_or_default();
+    let at = parts.iter().find(|p| p.get("uniqueItems") == Some(&Value::Bool(true))).map(|p| p.kw_ptr("uniqueItems")).unwrap_or_default();
     let Some(c) = cands.filter(|_| k == 0) else {
         cx.refuse("uniqueItems", "enforced only for items with a small finite domain (enum/const/boolean) and no positional items", at)?;
-        return Ok(seq_of(vec![open, Expr::opt(Expr::seq([Expr::empty()])), close]));
+        return Ok(None);
     };
     let mut vals: Vec<Value> = Vec::new();
     for v in c {
@@ -179,7 +187,7 @@ fn unique_items(cx: &mut Cx, parts: &[Part], rest_parts: &[Part], k: usize, min:
     let n = vals.len();
     if n > 8 {
         cx.refuse("uniqueItems", format!("{n} distinct item values (at most 8 are supported)"), at)?;
-        return Ok(nothing());
+        return Ok(None);
     }
     let lits: Vec<Expr> = vals.iter().map(|v| cx.literal(v)).collect();
     cx.uid += 1;
@@ -203,5 +211,5 @@ fn unique_items(cx: &mut Cx, parts: &[Part], rest_parts: &[Part], k: usize, min:
         cx.b.define(&name(set), alt_of(alts));
     }
     let start = cx.b.rule_id(&name(0));
-    Ok(seq_of(vec![open, Expr::Rule(start), close]))
+    Ok(Some(seq_of(vec![open, Expr::Rule(start), close])))
 }

@@ -7,8 +7,12 @@
 //! - `ipv6`: full form and `::`-compressed forms at either end; `uri`: scheme, optional
 //!   authority with numeric port, path, query and fragment of RFC 3986 characters.
 //!
-//! Formats outside this list are refused unless lenient. (In draft 2020-12 `format` is an
-//! annotation by default; enforcing it only ever narrows what is accepted.)
+//! Formats outside this list are annotations by default, as JSON Schema requires of formats
+//! an implementation does not know: any string is accepted and a `Warning` says so
+//! (`SchemaOptions::unknown_formats_as_annotations`; off, they are refused unless lenient).
+//! The known ones are asserted unless `SchemaOptions::formats_as_annotations` (in draft
+//! 2020-12 `format` is an annotation by default; asserting it only ever narrows what is
+//! accepted).
 
 const DEC_OCTET: &str = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
 const DATE: &str = "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))";
@@ -21,12 +25,6 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6", "uuid", "uri",
     "uri-reference", "iri", "iri-reference", "json-pointer", "relative-json-pointer",
 ];
-
-/// Formats that constrain nothing we must enforce (the validator treats them as annotations
-/// and any string is fine for generation): none by default.
-pub(crate) fn is_lax_ok(_f: &str) -> bool {
-    false
-}
 
 /// The pattern for a supported format.
 pub(crate) fn regex_for(f: &str) -> Option<String> {

@@ -30,7 +30,7 @@
 //!   digits, so that decimal and binary comparisons with the bounds agree;
 //! - regex-constrained strings use raw characters and mandatory escapes only (no `\u` escape of
 //!   printable characters); formats use strict grammars that are subsets of the RFCs (see
-//!   `format` module).
+//!   `format` module), and formats formwork does not know are annotations (a [`Warning`]).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -140,8 +140,9 @@ impl Draft {
     }
 }
 
-/// Options for [`compile`].
-#[derive(Clone, Debug, Default)]
+/// Options for [`compile`]. The [`Default`] follows the specification where it is silent on
+/// generation: known formats asserted, unknown formats annotations, nothing lenient.
+#[derive(Clone, Debug)]
 pub struct SchemaOptions {
     /// Unenforceable keywords become [`Warning`]s instead of errors (the grammar then accepts
     /// more than the schema allows; [`validate`] still catches it).
@@ -155,9 +156,11 @@ pub struct SchemaOptions {
     pub limits: Limits,
     /// When set, objects at the root must start with this key (for tool-call names).
     pub force_first_key: Option<String>,
-    /// Treat formats formwork does not know as annotations (JSON Schema's own default: any
-    /// string is accepted, and the `jsonschema` validator ignores them too), recording a
-    /// [`Warning`]. Off by default: unknown formats are refused.
+    /// Treat formats formwork does not know (`url`, `semver`, ...) as annotations, recording
+    /// a [`Warning`] for each: any string is accepted, as JSON Schema requires (an unknown
+    /// format must not make validation fail) and as the `jsonschema` validator does. On by
+    /// default; off, an unknown format is refused like any keyword formwork cannot enforce
+    /// (a [`Warning`] again under [`lenient`](SchemaOptions::lenient)).
     pub unknown_formats_as_annotations: bool,
     /// Treat every `format` as an annotation: JSON Schema 2020-12's default when a schema
     /// does not use the format-assertion vocabulary. Strings are not checked against it (a
@@ -177,6 +180,24 @@ pub struct SchemaOptions {
     /// Documents that `$ref`s may point at, by absolute URI (e.g. `http://localhost:1234/x.json`).
     /// Nothing is ever fetched over the network.
     pub remotes: BTreeMap<String, serde_json::Value>,
+}
+
+impl Default for SchemaOptions {
+    fn default() -> Self {
+        SchemaOptions {
+            lenient: false,
+            strict: false,
+            whitespace: Whitespace::default(),
+            limits: Limits::default(),
+            force_first_key: None,
+            unknown_formats_as_annotations: true,
+            formats_as_annotations: false,
+            canonical_integers: false,
+            key_order: KeyOrder::default(),
+            draft: Draft::default(),
+            remotes: BTreeMap::new(),
+        }
+    }
 }
 
 /// What went wrong compiling a schema.

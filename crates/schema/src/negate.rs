@@ -144,7 +144,9 @@ fn neg_value(cx: &mut Cx, at: &Part, v: Value, depth: usize) -> R<Value> {
                 alts.push(neg_value(cx, &target, tv, depth + 1)?);
             }
             "x-formwork-not-values" => return Err(unsupported("not", "double negation of values", at.at.clone())),
-            "format" if cx.opts.formats_as_annotations => {} // an annotation: constrains nothing
+            // An annotation constrains nothing, so it adds nothing to the negation.
+            "format" if cx.opts.formats_as_annotations => {}
+            "format" if cx.opts.unknown_formats_as_annotations && x.as_str().is_some_and(|f| crate::format::regex_for(f).is_none()) => {}
             "pattern" | "format" | "items" | "prefixItems" | "additionalItems" | "additionalProperties" | "patternProperties"
             | "propertyNames" | "contains" | "minContains" | "maxContains" | "uniqueItems" | "multipleOf" | "oneOf" | "if"
             | "then" | "else" | "dependentRequired" | "dependentSchemas" | "dependencies" | "unevaluatedProperties"

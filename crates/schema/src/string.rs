@@ -227,7 +227,7 @@ fn collect(cx: &mut Cx, parts: &[Part]) -> R<StrKw> {
                     }
                 } else if cx.opts.unknown_formats_as_annotations {
                     cx.warnings.push(crate::Warning { keyword: "format".into(), pointer: p.kw_ptr("format"), why: format!("unknown format `{s}` treated as an annotation") });
-                } else if !crate::format::is_lax_ok(s) {
+                } else {
                     cx.refuse("format", format!("format `{s}` is not supported (supported: {})", crate::format::SUPPORTED.join(", ")), p.kw_ptr("format"))?;
                 }
             }

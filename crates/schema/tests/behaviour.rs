@@ -298,6 +298,31 @@ fn formats_as_annotations_constrain_nothing_and_say_so() {
 }
 
 #[test]
+fn unknown_formats_are_annotations_by_default() {
+    // JSON Schema: an unknown format must not make validation fail.
+    let s = json!({"type": "object", "properties": {"home": {"type": "string", "format": "url"}}, "required": ["home"]});
+    check(s.clone(), &[r#"{"home":"anything at all"}"#, r#"{"home":""}"#], &[r#"{"home":1}"#, "{}"]);
+    let (_, w) = compile_with_warnings(&s, &SchemaOptions::default()).unwrap();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!((w[0].keyword.as_str(), w[0].pointer.as_str()), ("format", "/properties/home/format"));
+    assert_eq!(w[0].why, "unknown format `url` treated as an annotation");
+    // Known formats stay asserted, with no warning.
+    let (g, w) = compile_with_warnings(&json!({"format": "date", "type": "string"}), &SchemaOptions::default()).unwrap();
+    assert!(w.is_empty(), "{w:?}");
+    assert!(!accepts(&g, br#""2024-02-30""#, &SchemaOptions::default().limits).unwrap());
+    // `not` of an unknown format negates an annotation: nothing is valid.
+    let g = compile(&json!({"not": {"format": "semver"}}), &SchemaOptions::default()).unwrap();
+    assert!(!matches!(accepts(&g, br#""1.0.0""#, &SchemaOptions::default().limits), Ok(true)));
+    assert!(validate(&json!({"not": {"format": "semver"}}), r#""1.0.0""#).is_err());
+    // Refusing them is still an option, naming the keyword and its pointer.
+    let refuse = SchemaOptions { unknown_formats_as_annotations: false, ..Default::default() };
+    let e = compile(&s, &refuse).unwrap_err();
+    assert_eq!((e.keyword(), e.pointer.as_str()), (Some("format"), "/properties/home/format"));
+    let (_, w) = compile_with_warnings(&s, &SchemaOptions { lenient: true, ..refuse }).unwrap();
+    assert_eq!(w[0].keyword, "format");
+}
+
+#[test]
 fn a_metaschema_without_the_validation_vocabulary_turns_validation_keywords_off() {
     let meta = json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -85,6 +85,9 @@ fn expr(out: &mut String, e: &Expr) {
             let _ = write!(out, "<[{}]>", t.0);
         }
         Expr::Token(TokenRef::Name(n)) => out.push_str(n),
+        // A negated token reference (GBNF `!<[N]>`) is given no Lark form here (the GBNF
+        // corpus the peer runs has none): a regex that matches nothing.
+        Expr::NotToken(_) => out.push_str("/(?!)/"),
         // Only JSON Schema grammars in any-key-order mode have these, and schemas go to the
         // peer as JSON Schema, never through Lark: a regex that matches nothing.
         Expr::Unordered(_) => out.push_str("/(?!)/"),

@@ -62,6 +62,8 @@ pub enum NodeKind {
     RuleRef(String),
     /// `<[123]>` or `<|name|>`: one special token.
     Token(TokenRef),
+    /// `!<[123]>` or `!<|name|>`: any one token but this one.
+    NotToken(TokenRef),
     /// `( ... )`.
     Group(Box<Node>),
     /// Elements in sequence (zero elements: the empty string).

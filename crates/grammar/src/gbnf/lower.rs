@@ -60,6 +60,7 @@ fn lower(n: &Node, ids: &HashMap<&str, RuleId>) -> Result<Expr, (String, Span)> 
             None => return Err((name.clone(), n.span)),
         },
         NodeKind::Token(t) => Expr::Token(t.clone()),
+        NodeKind::NotToken(t) => Expr::NotToken(t.clone()),
         NodeKind::Group(inner) => lower(inner, ids)?,
         NodeKind::Seq(items) => {
             let mut out = Vec::with_capacity(items.len());
@@ -124,7 +125,7 @@ fn productive(e: &Expr, prod: &[bool]) -> bool {
     while let Some(w) = work.pop() {
         match w {
             W::Visit(e) => match e {
-                Expr::Literal(_) | Expr::Token(_) => vals.push(true),
+                Expr::Literal(_) | Expr::Token(_) | Expr::NotToken(_) => vals.push(true),
                 Expr::Class(r) => vals.push(!r.is_empty()),
                 Expr::Rule(id) => vals.push(prod[id.index()]),
                 Expr::Repeat { min: 0, .. } => vals.push(true),

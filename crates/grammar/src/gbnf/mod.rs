@@ -13,7 +13,8 @@
 //!   `\n \r \t \\ \" \[ \] \xHH \uHHHH \UHHHHHHHH` (and `\- \^ \' \/`);
 //! - `.` (any character), postfix `*` `+` `?` `{m}` `{m,}` `{m,n}` `{,n}`, which may be
 //!   stacked (`"a"*?`);
-//! - special tokens by id `<[128009]>` or by name `<|im_end|>` / `<think>` ([`Expr::Token`]);
+//! - special tokens by id `<[128009]>` or by name `<|im_end|>` / `<think>` ([`Expr::Token`]),
+//!   and negated ones, any single token but that one: `!<[128009]>` ([`Expr::NotToken`]);
 //! - `#` comments to the end of the line.
 //!
 //! Newlines are not significant: a rule ends where the next `name ::=` starts. That accepts

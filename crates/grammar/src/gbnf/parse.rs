@@ -26,6 +26,7 @@ enum Tok {
     Class { negated: bool, items: Vec<ClassItem> },
     Dot,
     Token(TokenRef),
+    NotToken(TokenRef),
     LParen,
     RParen,
     Pipe,
@@ -47,6 +48,7 @@ fn describe(t: &Tok) -> String {
         Tok::Class { .. } => "a character class".into(),
         Tok::Dot => "`.`".into(),
         Tok::Token(_) => "a token reference".into(),
+        Tok::NotToken(_) => "a negated token reference".into(),
         Tok::LParen => "`(`".into(),
         Tok::RParen => "`)`".into(),
         Tok::Pipe => "`|`".into(),
@@ -114,7 +116,7 @@ impl<'a> Lexer<'a> {
             let tok = match c {
                 '"' => self.literal()?,
                 '[' => self.class()?,
-                '<' => self.token()?,
+                '<' => Tok::Token(self.token()?),
                 '{' => self.braces()?,
                 '.' => self.single(Tok::Dot),
                 '(' => self.single(Tok::LParen),
@@ -128,10 +130,8 @@ impl<'a> Lexer<'a> {
                     Tok::Define
                 }
                 '!' if self.peek2() == Some('<') => {
-                    return Err(self.err(
-                        GbnfErrorKind::BadToken("negated token references `!<...>` are not supported".into()),
-                        Span::new(start, start + 1),
-                    ))
+                    self.pos += 1;
+                    Tok::NotToken(self.token()?)
                 }
                 c if is_name_char(c) => {
                     let len = self.src[start..].find(|c| !is_name_char(c)).unwrap_or(self.src.len() - start);
@@ -235,7 +235,8 @@ impl<'a> Lexer<'a> {
         Ok(Tok::Class { negated, items })
     }
 
-    fn token(&mut self) -> Result<Tok, GbnfError> {
+    /// A token reference `<[123]>` or `<name>`, from its `<`.
+    fn token(&mut self) -> Result<TokenRef, GbnfError> {
         let start = self.pos;
         let rest = &self.src[start..];
         let end = rest.find(|c: char| c == '>' || c.is_whitespace()).filter(|&i| rest.as_bytes()[i] == b'>');
@@ -252,12 +253,12 @@ impl<'a> Lexer<'a> {
             let id: u32 = inner.parse().map_err(|_| {
                 self.err(GbnfErrorKind::BadToken(format!("`{text}` is not a token id (a decimal u32)")), span)
             })?;
-            return Ok(Tok::Token(TokenRef::Id(TokenId(id))));
+            return Ok(TokenRef::Id(TokenId(id)));
         }
         if text.len() <= 2 {
             return Err(self.err(GbnfErrorKind::BadToken("empty token name `<>`".into()), span));
         }
-        Ok(Tok::Token(TokenRef::Name(text.to_string())))
+        Ok(TokenRef::Name(text.to_string()))
     }
 
     fn braces(&mut self) -> Result<Tok, GbnfError> {
@@ -424,6 +425,7 @@ impl<'a> Parser<'a> {
                 Tok::Dot => NodeKind::Any,
                 Tok::Name(n) => NodeKind::RuleRef(n),
                 Tok::Token(t) => NodeKind::Token(t),
+                Tok::NotToken(t) => NodeKind::NotToken(t),
                 Tok::Pipe => {
                     top.end_branch(span.start);
                     top.seq_start = span.end;

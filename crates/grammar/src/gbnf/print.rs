@@ -110,15 +110,10 @@ fn write_expr(out: &mut String, e: &Expr, names: &[String]) {
             Expr::Literal(s) => write_literal(out, s),
             Expr::Class(r) => write_class(out, r),
             Expr::Rule(id) => out.push_str(&names[id.index()]),
-            Expr::Token(TokenRef::Id(t)) => {
-                let _ = write!(out, "<[{}]>", t.0);
-            }
-            Expr::Token(TokenRef::Name(n)) => {
-                if n.starts_with('<') && n.ends_with('>') && n.len() > 2 {
-                    out.push_str(n);
-                } else {
-                    let _ = write!(out, "<{n}>");
-                }
+            Expr::Token(t) => write_token(out, t),
+            Expr::NotToken(t) => {
+                out.push('!');
+                write_token(out, t);
             }
             Expr::Unordered(u) => {
                 out.push_str("@unordered(");
@@ -171,6 +166,19 @@ fn write_expr(out: &mut String, e: &Expr, names: &[String]) {
                 let inner_ctx = if matches!(**expr, Expr::Repeat { .. }) { Ctx::Item } else { Ctx::Operand };
                 stack.push(Work::Expr(expr, inner_ctx));
             }
+        }
+    }
+}
+
+/// A token reference: `<[123]>` or `<name>`.
+fn write_token(out: &mut String, t: &TokenRef) {
+    match t {
+        TokenRef::Id(t) => {
+            let _ = write!(out, "<[{}]>", t.0);
+        }
+        TokenRef::Name(n) if n.starts_with('<') && n.ends_with('>') && n.len() > 2 => out.push_str(n),
+        TokenRef::Name(n) => {
+            let _ = write!(out, "<{n}>");
         }
     }
 }

@@ -113,8 +113,31 @@ fn token_references() {
     assert!(matches!(err("root ::= <[12x]>").kind, GbnfErrorKind::BadToken(_)));
     assert!(matches!(err("root ::= <[99999999999]>").kind, GbnfErrorKind::BadToken(_)));
     assert!(matches!(err("root ::= <im_end").kind, GbnfErrorKind::BadToken(_)));
-    assert!(matches!(err("root ::= !<[2]>").kind, GbnfErrorKind::BadToken(_)));
     assert!(matches!(err("root ::= <>").kind, GbnfErrorKind::BadToken(_)));
+}
+
+#[test]
+fn negated_token_references() {
+    assert_eq!(root_expr("root ::= !<[2]>"), Expr::NotToken(TokenRef::Id(TokenId(2))));
+    assert_eq!(
+        root_expr("root ::= \"a\" !<|im_end|>* <[7]>"),
+        Expr::Seq(vec![
+            Expr::lit("a"),
+            Expr::star(Expr::NotToken(TokenRef::Name("<|im_end|>".into()))),
+            Expr::Token(TokenRef::Id(TokenId(7))),
+        ])
+    );
+    // Printed back as written, and parsed again to the same grammar.
+    let text = "root ::= \"a\" !<[2]>+ (!<|im_end|> | <[3]>)\n";
+    let g = p(text);
+    assert_eq!(print(&g), text);
+    assert_eq!(p(&print(&g)), g);
+    // Errors point at the reference.
+    let e = err("root ::= !<[2x]>");
+    assert!(matches!(e.kind, GbnfErrorKind::BadToken(_)));
+    assert!(e.to_string().contains("`<[2x]>` is not a token id"), "{e}");
+    assert!(matches!(err("root ::= !<[2]").kind, GbnfErrorKind::BadToken(_)));
+    assert!(matches!(err("root ::= ! <[2]>").kind, GbnfErrorKind::UnexpectedChar('!')));
 }
 
 #[test]

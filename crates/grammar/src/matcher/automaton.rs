@@ -9,9 +9,9 @@
 //! frame (tail calls), so right recursion (`S ::= x S | ε`) runs in constant stack.
 //!
 //! ## States
-//! A state is the sorted set of stacks whose top is a terminal (a byte set or a special
-//! token), plus [`BOTTOM`] when the input so far is a complete match. States are interned
-//! into [`StateId`](u32)s; state 0 is [`DEAD`] (no stack). `trans[s][b]` memoizes the
+//! A state is the sorted set of stacks whose top is a terminal (a byte set, a special
+//! token or a negated token reference), plus [`BOTTOM`] when the input so far is a complete
+//! match. States are interned into [`StateId`](u32)s; state 0 is [`DEAD`] (no stack). `trans[s][b]` memoizes the
 //! state after byte `b` (`UNKNOWN` until first asked), so once warm a byte step is one
 //! load. A step that would need more than `max_stacks` stacks yields [`OVERFLOW`]
 //! (dead for masks, an error on commit), and so does one that would create a state past
@@ -75,6 +75,10 @@ pub(crate) struct StateInfo {
     pub first: ByteSet,
     /// Special tokens some stack can take next.
     pub tokens: Box<[TokenId]>,
+    /// The tokens excluded by the negated token references some stack can take next
+    /// (each stack takes any whole token but its own), without repeats: empty when there
+    /// are none; with two or more, every token is taken by some stack.
+    pub not_tokens: Box<[TokenId]>,
 }
 
 /// One state of the table: what is known about it, and its transitions as they are built.
@@ -233,12 +237,27 @@ impl Automaton {
         self.builder().step(&self.table, s, b)
     }
 
-    /// The state after special token `t` from `s` (not memoized; special tokens are rare).
-    pub fn step_token(&self, s: u32, t: TokenId) -> u32 {
-        if !self.info(s).tokens.contains(&t) {
+    /// The state after token `t` taken whole from `s`, by the stacks that name it and, when
+    /// `negated` (the caller's word that `t` is a token negated references may take), by
+    /// the negated references to other tokens. Not memoized: such steps are rare.
+    pub fn step_token(&self, s: u32, t: TokenId, negated: bool) -> u32 {
+        let info = self.info(s);
+        let taken = info.tokens.contains(&t) || (negated && info.not_tokens.iter().any(|&n| n != t));
+        if !taken {
             return DEAD;
         }
-        self.builder().step_token(&self.table, s, t)
+        self.builder().step_token(&self.table, s, t, negated)
+    }
+
+    /// The state whose stacks are those of `a` and of `b`: where two readings of one token
+    /// (its bytes, and the token taken whole) both go on.
+    pub fn union(&self, a: u32, b: u32) -> u32 {
+        match (a, b) {
+            (OVERFLOW, _) | (_, OVERFLOW) => OVERFLOW,
+            (DEAD, x) | (x, DEAD) => x,
+            (a, b) if a == b => a,
+            (a, b) => self.builder().union(&self.table, a, b),
+        }
     }
 
     /// Info about state `s`.
@@ -498,19 +517,43 @@ impl Builder {
         }
     }
 
-    /// The state after special token `tok` from `s`.
-    fn step_token(&mut self, t: &Table, s: u32, tok: TokenId) -> u32 {
+    /// The state after token `tok` taken whole from `s` (see [`Automaton::step_token`]).
+    fn step_token(&mut self, t: &Table, s: u32, tok: TokenId, negated: bool) -> u32 {
         self.seeds.clear();
         for &n in t.state(s).info.stacks.iter() {
             if n == BOTTOM || n == CTX {
                 continue;
             }
             let (pos, parent) = self.nodes[n as usize];
-            if self.flat.elems[pos as usize] == Elem::Token(tok) {
+            let takes = match self.flat.elems[pos as usize] {
+                Elem::Token(x) => x == tok,
+                Elem::NotToken(x) => negated && x != tok,
+                _ => false,
+            };
+            if takes {
                 self.seeds.push((pos + 1, parent));
             }
         }
         self.closure(t)
+    }
+
+    /// The state of the stacks of `a` and `b` (see [`Automaton::union`]), within the limits.
+    fn union(&mut self, t: &Table, a: u32, b: u32) -> u32 {
+        let (sa, sb) = (&t.state(a).info.stacks, &t.state(b).info.stacks);
+        let mut stacks: Vec<u32> = sa.iter().chain(sb.iter()).copied().collect();
+        stacks.sort_unstable();
+        stacks.dedup();
+        if stacks.len() > self.max_stacks {
+            return OVERFLOW;
+        }
+        match self.state_ids.get(stacks.as_slice()) {
+            Some(&id) => id,
+            None if self.state_ids.len() >= self.max_states => {
+                t.states_capped.store(true, Ordering::Relaxed);
+                OVERFLOW
+            }
+            None => self.intern_state(t, stacks),
+        }
     }
 
     fn intern_node(&mut self, pos: u32, parent: u32) -> u32 {
@@ -589,7 +632,7 @@ impl Builder {
                         self.work.push((a, cont));
                     }
                 }
-                Elem::Bytes(_) | Elem::Token(_) => {
+                Elem::Bytes(_) | Elem::Token(_) | Elem::NotToken(_) => {
                     let n = self.intern_node(pos, parent);
                     self.out.push(n);
                 }
@@ -628,6 +671,7 @@ impl Builder {
         let id = self.state_ids.len() as u32;
         let mut first = ByteSet::default();
         let mut tokens = Vec::new();
+        let mut not_tokens = Vec::new();
         let mut accepting = false;
         let mut ctx = false;
         for &n in &stacks {
@@ -642,13 +686,14 @@ impl Builder {
             match self.flat.elems[self.nodes[n as usize].0 as usize] {
                 Elem::Bytes(k) => first.union(&self.flat.sets[k as usize]),
                 Elem::Token(t) if t.0 != u32::MAX && !tokens.contains(&t) => tokens.push(t),
+                Elem::NotToken(t) if !not_tokens.contains(&t) => not_tokens.push(t),
                 _ => {}
             }
         }
         let stacks: Box<[u32]> = stacks.into_boxed_slice();
-        self.state_bytes += 1024 + stacks.len() * 4 + tokens.len() * 4;
+        self.state_bytes += 1024 + stacks.len() * 4 + (tokens.len() + not_tokens.len()) * 4;
         self.state_ids.insert(stacks.clone(), id);
-        let info = StateInfo { stacks, accepting, first, tokens: tokens.into_boxed_slice() };
+        let info = StateInfo { stacks, accepting, first, tokens: tokens.into_boxed_slice(), not_tokens: not_tokens.into_boxed_slice() };
         let trans = Box::new(std::array::from_fn(|_| AtomicU32::new(UNKNOWN)));
         t.states.set(id, State { trans, ctx, info });
         // Published: the slot is set before the count says so.

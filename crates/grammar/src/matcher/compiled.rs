@@ -360,12 +360,16 @@ impl CompiledGrammar {
             return (m.clone(), true, 0);
         }
         let vocab = self.index.vocab();
-        let (m, walked) = match self.repeat_mask(st, s, busy) {
-            Some(r) => r,
-            None => self.ci_mask(st, s),
+        let info = st.info(s);
+        let (m, walked) = if !info.not_tokens.is_empty() {
+            (self.negated_mask(st, s), 0)
+        } else {
+            match self.repeat_mask(st, s, busy) {
+                Some(r) => r,
+                None => self.ci_mask(st, s),
+            }
         };
         let mut m = m;
-        let info = st.info(s);
         for &t in info.tokens.iter() {
             m.insert(t);
         }
@@ -380,6 +384,57 @@ impl CompiledGrammar {
         }
         // The first thread to publish wins; a mask computed at the same time is equal.
         (self.masks.masks.set(s, m).clone(), false, walked)
+    }
+
+    /// The mask of `s` but for its named tokens and EOS, in a state where negated token
+    /// references may come next: every token they take (see [`takes_negated`]), and the
+    /// others (the excluded one, EOS tokens that are text) when their bytes are a path from
+    /// `s`. No trie walk: only those few tokens are in doubt.
+    fn negated_mask(&self, st: &mut Stepper<'_>, s: u32) -> TokenMask {
+        let vocab = self.index.vocab();
+        let info = st.info(s);
+        let mut m = TokenMask::new(vocab.len());
+        for t in vocab.ids() {
+            if takes_negated(vocab, t) && info.not_tokens.iter().any(|&n| n != t) {
+                m.insert(t);
+            } else if vocab.is_text(t) {
+                let mut x = s;
+                for &b in vocab.token_bytes(t) {
+                    x = st.step(x, b);
+                    if x == DEAD || x == OVERFLOW {
+                        break;
+                    }
+                }
+                if x != DEAD && x != OVERFLOW {
+                    m.insert(t);
+                }
+            }
+        }
+        m
+    }
+
+    /// The state after token `t` from `s` (not EOS, which the caller handles): the union of
+    /// its bytes read as text and of the token taken whole by the references that name it
+    /// or negate another token. [`DEAD`] when neither goes on; [`OVERFLOW`] past a limit.
+    pub(super) fn after_token(&self, s: u32, t: TokenId) -> u32 {
+        let vocab = self.index.vocab();
+        let aut = &self.aut;
+        let mut by_text = DEAD;
+        if vocab.is_text(t) {
+            by_text = s;
+            for &b in vocab.token_bytes(t) {
+                by_text = aut.step(by_text, b);
+                if by_text == DEAD || by_text == OVERFLOW {
+                    break;
+                }
+            }
+        }
+        let info = aut.info(s);
+        let negated = !info.not_tokens.is_empty() && takes_negated(vocab, t);
+        if !negated && !info.tokens.contains(&t) {
+            return by_text;
+        }
+        aut.union(by_text, aut.step_token(s, t, negated))
     }
 
     /// Turns the bounded-repetition shortcut on (the default) or off. Off, a state inside
@@ -696,7 +751,9 @@ impl Matcher {
             }
         }
         let info = aut.info(s);
-        info.tokens.contains(&t) || (info.accepting && vocab.eos_tokens().contains(&t))
+        info.tokens.contains(&t)
+            || (takes_negated(vocab, t) && info.not_tokens.iter().any(|&n| n != t))
+            || (info.accepting && vocab.eos_tokens().contains(&t))
     }
 
     /// Advances past token `t`. On error the state is unchanged. Committing an EOS token
@@ -716,19 +773,7 @@ impl Matcher {
             return Err(MatchError::Ended);
         }
         let aut = &self.g.aut;
-        let mut next = DEAD;
-        if vocab.is_text(t) {
-            next = s;
-            for &b in vocab.token_bytes(t) {
-                next = aut.step(next, b);
-                if next == DEAD || next == OVERFLOW {
-                    break;
-                }
-            }
-        }
-        if next == DEAD && aut.info(s).tokens.contains(&t) {
-            next = aut.step_token(s, t);
-        }
+        let mut next = self.g.after_token(s, t);
         if next == DEAD && aut.info(s).accepting && vocab.eos_tokens().contains(&t) {
             next = ENDED;
         }
@@ -815,11 +860,11 @@ impl Matcher {
             return true;
         }
         let i = self.g.aut.info(s);
-        i.accepting && i.first.is_empty() && i.tokens.is_empty()
+        i.accepting && i.first.is_empty() && i.tokens.is_empty() && i.not_tokens.is_empty()
     }
 
     /// The bytes every continuation must start with (empty when there is a choice, when the
-    /// input may end here, or when a special token may come next). At most 4 KiB.
+    /// input may end here, or when a token reference may come next). At most 4 KiB.
     pub fn forced_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         let mut s = self.cur();
@@ -829,7 +874,7 @@ impl Matcher {
         let aut = &self.g.aut;
         while out.len() < MAX_FORCED {
             let i = aut.info(s);
-            if i.accepting || !i.tokens.is_empty() {
+            if i.accepting || !i.tokens.is_empty() || !i.not_tokens.is_empty() {
                 break;
             }
             let Some(b) = i.first.only() else { break };
@@ -908,6 +953,13 @@ impl Matcher {
     pub fn stats(&self) -> MatchStats {
         self.stats.clone()
     }
+}
+
+/// Can a negated token reference (`!<[N]>`, for another `N`) take token `t`? Any token but
+/// the EOS tokens (which only end an input the grammar accepts, as everywhere) and unused
+/// slots (never allowed).
+fn takes_negated(vocab: &Vocabulary, t: TokenId) -> bool {
+    vocab.kind(t) != formwork_vocab::TokenKind::Unused && !vocab.eos_tokens().contains(&t)
 }
 
 /// Byte-level check with no vocabulary: does `g` accept exactly `input`? Special tokens

@@ -5,7 +5,8 @@
 //! - `min[r]`: the length of a shortest string of rule `r`, by Knuth's generalisation of
 //!   Dijkstra to grammars: an alternative's value is known once all the rules it references
 //!   are final; the smallest known value finalises its rule (a heap). `best[r]` is that
-//!   alternative. Byte elements cost 1, special tokens cost ∞ (a completion is bytes only).
+//!   alternative. Byte elements cost 1, token references (negated ones too) cost ∞ (a
+//!   completion is bytes only).
 //!   Since `best[r]` only references rules finalised before `r`, expanding it terminates.
 //! - `rest[p]`: the fewest bytes from position `p` to the end of its alternative.
 //! - `pick[k]`: the byte a completion uses for byte set `k`: a readable one (`a`-`z`,
@@ -183,7 +184,7 @@ impl Completion {
                     todo.push(self.best[r as usize]);
                 }
                 // Never on a finite path (tokens cost ∞).
-                Elem::Token(_) => return,
+                Elem::Token(_) | Elem::NotToken(_) => return,
             }
         }
     }
@@ -193,7 +194,7 @@ impl Completion {
 fn cost(flat: &Flat, min: &[u32], p: usize) -> u32 {
     match flat.elems[p] {
         Elem::Bytes(k) if !flat.sets[k as usize].is_empty() => 1,
-        Elem::Bytes(_) | Elem::Token(_) => INF,
+        Elem::Bytes(_) | Elem::Token(_) | Elem::NotToken(_) => INF,
         Elem::Rule(r) => min[r as usize],
         Elem::End => 0,
     }
@@ -282,7 +283,7 @@ impl CompiledGrammar {
 
 impl Matcher {
     /// The fewest bytes that take the current state to a complete match: 0 when accepting,
-    /// `None` when only special tokens named by the grammar could finish it. Cheap (one hash
+    /// `None` when only tokens named by the grammar (negated or not) could finish it. Cheap (one hash
     /// probe once the state has been seen).
     pub fn min_completion_len(&self) -> Option<usize> {
         let s = self.cur();
@@ -304,21 +305,7 @@ impl Matcher {
             return None;
         }
         let comp = g.completion();
-        let aut = &g.aut;
-        let mut x = DEAD;
-        if vocab.is_text(t) {
-            x = s;
-            for &b in vocab.token_bytes(t) {
-                x = aut.step(x, b);
-                if x == DEAD || x == OVERFLOW {
-                    break;
-                }
-            }
-        }
-        if x == DEAD && aut.info(s).tokens.contains(&t) {
-            x = aut.step_token(s, t);
-        }
-        comp.need(aut, x).map(|v| v as usize)
+        comp.need(&g.aut, g.after_token(s, t)).map(|v| v as usize)
     }
 
     /// True when the grammar's completions only use bytes that are single-byte text tokens

@@ -7,8 +7,10 @@
 //!   result is one element or a helper rule whose alternatives start on disjoint lead bytes).
 //! - `Alt` inside a sequence becomes a helper rule. `e{m,n}` becomes `m` copies of a unit
 //!   (`e`, or a helper rule for it) then a chain of `n - m` optional helpers (`O_k ::= e O_{k-1} | ε`);
-//!   `e{m,}` becomes `m` copies then `S ::= e S | ε`. Right recursion in tail position does
-//!   not grow the stack (the matcher pushes no return frame for a rule that ends an alternative).
+//!   `e{m,}` becomes `m` copies then `S ::= e S | ε`. A repetition of a repetition is first
+//!   collapsed into one wherever the languages are equal (`((e*){0,99}){0,99}` is `e*`; see
+//!   `collapse_repeats`). Right recursion in tail position does not grow the stack (the
+//!   matcher pushes no return frame for a rule that ends an alternative).
 //! - Checks: the root must match something; left recursion (a rule reaching itself at its
 //!   left edge through nullable prefixes, with at least one frame pushed on the way) is refused
 //!   with the cycle named; sizes are bounded by [`Limits`].
@@ -91,6 +93,9 @@ pub(crate) enum Elem {
     Rule(u32),
     /// A special token, by id (`u32::MAX` when compiled without a vocabulary: never matches).
     Token(TokenId),
+    /// Any one whole token but this one, except the EOS tokens and unused slots
+    /// ([`Expr::NotToken`]). Without a vocabulary it lowers to a `Token(u32::MAX)` instead.
+    NotToken(TokenId),
     /// End of an alternative.
     End,
 }
@@ -149,6 +154,47 @@ struct Lowerer<'a> {
     chains: Vec<Chain>,
     /// Unordered groups: start rule and family (installed after flattening).
     groups: Vec<(u32, unordered::Family)>,
+}
+
+/// `body{min,max}` where `body` may itself be a repetition, rewritten as one repetition of
+/// an inner body wherever the languages are equal. Nested repetitions of a nullable body are
+/// otherwise ambiguous (`(([^x]*){0,99}){0,99}` reaches the empty string 99² ways, so the
+/// matcher's stacks multiply), though their language is often that of the inner one alone.
+///
+/// With `X = Y{a,b}`, `X^k = Y{ka,kb}`, so `X{m,n}` is the union of `Y{ka,kb}` for
+/// `m ≤ k ≤ n`. That union is one repetition of `Y` in these cases, taken from the
+/// innermost pair outwards:
+/// - `n = 0`: the empty string, `Y{0,0}`;
+/// - `a = 0` (`Y*`, `Y?`, `Y{0,b}`): the intervals `[0, kb]` are nested, so `Y{0,nb}`
+///   (unbounded when `n` or `b` is; kept apart when `nb` exceeds `max_repeat`);
+/// - `a = 1, b = ∞` (`Y+`): the intervals `[k, ∞)` are nested, so `Y{m,}`.
+///
+/// Elsewhere the union can have gaps (`(Y{2}){0,2}` is `Y{0}`, `Y{2}` or `Y{4}`), and that
+/// pair stays nested (a pair further out may still collapse onto it). The chain is at most
+/// the nesting limit deep.
+fn collapse_repeats(body: &Expr, min: u32, max: Option<u32>, max_repeat: u32) -> (&Expr, u32, Option<u32>) {
+    // `layers[i]`: the bounds of the i-th repetition from the outside, and the body it repeats.
+    let mut layers = vec![(body, min, max)];
+    while let Expr::Repeat { expr, min, max } = layers[layers.len() - 1].0 {
+        layers.push((expr, *min, *max));
+    }
+    let combine = |(a, b): (u32, Option<u32>), (m, n): (u32, Option<u32>)| -> Option<(u32, Option<u32>)> {
+        match (a, b, n) {
+            (_, _, Some(0)) | (0, Some(0), _) => Some((0, Some(0))),
+            (0, Some(b), Some(n)) => b.checked_mul(n).filter(|&p| p <= max_repeat).map(|p| (0, Some(p))),
+            (0, _, _) => Some((0, None)),
+            (1, None, _) => Some((m, None)),
+            _ => None,
+        }
+    };
+    let (mut body, mut a, mut b) = layers[layers.len() - 1];
+    for &(outer_body, m, n) in layers.iter().rev().skip(1) {
+        match combine((a, b), (m, n)) {
+            Some((a2, b2)) => (a, b) = (a2, b2),
+            None => (body, a, b) = (outer_body, m, n),
+        }
+    }
+    (body, a, b)
 }
 
 /// Lowers `g`. With a vocabulary, named tokens are resolved (an unknown one is an error);
@@ -321,9 +367,15 @@ impl Lowerer<'_> {
                             let id = self.token(t)?;
                             self.push_buf(&mut bufs[buf], Elem::Token(id))?;
                         }
+                        Expr::NotToken(t) => {
+                            let id = self.token(t)?;
+                            let el = if self.vocab.is_some() { Elem::NotToken(id) } else { Elem::Token(id) };
+                            self.push_buf(&mut bufs[buf], el)?;
+                        }
                         Expr::Repeat { expr, min, max } => {
                             let limit = self.limits.max_repeat;
-                            let biggest = max.unwrap_or(*min).max(*min);
+                            let (expr, min, max) = collapse_repeats(expr, *min, *max, limit);
+                            let biggest = max.unwrap_or(min).max(min);
                             if biggest > limit {
                                 return Err(CompileError::RepeatTooLarge {
                                     rule: self.err_name(),
@@ -335,8 +387,8 @@ impl Lowerer<'_> {
                             bufs.push(Vec::new());
                             tasks.push(Task::Repeat {
                                 unit,
-                                min: *min,
-                                max: *max,
+                                min,
+                                max,
                                 out: buf,
                             });
                             tasks.push(Task::Lower(expr, unit, depth + 1));

@@ -2,7 +2,8 @@
 //!
 //! ## Design
 //! 1. **Lowering** ([`lower`](self) module `lower`): the IR becomes a flat byte-level grammar —
-//!    rules of alternatives of elements (a byte set, a rule reference, a special token).
+//!    rules of alternatives of elements (a byte set, a rule reference, a token reference,
+//!    plain or negated).
 //!    Unicode classes go through `regex_syntax::utf8::Utf8Sequences`; repetitions become
 //!    helper rules (`{m,n}` bounded by `Limits::max_repeat`, sizes by `max_elements` /
 //!    `max_rules`). The root must match something; left recursion (also through nullable
@@ -39,7 +40,10 @@
 //! ## Semantics
 //! - Special tokens are never produced by grammar text; EOS tokens are allowed exactly when
 //!   the input so far is a complete match; a token named by the grammar (`Expr::Token`) is
-//!   allowed exactly where it is named.
+//!   allowed exactly where it is named; a negated reference (`Expr::NotToken`) allows every
+//!   token but the one it names (EOS tokens and unused slots excepted) and consumes it whole.
+//!   A token that is both a viable run of bytes and taken whole by a reference continues
+//!   both ways (the next state is the union).
 //! - A token that spans several grammar elements or rules (`",` then the next key's `"`) is
 //!   allowed exactly when its bytes are a viable continuation: the walk is byte-level.
 //! - `forced_tokens` is greedy longest-match, conservative at the end (see its docs).

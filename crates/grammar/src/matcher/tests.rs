@@ -728,3 +728,83 @@ fn a_clone_goes_on_independently_and_eos_ends_until_rolled_back() {
     m.rollback(1).unwrap();
     assert!(!m.is_ended() && m.is_accepting());
 }
+
+/// A vocabulary with text tokens, a special token, EOS and an unused slot:
+/// 0 `a`, 1 `b`, 2 `ab`, 3 `c`, 4 `<|tool|>` (special), 5 `</s>` (EOS), 6 unused.
+fn negation_vocab() -> Arc<Vocabulary> {
+    use formwork_vocab::TokenKind::{Normal, Special, Unused};
+    let toks: Vec<Vec<u8>> = ["a", "b", "ab", "c", "<|tool|>", "</s>", "<unused>"].iter().map(|s| s.as_bytes().to_vec()).collect();
+    Arc::new(Vocabulary::new(toks, vec![Normal, Normal, Normal, Normal, Special, Special, Unused], vec![TokenId(5)]).unwrap())
+}
+
+/// Checks the mask at every step of `path` against `is_allowed` and against committing
+/// each token on an independent matcher; returns the mask after each step.
+fn negation_masks(g: &Grammar, v: &Arc<Vocabulary>, path: &[u32]) -> Vec<Vec<u32>> {
+    let cg = CompiledGrammar::new(g, v.clone(), &Limits::default()).unwrap();
+    let oracle = CompiledGrammar::new(g, v.clone(), &Limits::default()).unwrap();
+    let (mut m, mut o, mut q) = (cg.matcher(), oracle.matcher(), oracle.matcher());
+    let mut mask = TokenMask::new(v.len());
+    let mut out = Vec::new();
+    for i in 0..=path.len() {
+        m.compute_mask(&mut mask);
+        for u in v.ids() {
+            let ok = o.commit(u).is_ok();
+            if ok {
+                o.rollback(1).unwrap();
+            }
+            assert_eq!(mask.contains(u), ok, "token {u} after {:?}", &path[..i]);
+            assert_eq!(q.is_allowed(u), ok, "is_allowed({u}) after {:?}", &path[..i]);
+        }
+        out.push(mask.iter_ones().map(|t| t.0).collect());
+        if let Some(&t) = path.get(i) {
+            for x in [&mut m, &mut o, &mut q] {
+                x.commit(TokenId(t)).unwrap();
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn negated_token_references_take_any_other_whole_token() {
+    let v = negation_vocab();
+    let g = crate::gbnf::parse("root ::= \"a\" !<[2]> \"b\"", &Limits::default()).unwrap();
+    // After `a`, any token but `ab`: text or special, never EOS or the unused slot; a text
+    // token is taken whole (`b`, then `b` again).
+    let masks = negation_masks(&g, &v, &[0, 4, 1]);
+    assert_eq!(masks, [vec![0], vec![0, 1, 3, 4], vec![1], vec![5]]);
+    assert_eq!(negation_masks(&g, &v, &[0, 1, 1])[2], [1]);
+    let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
+    let mut m = cg.matcher();
+    m.commit(TokenId(0)).unwrap();
+    assert!(m.forced_bytes().is_empty() && !m.is_finished(), "a whole token comes next");
+    assert!(matches!(m.commit(TokenId(2)), Err(MatchError::TokenRejected { .. })));
+    assert!(matches!(m.commit(TokenId(6)), Err(MatchError::TokenRejected { .. })));
+    // By name too; an unknown token is an error naming it.
+    let g = crate::gbnf::parse("root ::= !<|tool|> \"c\"", &Limits::default()).unwrap();
+    assert_eq!(negation_masks(&g, &v, &[2, 3])[0], [0, 1, 2, 3]);
+    let g = crate::gbnf::parse("root ::= !<[99]>", &Limits::default()).unwrap();
+    assert!(matches!(CompiledGrammar::new(&g, v, &Limits::default()), Err(CompileError::UnknownToken { .. })));
+    // Without a vocabulary nothing takes it: text never spells a whole token.
+    let g = crate::gbnf::parse("root ::= \"a\" !<[2]>?", &Limits::default()).unwrap();
+    assert!(accepts(&g, b"a", &Limits::default()).unwrap());
+    assert!(!accepts(&g, b"ab", &Limits::default()).unwrap());
+}
+
+#[test]
+fn tokens_read_as_text_and_taken_whole_go_on_both_ways() {
+    let v = negation_vocab();
+    // `a` is the text of the first branch and a whole token for the second: both go on.
+    let g = crate::gbnf::parse("root ::= \"a\" \"b\" | !<[3]> \"c\"", &Limits::default()).unwrap();
+    assert_eq!(negation_masks(&g, &v, &[0, 1]), [vec![0, 1, 2, 4], vec![1, 3], vec![5]]);
+    assert_eq!(negation_masks(&g, &v, &[2, 3]), [vec![0, 1, 2, 4], vec![3, 5], vec![5]]);
+    // Next to a plain token reference: `<|tool|>` either way, any other token by negation.
+    let g = crate::gbnf::parse("root ::= (<[4]> | !<[4]>) \"c\"", &Limits::default()).unwrap();
+    assert_eq!(negation_masks(&g, &v, &[4, 3])[0], [0, 1, 2, 3, 4]);
+    // Two negations exclude nothing between them; repeated, they loop (`c` both ends the
+    // input as text and goes on as a whole token).
+    let g = crate::gbnf::parse("root ::= (!<[0]> | !<[1]>)* \"c\"", &Limits::default()).unwrap();
+    let masks = negation_masks(&g, &v, &[0, 1, 4, 2, 3]);
+    assert!(masks[..5].iter().all(|m| m == &[0, 1, 2, 3, 4]), "{masks:?}");
+    assert_eq!(masks[5], [0, 1, 2, 3, 4, 5]);
+}

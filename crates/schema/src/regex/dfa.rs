@@ -99,7 +99,7 @@ impl Nfa {
                 }
                 Some(cur)
             }
-            Expr::Rule(_) | Expr::Token(_) | Expr::Unordered(_) => None,
+            Expr::Rule(_) | Expr::Token(_) | Expr::NotToken(_) | Expr::Unordered(_) => None,
         }
     }
 

@@ -53,7 +53,7 @@ impl Oracle<'_> {
                 Some(&c) if ranges.iter().any(|&(a, b)| a <= c && c <= b) => BTreeSet::from([at + 1]),
                 _ => BTreeSet::new(),
             },
-            Expr::Token(_) => BTreeSet::new(),
+            Expr::Token(_) | Expr::NotToken(_) => BTreeSet::new(),
             Expr::Rule(id) => self.rule(id.0, at),
             Expr::Seq(items) => {
                 let mut cur = BTreeSet::from([at]);

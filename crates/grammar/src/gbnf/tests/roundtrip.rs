@@ -67,6 +67,8 @@ fn leaf(n_rules: u32) -> impl Strategy<Value = Expr> {
         1 => prop_oneof![
             any::<u32>().prop_map(|i| Expr::Token(TokenRef::Id(TokenId(i)))),
             "[a-z|_/]{1,6}".prop_map(|s| Expr::Token(TokenRef::Name(format!("<{s}>")))),
+            any::<u32>().prop_map(|i| Expr::NotToken(TokenRef::Id(TokenId(i)))),
+            "[a-z|_/]{1,6}".prop_map(|s| Expr::NotToken(TokenRef::Name(format!("<{s}>")))),
         ],
     ]
 }
