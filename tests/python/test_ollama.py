@@ -75,6 +75,22 @@ def test_ps_lists_the_loaded_model(oll, model):
     assert m.details is not None and m.details.format == "gguf"
 
 
+def test_embed(oll, model):
+    """ollama.embed (/api/embed) and the legacy ollama.embeddings: unit vectors of the
+    model's width, the same for the same text; /api/show lists the capability."""
+    r = oll.embed(model=model, input=["the cat sat", "a dog ran", "the cat sat"])
+    assert len(r.embeddings) == 3
+    width = len(r.embeddings[0])
+    assert width == 576  # SmolLM2-135M's hidden size
+    assert r.embeddings[0] == r.embeddings[2]
+    assert r.embeddings[0] != r.embeddings[1]
+    assert abs(sum(x * x for x in r.embeddings[0]) - 1.0) < 1e-3
+    assert r.prompt_eval_count > 0
+    legacy = oll.embeddings(model=model, prompt="the cat sat")
+    assert len(legacy.embedding) == width
+    assert "embedding" in oll.show(model).capabilities
+
+
 def closed(schema):
     """The schema without additional properties. With the JSON Schema default (additional
     properties allowed) SmolLM2 can keep inventing keys until the token budget cuts the

@@ -190,3 +190,19 @@ def test_tight_max_tokens_still_gives_valid_json(oai, model):
             max_tokens=3,
         )
     assert "raise it to at least" in str(e.value)
+
+
+def test_embeddings(oai, model):
+    """client.embeddings.create: the SDK asks for base64 by default and decodes it."""
+    import openai
+    import pytest
+    r = oai.embeddings.create(model=model, input=["the cat sat", "the cat sat", "stock prices fell"])
+    assert [d.index for d in r.data] == [0, 1, 2]
+    assert len(r.data[0].embedding) == 576  # SmolLM2-135M's hidden size
+    assert r.data[0].embedding == r.data[1].embedding
+    assert abs(sum(x * x for x in r.data[0].embedding) - 1.0) < 1e-3
+    assert r.usage.prompt_tokens > 0 and r.usage.total_tokens == r.usage.prompt_tokens
+    floats = oai.embeddings.create(model=model, input="the cat sat", encoding_format="float")
+    assert all(abs(a - b) < 1e-6 for a, b in zip(floats.data[0].embedding, r.data[0].embedding))
+    with pytest.raises(openai.BadRequestError):
+        oai.embeddings.create(model=model, input="")

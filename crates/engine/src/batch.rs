@@ -165,6 +165,8 @@ struct Shared {
     max_wait: Duration,
     /// The model can copy a sequence's cache to another (routing may plan copies).
     can_copy: bool,
+    /// The model's embedding capability (it runs beside the step thread, not on it).
+    embedder: Option<Arc<dyn formwork_model::embed::Embed>>,
 }
 
 impl Shared {
@@ -218,6 +220,7 @@ impl Batcher {
             tokenizer: model.tokenizer(),
             max_wait: options.max_wait,
             can_copy: model.can_copy_seqs(),
+            embedder: model.embedder(),
         });
         let s = shared.clone();
         std::thread::Builder::new()
@@ -235,6 +238,11 @@ impl Batcher {
     /// The vocabulary.
     pub fn vocab(&self) -> &Arc<Vocabulary> {
         &self.shared.vocab
+    }
+
+    /// The model's embedding capability ([`BatchModel::embedder`]), if it has one.
+    pub fn embedder(&self) -> Option<Arc<dyn formwork_model::embed::Embed>> {
+        self.shared.embedder.clone()
     }
 
     /// Counters.

@@ -7,7 +7,9 @@
 //! `pos`), asks for logits only after the entries that want them, and runs one
 //! `llama_decode`. Drive it through a `formwork_engine::batch::Batcher`.
 
+use crate::embed::LlamaEmbedder;
 use crate::model::{load, Engine, Loaded, LlamaTokenizer};
+use formwork_model::embed::Embed;
 use crate::options::LoadOptions;
 use formwork_model::batch::{BatchEntry, BatchModel, SeqId, Tokenize};
 use formwork_model::{ModelError, ModelInfo};
@@ -29,6 +31,7 @@ pub struct LlamaBatchModel {
     n_threads: usize,
     /// Batch indices whose logits were asked for, in entry order (valid after a decode).
     logit_rows: Vec<i32>,
+    embedder: Arc<LlamaEmbedder>,
 }
 
 impl std::fmt::Debug for LlamaBatchModel {
@@ -46,7 +49,7 @@ impl LlamaBatchModel {
     /// Loads a GGUF model with `n_seq` sequences of `options.n_ctx` positions each (the
     /// memory of the KV cache grows with both).
     pub fn load(path: impl AsRef<Path>, options: LoadOptions, n_seq: usize) -> Result<Self, ModelError> {
-        let Loaded { engine, info, vocab, n_batch, n_threads, .. } = load(path.as_ref(), options, n_seq)?;
+        let Loaded { engine, info, vocab, n_batch, n_threads, embedder, .. } = load(path.as_ref(), options, n_seq)?;
         let n_seq = n_seq.clamp(1, crate::model::MAX_SEQUENCES);
         Ok(LlamaBatchModel {
             tokenizer: engine.tokenizer(&vocab),
@@ -58,6 +61,7 @@ impl LlamaBatchModel {
             n_batch,
             n_threads,
             logit_rows: Vec::new(),
+            embedder,
         })
     }
 
@@ -86,6 +90,12 @@ impl BatchModel for LlamaBatchModel {
 
     fn max_batch_tokens(&self) -> usize {
         self.n_batch
+    }
+
+    /// A [`LlamaEmbedder`] over the same weights, in a context of its own (see
+    /// [`crate::embed`]): embedding runs beside the batch, never inside it.
+    fn embedder(&self) -> Option<Arc<dyn Embed>> {
+        Some(self.embedder.clone())
     }
 
     fn seq_keep(&mut self, seq: SeqId, n: usize) -> bool {

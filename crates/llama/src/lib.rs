@@ -19,6 +19,10 @@
 //!   with its own KV-cache stream, evaluated together in one `llama_decode` per step
 //!   ([`formwork_model::batch::BatchModel`]); the server drives it through a
 //!   `formwork_engine::batch::Batcher`.
+//! - [`LlamaEmbedder`] (from [`Model::embedder`](formwork_model::Model::embedder) or
+//!   [`BatchModel::embedder`](formwork_model::batch::BatchModel::embedder)): sentence
+//!   embeddings in a llama.cpp context of its own over the same weights, made on first use;
+//!   pooling from the GGUF metadata (mean for decoders), vectors L2-normalized.
 //! - [`default_threads`]: physical cores, capped — over-subscription is what hurts most on
 //!   small machines.
 //!
@@ -48,10 +52,12 @@
 
 mod backend;
 mod batch;
+mod embed;
 mod model;
 mod options;
 
 pub use backend::LOG_ENV;
 pub use batch::LlamaBatchModel;
+pub use embed::{LlamaEmbedder, Pooling, EMBED_MAX_CONTEXT};
 pub use model::{LlamaModel, LlamaTokenizer, MAX_SEQUENCES};
 pub use options::{default_threads, LoadOptions, DEFAULT_MAX_CONTEXT, MAX_DEFAULT_THREADS};

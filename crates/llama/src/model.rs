@@ -2,6 +2,8 @@
 //! and tokenizer it shares with [`crate::LlamaBatchModel`].
 
 use crate::backend::backend;
+use crate::embed::{LlamaEmbedder, Pooling};
+use formwork_model::embed::Embed;
 use crate::options::{default_threads, LoadOptions, DEFAULT_MAX_CONTEXT};
 use formwork_model::{Model, ModelError, ModelInfo};
 use formwork_vocab::gguf::GgufFile;
@@ -23,7 +25,7 @@ pub const MAX_SEQUENCES: usize = 256;
 /// The sequence id of our one sequence.
 const SEQ: i32 = 0;
 /// The longest text [`LlamaModel::tokenize`] accepts (llama.cpp counts bytes in an `i32`).
-const MAX_TOKENIZE_BYTES: usize = (i32::MAX / 2) as usize;
+pub(crate) const MAX_TOKENIZE_BYTES: usize = (i32::MAX / 2) as usize;
 
 /// A llama.cpp model and its context, owned together.
 ///
@@ -45,7 +47,7 @@ pub(crate) struct Engine {
 unsafe impl Send for Engine {}
 
 impl Engine {
-    fn new(model: Arc<llama_cpp_2::model::LlamaModel>, params: LlamaContextParams) -> Result<Self, ModelError> {
+    pub(crate) fn new(model: Arc<llama_cpp_2::model::LlamaModel>, params: LlamaContextParams) -> Result<Self, ModelError> {
         let backend = backend()?;
         // SAFETY: the pointer comes from a live `Arc`, so it is valid and aligned; the
         // `Arc` is stored in `Engine::model`, which is released only after `Drop` has
@@ -59,6 +61,11 @@ impl Engine {
                 "llama.cpp could not create a context ({e}); the context length may be too large for the memory available — try a smaller --ctx-size (or fewer --parallel slots)"
             ))),
         }
+    }
+
+    /// An embedder over the same weights (its context is made on first use).
+    pub(crate) fn embedder(&self, pooling: Pooling, n_ctx: usize, n_threads: usize) -> Arc<LlamaEmbedder> {
+        Arc::new(LlamaEmbedder::new(self.model.clone(), pooling, n_ctx, n_threads))
     }
 
     pub(crate) fn tokenizer(&self, vocab: &Arc<Vocabulary>) -> LlamaTokenizer {
@@ -123,6 +130,8 @@ pub(crate) struct Loaded {
     pub(crate) n_ctx: usize,
     pub(crate) n_batch: usize,
     pub(crate) n_threads: usize,
+    /// Embeddings over the same weights.
+    pub(crate) embedder: Arc<LlamaEmbedder>,
 }
 
 /// Loads a GGUF model with a context of `n_seq` sequences of `options.n_ctx` (or the
@@ -137,6 +146,8 @@ pub(crate) fn load(path: &Path, options: LoadOptions, n_seq: usize) -> Result<Lo
     let vocab = Vocabulary::from_gguf(&gguf).map_err(|e| ModelError::Load(format!("{shown}: cannot read the vocabulary: {e}")))?;
     let trained = gguf.context_length().map(|n| usize::try_from(n).unwrap_or(usize::MAX)).unwrap_or(DEFAULT_MAX_CONTEXT);
     let chat_template = gguf.chat_template().map(str::to_string);
+    let arch = gguf.get_str("general.architecture").unwrap_or("llama").to_string();
+    let pooling = Pooling::from_metadata(gguf.get(&format!("{arch}.pooling_type")).and_then(|v| v.as_i128()));
     drop(gguf);
 
     let n_seq = n_seq.clamp(1, MAX_SEQUENCES);
@@ -192,7 +203,8 @@ pub(crate) fn load(path: &Path, options: LoadOptions, n_seq: usize) -> Result<Lo
         model = %info.name, n_ctx, n_seq, n_threads, n_batch, vocab = vocab.len(),
         ms = started.elapsed().as_millis() as u64, "model loaded"
     );
-    Ok(Loaded { engine, info, vocab: Arc::new(vocab), n_ctx, n_batch, n_threads })
+    let embedder = engine.embedder(pooling, n_ctx, n_threads);
+    Ok(Loaded { engine, info, vocab: Arc::new(vocab), n_ctx, n_batch, n_threads, embedder })
 }
 
 /// A GGUF model evaluated by llama.cpp, implementing [`formwork_model::Model`].
@@ -214,6 +226,7 @@ pub struct LlamaModel {
     n_ctx: usize,
     n_batch: usize,
     n_threads: usize,
+    embedder: Arc<LlamaEmbedder>,
 }
 
 impl std::fmt::Debug for LlamaModel {
@@ -234,7 +247,7 @@ impl LlamaModel {
     /// metadata by formwork's own GGUF reader; the weights are loaded (memory-mapped) by
     /// llama.cpp. Errors are [`ModelError::Load`] with a message naming the file.
     pub fn load(path: impl AsRef<Path>, options: LoadOptions) -> Result<Self, ModelError> {
-        let Loaded { engine, info, vocab, n_ctx, n_batch, n_threads } = load(path.as_ref(), options, 1)?;
+        let Loaded { engine, info, vocab, n_ctx, n_batch, n_threads, embedder } = load(path.as_ref(), options, 1)?;
         let n_vocab = vocab.len();
         Ok(LlamaModel {
             tokenizer: engine.tokenizer(&vocab),
@@ -248,6 +261,7 @@ impl LlamaModel {
             n_ctx,
             n_batch,
             n_threads,
+            embedder,
         })
     }
 
@@ -359,5 +373,10 @@ impl Model for LlamaModel {
 
     fn cached_tokens(&self) -> Option<&[TokenId]> {
         Some(&self.tokens)
+    }
+
+    /// A [`LlamaEmbedder`] over the same weights (see [`crate::embed`]).
+    fn embedder(&self) -> Option<Arc<dyn Embed>> {
+        Some(self.embedder.clone())
     }
 }

@@ -7,12 +7,16 @@
 //!   truncate the KV cache, and optionally report the cached tokens for prefix reuse.
 //! - [`batch::BatchModel`]: several sequences evaluated in one call (continuous batching);
 //!   [`batch::Tokenize`] shares the tokenizer between threads.
+//! - [`embed::Embed`]: sentence embeddings (the pooled hidden state of a whole input), which
+//!   a model may offer beside generation ([`Model::embedder`], [`batch::BatchModel::embedder`]).
 //!
 //! The engine re-exports all of these (`formwork_engine::Model`, `formwork_engine::batch::*`).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-use formwork_vocab::{TokenId, Vocabulary};
+/// The token id type of every model (re-exported for crates that need no vocabulary).
+pub use formwork_vocab::TokenId;
+use formwork_vocab::Vocabulary;
 use std::sync::Arc;
 
 /// Static facts about a loaded model.
@@ -82,6 +86,10 @@ pub trait Model: Send {
     /// cached tokens keeps them and evaluates only the rest. The default (`None`) means
     /// "unknown": every prompt is evaluated from scratch.
     fn cached_tokens(&self) -> Option<&[TokenId]> {
+        None
+    }
+    /// The model's embedding capability, if it has one (see [`embed::Embed`]). Default: none.
+    fn embedder(&self) -> Option<Arc<dyn embed::Embed>> {
         None
     }
 }
@@ -167,5 +175,62 @@ pub mod batch {
         /// entry (counting only entries with `logits: true`, in order), one `f32` per
         /// vocabulary entry (or more: backends may pad).
         fn logits(&self, i: usize) -> &[f32];
+        /// The model's embedding capability, if it has one (see [`crate::embed::Embed`]);
+        /// taken once, before the model moves to its step thread. Default: none.
+        fn embedder(&self) -> Option<Arc<dyn crate::embed::Embed>> {
+            None
+        }
+    }
+}
+
+/// Sentence embeddings: one vector per input text, beside generation.
+pub mod embed {
+    use crate::ModelError;
+    use formwork_vocab::TokenId;
+
+    /// Computes embeddings with a model: each input is evaluated alone and its hidden states
+    /// are pooled into one vector (mean, CLS or last token, as the model's metadata says)
+    /// and L2-normalized, as Ollama and OpenAI return them.
+    ///
+    /// Shared between threads (`&self`): an implementation serializes its calls internally
+    /// if it must, and never disturbs generation running on the same model (llama.cpp: a
+    /// context of its own over the same weights).
+    pub trait Embed: Send + Sync {
+        /// The length of every vector [`embed`](Self::embed) returns.
+        fn dimensions(&self) -> usize;
+        /// The most tokens one input may have; the caller truncates or refuses longer ones.
+        fn max_tokens(&self) -> usize;
+        /// The number of vocabulary entries (token ids given to [`embed`](Self::embed) must
+        /// be below it).
+        fn vocab_size(&self) -> usize;
+        /// Tokenizes an input text as the model's tokenizer does for a whole document
+        /// (special tokens it adds by itself included, e.g. BOS, or CLS/SEP).
+        fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, ModelError>;
+        /// The embedding of `tokens` (one to [`max_tokens`](Self::max_tokens) of them):
+        /// [`dimensions`](Self::dimensions) values of unit L2 norm (all zero only if the
+        /// model's pooled state was zero).
+        fn embed(&self, tokens: &[TokenId]) -> Result<Vec<f32>, ModelError>;
+    }
+
+    /// Scales `v` to unit L2 norm (left as is when its norm is zero or not finite).
+    pub fn normalize(v: &mut [f32]) {
+        let norm = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
+        if norm > 0.0 && norm.is_finite() {
+            let inv = (1.0 / norm) as f32;
+            v.iter_mut().for_each(|x| *x *= inv);
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn normalize_gives_unit_norm_and_keeps_zero() {
+            let mut v = [3.0f32, 4.0];
+            super::normalize(&mut v);
+            assert_eq!(v, [0.6, 0.8]);
+            let mut z = [0.0f32; 3];
+            super::normalize(&mut z);
+            assert_eq!(z, [0.0; 3]);
+        }
     }
 }

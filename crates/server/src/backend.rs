@@ -239,9 +239,50 @@ pub struct ModelMeta {
     pub supports_thinking: bool,
 }
 
+/// One input of an embedding request: text, or tokens (OpenAI accepts token ids).
+#[derive(Clone, Debug, PartialEq)]
+pub enum EmbedInput {
+    /// Text, tokenized by the model.
+    Text(String),
+    /// Token ids of the model's vocabulary.
+    Tokens(Vec<u32>),
+}
+
+/// One embedding request, ready for a model's worker (see [`crate::embeddings`]).
+#[derive(Clone, Debug)]
+pub struct EmbedJob {
+    /// The inputs, in order (at least one).
+    pub inputs: Vec<EmbedInput>,
+    /// Cut inputs longer than the model's embedding context (else refuse them, 400).
+    pub truncate: bool,
+    /// Keep only the first this many dimensions (then normalize again), as OpenAI's and
+    /// Ollama's `dimensions` do.
+    pub dimensions: Option<usize>,
+    /// When the request's wall-time budget runs out.
+    pub deadline: Instant,
+}
+
+/// The result of an [`EmbedJob`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Embeddings {
+    /// One unit-length vector per input, in input order.
+    pub vectors: Vec<Vec<f32>>,
+    /// Tokens evaluated in all (after truncation).
+    pub prompt_tokens: u32,
+    /// Time spent evaluating.
+    pub duration: Duration,
+}
+
 /// A model as the server drives it. Runs on the model's own worker thread: `&mut self`, one
 /// job at a time.
 pub trait Backend: Send + 'static {
+    /// The model's embedding capability, if it has one; the worker runs embedding requests
+    /// with it (see [`crate::embeddings`]). Asked once when the worker starts (for
+    /// `/api/show`'s capabilities) and again for each request. Default: none.
+    fn embedder(&self) -> Option<Arc<dyn formwork_model::embed::Embed>> {
+        None
+    }
+
     /// Runs `job`, calling `on_text` with each piece of output (reasoning or answer text) as
     /// it is decided. When `on_text` returns `Break` (the client went away, or the deadline
     /// passed) the backend stops soon and returns what it has.

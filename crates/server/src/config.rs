@@ -31,6 +31,10 @@ pub struct ServerConfig {
     pub max_stored_responses: usize,
     /// Most bytes (text and response objects, roughly) the stored responses hold together.
     pub max_stored_response_bytes: usize,
+    /// Most inputs in one embedding request (OpenAI's limit too).
+    pub max_embed_inputs: usize,
+    /// Most bytes of input in one embedding request: text bytes, and 4 per token id.
+    pub max_embed_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -47,6 +51,8 @@ impl Default for ServerConfig {
             ollama_version: "0.12.0".to_string(),
             max_stored_responses: 1000,
             max_stored_response_bytes: 64 << 20,
+            max_embed_inputs: 2048,
+            max_embed_bytes: 1 << 20,
         }
     }
 }

@@ -373,6 +373,15 @@ fn validate(c: &ConstraintRequest, text: &str) -> Result<(), BackendError> {
 }
 
 impl Backend for EngineBackend {
+    /// The model's embedder: a single model's own, or the batched model's (shared by its
+    /// slots; it evaluates in a context of its own, beside the batch).
+    fn embedder(&self) -> Option<Arc<dyn formwork_model::embed::Embed>> {
+        match &self.runner {
+            Runner::Single(m) => m.embedder(),
+            Runner::Batched(b) => b.embedder(),
+        }
+    }
+
     fn generate(&mut self, job: &Job, on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>) -> Result<Outcome, BackendError> {
         let mut prompt = engine_prompt(&job.prompt);
         if let Some(placement) = job.schema_in_prompt {

@@ -16,7 +16,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 const QUEUE_FULL_RETRY_AFTER_SECS: u64 = 2;
 
 /// Extra time a handler waits past a job's deadline for the worker's own timeout answer.
-const DEADLINE_SLACK: Duration = Duration::from_secs(2);
+pub(crate) const DEADLINE_SLACK: Duration = Duration::from_secs(2);
 
 /// A submitted job whose first event has arrived (and was not an error).
 pub(crate) struct Started {
@@ -79,15 +79,7 @@ impl Started {
 /// (invalid schema, prompt too long, timeout in the queue) get a proper status code.
 pub(crate) async fn start(worker: &ModelWorker, job: Job) -> Result<Started, ApiError> {
     let deadline = job.deadline;
-    let rx = worker.submit(job).map_err(|e| {
-        let retry = matches!(e, SubmitError::QueueFull { .. });
-        let a = ApiError::new(ErrorKind::Unavailable, e.to_string());
-        if retry {
-            a.retry_after(QUEUE_FULL_RETRY_AFTER_SECS)
-        } else {
-            a
-        }
-    })?;
+    let rx = worker.submit(job).map_err(submit_error)?;
     let mut s = Started { rx, first: None, deadline, metrics: worker.metrics().clone(), queued_at: Instant::now(), output_seen: false };
     match s.next().await {
         Event::Done(Err(e)) => Err(backend_error(e)),
@@ -95,6 +87,17 @@ pub(crate) async fn start(worker: &ModelWorker, job: Job) -> Result<Started, Api
             s.first = Some(e);
             Ok(s)
         }
+    }
+}
+
+/// A job the queue refused, as an API error (503; `Retry-After` when the queue is full).
+pub(crate) fn submit_error(e: SubmitError) -> ApiError {
+    let retry = matches!(e, SubmitError::QueueFull { .. });
+    let a = ApiError::new(ErrorKind::Unavailable, e.to_string());
+    if retry {
+        a.retry_after(QUEUE_FULL_RETRY_AFTER_SECS)
+    } else {
+        a
     }
 }
 

@@ -3,7 +3,8 @@
 //! Serves formwork's constrained generation to the official clients, unchanged: the Ollama
 //! API (`/api/chat`, `/api/generate`, `/api/tags`, `/api/show`, `/api/version`, `/`) and
 //! the OpenAI API (`/v1/chat/completions`, `/v1/responses` ([`responses`]), `/v1/completions`,
-//! `/v1/models`); and
+//! `/v1/models`); embeddings on both ([`embeddings`]: `/api/embed`, `/api/embeddings`,
+//! `/v1/embeddings`); and
 //! `POST /api/repair` ([`repair`]), which recovers JSON from the output of other systems.
 //!
 //! ## Map
@@ -42,6 +43,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod embeddings;
 #[cfg(feature = "engine")]
 pub mod capabilities;
 mod config;
@@ -140,6 +142,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/ps", get(ollama::ps))
         .route("/api/show", post(ollama::show))
         .route("/api/version", get(ollama::version))
+        .route("/api/embed", post(embeddings::ollama_embed))
+        .route("/api/embeddings", post(embeddings::ollama_embeddings))
         .route("/metrics", get(metrics_text));
     #[cfg(feature = "engine")]
     let ollama = ollama.route("/api/repair", post(repair::repair));
@@ -147,6 +151,7 @@ pub fn app(state: AppState) -> Router {
     let openai = Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
+        .route("/v1/embeddings", post(embeddings::openai_embeddings))
         .route("/v1/responses", post(responses::create))
         .route("/v1/responses/{id}", get(responses::retrieve).delete(responses::delete))
         .route("/v1/models", get(openai::models))

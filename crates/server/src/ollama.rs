@@ -139,6 +139,10 @@ pub async fn show(
     if m.supports_thinking {
         capabilities.push("thinking".into());
     }
+    // Every llama.cpp model embeds (mean-pooled hidden states for a decoder, as Ollama does).
+    if wk.can_embed() {
+        capabilities.push("embedding".into());
+    }
     Ok(Json(w::ShowResponse {
         modelfile: format!("# served by formwork\nFROM {}\n", m.path.as_ref().map_or(m.name.clone(), |p| p.display().to_string())),
         parameters: String::new(),

@@ -25,11 +25,54 @@ pub enum Script {
 }
 
 /// A fake model: `script` decides each job's answer; every job is recorded in `log`.
+/// It embeds only when given a [`FakeEmbedder`] ([`ScriptedBackend::with_embedder`]).
 pub struct ScriptedBackend {
     script: Box<dyn FnMut(&Job) -> Script + Send>,
     log: Arc<Mutex<Vec<Job>>>,
     /// Pieces emitted in total (shared), to observe cancellation.
     emitted: Arc<Mutex<usize>>,
+    embedder: Option<Arc<FakeEmbedder>>,
+}
+
+/// A fake embedder: a text's tokens are its whitespace-separated words (each word's id a
+/// hash of it below [`FakeEmbedder::VOCAB`]); a vector counts the token ids modulo the
+/// dimensions, plus a constant, normalized. Equal texts give equal vectors, texts sharing
+/// words similar ones.
+#[derive(Clone, Debug)]
+pub struct FakeEmbedder {
+    /// The vector length.
+    pub dimensions: usize,
+    /// The most tokens (words) per input.
+    pub max_tokens: usize,
+}
+
+impl FakeEmbedder {
+    /// The fake vocabulary's size.
+    pub const VOCAB: u32 = 1000;
+}
+
+impl formwork_model::embed::Embed for FakeEmbedder {
+    fn dimensions(&self) -> usize {
+        self.dimensions
+    }
+    fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+    fn vocab_size(&self) -> usize {
+        Self::VOCAB as usize
+    }
+    fn tokenize(&self, text: &str) -> Result<Vec<formwork_model::TokenId>, formwork_model::ModelError> {
+        let id = |w: &str| w.bytes().fold(17u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % Self::VOCAB;
+        Ok(text.split_whitespace().map(|w| formwork_model::TokenId(id(w))).collect())
+    }
+    fn embed(&self, tokens: &[formwork_model::TokenId]) -> Result<Vec<f32>, formwork_model::ModelError> {
+        let mut v = vec![0.1f32; self.dimensions];
+        for t in tokens {
+            v[t.0 as usize % self.dimensions] += 1.0;
+        }
+        formwork_model::embed::normalize(&mut v);
+        Ok(v)
+    }
 }
 
 /// Handles to observe a [`ScriptedBackend`] from a test.
@@ -45,7 +88,13 @@ impl ScriptedBackend {
     /// A fake answering with `script`.
     pub fn new(script: impl FnMut(&Job) -> Script + Send + 'static) -> (Self, Observed) {
         let obs = Observed::default();
-        (ScriptedBackend { script: Box::new(script), log: obs.jobs.clone(), emitted: obs.emitted.clone() }, obs)
+        (ScriptedBackend { script: Box::new(script), log: obs.jobs.clone(), emitted: obs.emitted.clone(), embedder: None }, obs)
+    }
+
+    /// Lets the fake compute embeddings with `embedder`.
+    pub fn with_embedder(mut self, embedder: FakeEmbedder) -> Self {
+        self.embedder = Some(Arc::new(embedder));
+        self
     }
 }
 
@@ -73,6 +122,10 @@ pub fn prompt_text(job: &Job) -> String {
 }
 
 impl Backend for ScriptedBackend {
+    fn embedder(&self) -> Option<Arc<dyn formwork_model::embed::Embed>> {
+        self.embedder.clone().map(|e| e as Arc<dyn formwork_model::embed::Embed>)
+    }
+
     fn generate(&mut self, job: &Job, on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>) -> Result<Outcome, BackendError> {
         self.log.lock().expect("log lock").push(job.clone());
         let started = Instant::now();
@@ -148,6 +201,13 @@ pub fn fake_meta(name: &str) -> ModelMeta {
 /// Starts a worker over a scripted fake named `name`.
 pub fn spawn_scripted(name: &str, script: impl FnMut(&Job) -> Script + Send + 'static) -> (ModelWorker, Observed) {
     spawn_scripted_meta(fake_meta(name), script)
+}
+
+/// Starts a worker over a scripted fake named `name` that also embeds with `embedder`.
+pub fn spawn_embedding(name: &str, embedder: FakeEmbedder, script: impl FnMut(&Job) -> Script + Send + 'static) -> (ModelWorker, Observed) {
+    let (b, obs) = ScriptedBackend::new(script);
+    let w = ModelWorker::spawn(fake_meta(name), Box::new(b.with_embedder(embedder)), Duration::from_millis(1)).expect("spawn worker thread");
+    (w, obs)
 }
 
 /// Starts a worker over a scripted fake described by `meta` (e.g. `supports_thinking`).

@@ -13,8 +13,13 @@
 //! the next `on_text` callback sees the closed channel and returns `Break`, so generation
 //! stops within a token; a job whose client left while it was queued is skipped. A panic
 //! inside a backend is caught per job: that request gets a 500 and the worker goes on.
+//!
+//! Embedding requests ([`ModelWorker::submit_embed`]) wait in the same queue and take a slot
+//! like generation; the slot's thread computes them with the backend's
+//! [`embedder`](Backend::embedder) (for llama.cpp a context of its own over the same
+//! weights), so they never enter a generation batch and never disturb running generations.
 
-use crate::backend::{Backend, BackendError, Job, ModelMeta, Outcome, Piece};
+use crate::backend::{Backend, BackendError, EmbedJob, Embeddings, Job, ModelMeta, Outcome, Piece};
 use std::ops::ControlFlow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use crate::metrics::Metrics;
@@ -22,6 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::oneshot;
 
 /// What a worker sends back for one job: text (and reasoning) pieces, then exactly one `Done`.
 #[derive(Debug)]
@@ -34,9 +40,12 @@ pub enum Event {
     Done(Result<Outcome, BackendError>),
 }
 
-struct Queued {
-    job: Job,
-    events: UnboundedSender<Event>,
+/// A job waiting for a slot.
+enum Queued {
+    /// Generation, streaming its events.
+    Generate { job: Job, events: UnboundedSender<Event> },
+    /// Embeddings, answered once.
+    Embed { job: EmbedJob, reply: oneshot::Sender<Result<Embeddings, BackendError>> },
 }
 
 /// A handle to a model's workers. Cloning shares the same workers and queue.
@@ -49,6 +58,7 @@ pub struct ModelWorker {
     slots: usize,
     metrics: Arc<Metrics>,
     load_duration: Duration,
+    can_embed: bool,
 }
 
 impl std::fmt::Debug for ModelWorker {
@@ -91,11 +101,12 @@ impl ModelWorker {
         let queued = Arc::new(AtomicUsize::new(0));
         let metrics = Arc::new(Metrics::default());
         let slots = backends.len().max(1);
+        let can_embed = backends.first().is_some_and(|b| b.embedder().is_some());
         for (i, backend) in backends.into_iter().enumerate() {
             let (rx, q, m, name) = (rx.clone(), queued.clone(), metrics.clone(), meta.name.clone());
             std::thread::Builder::new().name(format!("model-{}-{i}", meta.name)).spawn(move || run(backend, rx, q, m, name))?;
         }
-        Ok(ModelWorker { meta: Arc::new(meta), tx, queued, max_queue, slots, metrics, load_duration })
+        Ok(ModelWorker { meta: Arc::new(meta), tx, queued, max_queue, slots, metrics, load_duration, can_embed })
     }
 
     /// Facts about the model.
@@ -123,6 +134,12 @@ impl ModelWorker {
         self.slots
     }
 
+    /// Whether the model computes embeddings (its backends have an
+    /// [`embedder`](Backend::embedder)).
+    pub fn can_embed(&self) -> bool {
+        self.can_embed
+    }
+
     /// Counters and histograms of this model's requests.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
@@ -131,17 +148,30 @@ impl ModelWorker {
     /// Queues `job`; the receiver yields its events. Dropping the receiver cancels the job.
     pub fn submit(&self, job: Job) -> Result<UnboundedReceiver<Event>, SubmitError> {
         let (events, rx) = unbounded_channel();
+        self.enqueue(Queued::Generate { job, events })?;
+        Ok(rx)
+    }
+
+    /// Queues an embedding job; the receiver yields its result. Dropping the receiver
+    /// cancels the job if it has not started.
+    pub fn submit_embed(&self, job: EmbedJob) -> Result<oneshot::Receiver<Result<Embeddings, BackendError>>, SubmitError> {
+        let (reply, rx) = oneshot::channel();
+        self.enqueue(Queued::Embed { job, reply })?;
+        Ok(rx)
+    }
+
+    fn enqueue(&self, work: Queued) -> Result<(), SubmitError> {
         // Reserve a place in the queue, or refuse.
         let reserved = self.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| (q < self.max_queue).then_some(q + 1));
         if reserved.is_err() {
             self.metrics.rejected.fetch_add(1, Ordering::Relaxed);
             return Err(SubmitError::QueueFull { model: self.meta.name.clone(), slots: self.slots, queued: self.max_queue });
         }
-        if self.tx.send(Queued { job, events }).is_err() {
+        if self.tx.send(work).is_err() {
             self.queued.fetch_sub(1, Ordering::Relaxed);
             return Err(SubmitError::Gone(self.meta.name.clone()));
         }
-        Ok(rx)
+        Ok(())
     }
 }
 
@@ -151,8 +181,15 @@ fn next_job(rx: &Mutex<mpsc::Receiver<Queued>>) -> Option<Queued> {
 }
 
 fn run(mut backend: Box<dyn Backend>, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, queued: Arc<AtomicUsize>, metrics: Arc<Metrics>, name: String) {
-    while let Some(Queued { job, events }) = next_job(&rx) {
+    while let Some(work) = next_job(&rx) {
         queued.fetch_sub(1, Ordering::Relaxed);
+        let (job, events) = match work {
+            Queued::Generate { job, events } => (job, events),
+            Queued::Embed { job, reply } => {
+                embed(backend.as_ref(), job, reply, &metrics, &name);
+                continue;
+            }
+        };
         if events.is_closed() {
             tracing::debug!(model = %name, "skipping a job whose client has gone");
             continue;
@@ -193,11 +230,7 @@ fn run(mut backend: Box<dyn Backend>, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, qu
             }
             Ok(r) => r,
             Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
+                let msg = panic_message(panic.as_ref());
                 tracing::error!(model = %name, "generation panicked: {msg}");
                 Err(BackendError::Internal(format!("internal error: generation panicked ({msg})")))
             }
@@ -211,4 +244,35 @@ fn run(mut backend: Box<dyn Backend>, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, qu
         let _ = events.send(Event::Done(result));
     }
     tracing::debug!(model = %name, "worker stopped");
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// Runs one embedding job on this slot's thread (skipped when its client has gone).
+fn embed(backend: &dyn Backend, job: EmbedJob, reply: oneshot::Sender<Result<Embeddings, BackendError>>, metrics: &Metrics, name: &str) {
+    if reply.is_closed() {
+        tracing::debug!(model = %name, "skipping an embedding job whose client has gone");
+        return;
+    }
+    let running = metrics.running();
+    let result = if Instant::now() >= job.deadline {
+        Err(BackendError::Timeout(Duration::ZERO))
+    } else {
+        match backend.embedder() {
+            None => Err(crate::embeddings::cannot_embed(name)),
+            Some(embedder) => catch_unwind(AssertUnwindSafe(|| crate::embeddings::run(embedder.as_ref(), &job))).unwrap_or_else(|panic| {
+                let msg = panic_message(panic.as_ref());
+                tracing::error!(model = %name, "embedding panicked: {msg}");
+                Err(BackendError::Internal(format!("internal error: embedding panicked ({msg})")))
+            }),
+        }
+    };
+    drop(running);
+    let _ = reply.send(result);
 }

@@ -329,3 +329,68 @@ pub struct ShowResponse {
     pub capabilities: Vec<String>,
     pub modified_at: String,
 }
+
+/// `POST /api/embed` request. `input` is a string or a list of strings (checked by the
+/// handler, for a message naming the element at fault); absent or empty, the answer has no
+/// embeddings (Ollama's way to load a model). `options` and `keep_alive` are accepted and
+/// ignored (models stay loaded).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct EmbedRequest {
+    /// The model.
+    #[serde(default)]
+    pub model: String,
+    /// A string or a list of strings.
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// Cut inputs longer than the model's embedding context (default); `false`: refuse them.
+    #[serde(default)]
+    pub truncate: Option<bool>,
+    /// Keep only the first this many dimensions (re-normalized).
+    #[serde(default)]
+    pub dimensions: Option<i64>,
+    /// Accepted, ignored.
+    #[serde(default)]
+    pub options: Option<Value>,
+    /// Accepted, ignored.
+    #[serde(default)]
+    pub keep_alive: Option<Value>,
+}
+
+/// `POST /api/embed` response: one unit-length vector per input.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmbedResponse {
+    /// The model, as the request named it.
+    pub model: String,
+    /// One vector per input, in input order.
+    pub embeddings: Vec<Vec<f32>>,
+    /// Nanoseconds from receipt to answer.
+    pub total_duration: u64,
+    /// Nanoseconds spent loading the model (0: it was loaded).
+    pub load_duration: u64,
+    /// Tokens evaluated (after truncation).
+    pub prompt_eval_count: u32,
+}
+
+/// `POST /api/embeddings` (legacy) request: one `prompt`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct EmbeddingsRequest {
+    /// The model.
+    #[serde(default)]
+    pub model: String,
+    /// The text; absent or empty gives an empty embedding.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// Accepted, ignored.
+    #[serde(default)]
+    pub options: Option<Value>,
+    /// Accepted, ignored.
+    #[serde(default)]
+    pub keep_alive: Option<Value>,
+}
+
+/// `POST /api/embeddings` (legacy) response.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmbeddingsResponse {
+    /// The vector (unit length; empty for an empty prompt).
+    pub embedding: Vec<f32>,
+}

@@ -407,3 +407,68 @@ pub struct ModelList {
 fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
 }
+
+/// `POST /v1/embeddings` request. `input` is a string, a list of strings, a list of token
+/// ids or a list of such lists (checked by the handler, for a message naming the element at
+/// fault).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct EmbeddingsRequest {
+    /// The model.
+    #[serde(default)]
+    pub model: String,
+    /// What to embed.
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// `"float"` (default) or `"base64"` (little-endian `f32`s).
+    #[serde(default)]
+    pub encoding_format: Option<String>,
+    /// Keep only the first this many dimensions (re-normalized).
+    #[serde(default)]
+    pub dimensions: Option<i64>,
+    /// Accepted, ignored.
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+/// One vector: a list of floats, or their little-endian bytes in base64.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EmbeddingVector {
+    /// `encoding_format: "float"`.
+    Float(Vec<f32>),
+    /// `encoding_format: "base64"`.
+    Base64(String),
+}
+
+/// One entry of an embedding list.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmbeddingObject {
+    /// Always `"embedding"`.
+    pub object: String,
+    /// The input's position in the request.
+    pub index: usize,
+    /// The vector (unit length).
+    pub embedding: EmbeddingVector,
+}
+
+/// Token counts of an embedding request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmbeddingUsage {
+    /// Tokens evaluated (after truncation).
+    pub prompt_tokens: u32,
+    /// The same.
+    pub total_tokens: u32,
+}
+
+/// `POST /v1/embeddings` response.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmbeddingList {
+    /// Always `"list"`.
+    pub object: String,
+    /// One entry per input, in input order.
+    pub data: Vec<EmbeddingObject>,
+    /// The model, as served.
+    pub model: String,
+    /// Token counts.
+    pub usage: EmbeddingUsage,
+}
