@@ -31,6 +31,9 @@ pub enum Command {
     Compile(CompileArgs),
     /// List the tokens a grammar allows after a prefix (a debugging aid).
     Tokens(TokensArgs),
+    /// Print the SQL grammar of a live database (SQLite path or postgres:// URL) as GBNF:
+    /// the part of `formwork sql`'s constraint that one GBNF can express.
+    Sql(crate::sql_cmd::DbArgs),
 }
 
 /// Where a grammar comes from: exactly one of `--grammar`, `--schema`, `--json`.
@@ -189,6 +192,7 @@ pub fn main(c: Command) -> Result<()> {
             let vocab = load_vocab(&a.tokenizer)?;
             tokens(&g, vocab, a.prefix.as_bytes(), a.limit, &limits)
         }
+        Command::Sql(db) => crate::sql_cmd::print_grammar(&db),
     }
 }
 

@@ -11,6 +11,7 @@
 //! | `bench` | `bench`, `bench_e2e`, `bench_extract` | `masks`, `mask-engine`, `e2e`, `extract`, `serve` |
 //! | `serve` | `serve` | the Ollama- and OpenAI-compatible HTTP server |
 //! | `repair` | `repair_cmd` | recover JSON from free text (fences, prose, common faults), optionally validate |
+//! | `sql` | `sql_cmd` | a question to a query over a live database (SQLite, PostgreSQL), optionally run |
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +26,7 @@ mod pull;
 mod repair_cmd;
 mod run;
 mod serve;
+mod sql_cmd;
 
 /// formwork: language-model output guaranteed to match a JSON Schema or a grammar.
 #[derive(Parser, Debug)]
@@ -50,6 +52,8 @@ enum Command {
     Serve(serve::Args),
     /// Recover JSON from free text on stdin (code fences, prose, trailing commas, quotes...).
     Repair(repair_cmd::Args),
+    /// Ask a database a question: a query that names only what exists, optionally run.
+    Sql(sql_cmd::Args),
 }
 
 fn main() {
@@ -67,6 +71,7 @@ fn main() {
         Command::Bench(c) => bench::main(c),
         Command::Serve(a) => serve::main(a),
         Command::Repair(a) => repair_cmd::main(a),
+        Command::Sql(a) => sql_cmd::main(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

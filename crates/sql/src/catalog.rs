@@ -309,6 +309,24 @@ impl Catalog {
         out
     }
 
+    /// The number of relationships between `t` and every table (`None`: not connected),
+    /// by breadth-first search.
+    pub fn distances_from(&self, t: TableId) -> Vec<Option<usize>> {
+        let mut dist = vec![None; self.tables.len()];
+        dist[t.index()] = Some(0);
+        let mut queue = std::collections::VecDeque::from([t]);
+        while let Some(x) = queue.pop_front() {
+            let d = dist[x.index()].unwrap_or(0);
+            for nb in self.neighbours(x) {
+                if dist[nb.index()].is_none() {
+                    dist[nb.index()] = Some(d + 1);
+                    queue.push_back(nb);
+                }
+            }
+        }
+        dist
+    }
+
     /// The connected components of the relationship graph, each sorted, in order of their
     /// first table. A query's tables all lie in one (joins follow relationships).
     pub fn components(&self) -> Vec<Vec<TableId>> {

@@ -269,13 +269,19 @@ impl<'a> Build<'a> {
             Expr::star(Expr::seq([Expr::alt([lit(" AND "), lit(" OR ")]), having_atom])),
         ]);
         let group = Expr::seq([lit(" GROUP BY "), col.clone(), Expr::star(Expr::seq([lit(", "), col.clone()])), Expr::opt(having)]);
-        let mut keys = vec![col, agg];
-        keys.extend(aliases.iter().map(|a| lit(a)));
-        let key = Expr::seq([Expr::alt(keys), Expr::opt(Expr::alt([lit(" ASC"), lit(" DESC")]))]);
-        let key = self.rule("order-key", |_| key);
-        let order = Expr::seq([lit(" ORDER BY "), key.clone(), Expr::star(Expr::seq([lit(", "), key]))]);
+        // ORDER BY an aggregate only after GROUP BY: without one, an aggregate there turns
+        // a plain query into an invalid aggregate one (SQLite: "misuse of aggregate").
+        let direction = || Expr::opt(Expr::alt([lit(" ASC"), lit(" DESC")]));
+        let aliases: Vec<Expr> = aliases.iter().map(|a| lit(a)).collect();
+        let mut plain_keys = vec![col.clone()];
+        plain_keys.extend(aliases.iter().cloned());
+        let plain_key = Expr::seq([Expr::alt(plain_keys), direction()]);
+        let plain_key = self.rule("order-key", |_| plain_key);
+        let grouped_key = self.rule("grouped-order-key", |_| Expr::alt([plain_key.clone(), Expr::seq([agg, direction()])]));
+        let order = |key: Expr| Expr::seq([lit(" ORDER BY "), key.clone(), Expr::star(Expr::seq([lit(", "), key]))]);
         let limit = Expr::seq([lit(" LIMIT "), Expr::class([('1', '9')], false), digits(0, Some(self.opts.max_limit_digits - 1))]);
-        Expr::seq([where_, Expr::opt(group), Expr::opt(order), Expr::opt(limit)])
+        let grouping = Expr::alt([Expr::seq([group, Expr::opt(order(grouped_key))]), Expr::opt(order(plain_key))]);
+        Expr::seq([where_, grouping, Expr::opt(limit)])
     }
 
     /// `t ON cond` where each condition follows a relationship between `t` and a table of
@@ -312,29 +318,58 @@ impl<'a> Build<'a> {
     }
 
     /// A join of a table outside `scope` related to one inside; `None` when there is none.
-    fn joins(&self, scope: &[TableId]) -> Option<Expr> {
-        let targets = self.cat.ids().filter(|t| !scope.contains(t)).filter_map(|t| self.join_to(t, scope)).collect();
+    /// While some of `required` is not in scope, only tables on a shortest path from the
+    /// scope to one of those are offered: each join brings a required table closer, so the
+    /// query can always be finished (and a completion plan goes straight there).
+    fn joins(&self, scope: &[TableId], required: &[TableId]) -> Option<Expr> {
+        let missing: Vec<TableId> = required.iter().copied().filter(|t| !scope.contains(t)).collect();
+        let dist: Vec<Vec<Option<usize>>> = missing.iter().map(|&u| self.cat.distances_from(u)).collect();
+        let toward = |t: TableId| {
+            missing.is_empty()
+                || dist.iter().any(|d| {
+                    let from_scope = scope.iter().filter_map(|s| d[s.index()]).min();
+                    matches!((d[t.index()], from_scope), (Some(dt), Some(ds)) if dt + 1 == ds)
+                })
+        };
+        let targets = self.cat.ids().filter(|t| !scope.contains(t) && toward(*t)).filter_map(|t| self.join_to(t, scope)).collect();
         Self::join_keyword(targets)
     }
 
     /// The select list of one component: its first item names a table of `tables`; later
-    /// items may be any expression over them.
+    /// items may be any expression over them. Arithmetic (`+ - * /`) takes numeric terms
+    /// only: numeric columns, `COUNT`, `SUM`/`AVG`/`MIN`/`MAX` of numeric columns, numbers.
     fn select_items(&mut self, k: usize, tables: &[TableId]) -> Expr {
         let op = Expr::alt([" + ", " - ", " * ", " / "].map(lit));
         let col = self.columns_where(&format!("c{k}-col"), tables, |_| true).expect("component has columns");
         let agg = self.aggregate(&format!("c{k}-agg"), tables, false).expect("component has columns");
+        let numeric = |t: ColumnType| matches!(t, ColumnType::Integer | ColumnType::Real);
+        let numcol = self.columns_where(&format!("c{k}-numcol"), tables, numeric);
+        let any = self.columns_where(&format!("c{k}-agg-col"), tables, |_| true).expect("component has columns");
+        let distinct = || Expr::opt(lit("DISTINCT "));
+        // Numeric values that name a table.
+        let mut named_num = vec![Expr::seq([lit("COUNT("), distinct(), any, lit(")")])];
+        if let Some(n) = &numcol {
+            named_num.push(n.clone());
+            named_num.push(Expr::seq([Expr::alt(["SUM(", "AVG(", "MIN(", "MAX("].map(lit)), distinct(), n.clone(), lit(")")]));
+        }
+        let named_num = self.rule(&format!("c{k}-named-num"), |_| Expr::alt(named_num));
+        let num = self.num();
+        let expr_id = self.b.rule_id(&format!("c{k}-num-expr"));
+        let term = Expr::alt([named_num.clone(), lit("COUNT(*)"), num, Expr::seq([lit("("), Expr::Rule(expr_id), lit(")")])]);
+        let term = self.rule(&format!("c{k}-num-term"), |_| term);
+        let arith = Expr::plus(Expr::seq([op.clone(), term.clone()]));
+        let num_expr = self.rule(&format!("c{k}-num-expr"), |_| Expr::seq([term.clone(), Expr::star(Expr::seq([op, term]))]));
         let star: Vec<Expr> = tables.iter().map(|&t| lit(&format!("{}.*", quote_ident(&self.cat.table(t).name)))).collect();
         let star = Expr::alt(star);
-        let named = Expr::alt([col, agg]);
-        let num = self.num();
-        let expr_id = self.b.rule_id(&format!("c{k}-expr"));
-        let term = Expr::alt([named.clone(), lit("COUNT(*)"), num, Expr::seq([lit("("), Expr::Rule(expr_id), lit(")")])]);
-        let term = self.rule(&format!("c{k}-term"), |_| term);
-        let expr = self.rule(&format!("c{k}-expr"), |_| Expr::seq([term.clone(), Expr::star(Expr::seq([op.clone(), term.clone()]))]));
         let alias = self.alias();
-        let first = Expr::alt([Expr::seq([named, Expr::star(Expr::seq([op, term])), Expr::opt(alias.clone())]), star.clone()]);
+        let value = Expr::alt([col, agg]);
+        let first = Expr::alt([
+            Expr::seq([value.clone(), Expr::opt(alias.clone())]),
+            Expr::seq([named_num, arith, Expr::opt(alias.clone())]),
+            star.clone(),
+        ]);
         let neutral = self.neutral_item();
-        let item = Expr::alt([Expr::seq([expr, Expr::opt(alias)]), star, neutral]);
+        let item = Expr::alt([Expr::seq([Expr::alt([value, num_expr]), Expr::opt(alias)]), star, neutral]);
         Expr::seq([first, Expr::star(Expr::seq([lit(", "), item]))])
     }
 
@@ -462,7 +497,7 @@ pub fn first_table_grammar(cat: &Catalog, tables: &[TableId], opts: &SqlGrammarO
 /// nothing).
 pub fn rest_grammar(cat: &Catalog, scope: &[TableId], required: &[TableId], aliases: &[String], opts: &SqlGrammarOptions) -> Grammar {
     let mut g = Build::new(cat, opts);
-    let join = g.joins(scope);
+    let join = g.joins(scope, required);
     let done = required.iter().all(|t| scope.contains(t));
     let root = match (join, done) {
         (Some(j), true) => {
@@ -540,6 +575,7 @@ mod tests {
             "SELECT *, customers.name AS who FROM",
             "SELECT SUM(orders.total) AS revenue, customers.name FROM",
             "SELECT orders.total * 2 + 1 FROM",
+            "SELECT customers.name, COUNT(orders.id) * 2 AS n FROM",
             "SELECT notes.body FROM",
         ] {
             assert!(ok(&g, good), "{good}");
@@ -550,6 +586,8 @@ mod tests {
             "SELECT name FROM",                       // unqualified
             "SELECT customers.name, notes.body FROM", // unrelated tables
             "SELECT SUM(customers.name) FROM",        // SUM of text
+            "SELECT customers.name * 2 FROM",         // arithmetic on text
+            "SELECT customers.id, customers.name + 1 FROM",
             "SELECT customers.name AS from FROM",     // reserved alias
             "DELETE FROM",
         ] {
@@ -577,7 +615,7 @@ mod tests {
             " WHERE orders.placed_at >= '2024-01-01' AND customers.deleted_at IS NULL",
             " WHERE orders.customer_id = customers.id",
             " GROUP BY customers.name HAVING SUM(orders.total) > 100 ORDER BY revenue DESC LIMIT 10",
-            " ORDER BY COUNT(*) DESC",
+            " GROUP BY customers.country ORDER BY COUNT(*) DESC",
             " WHERE customers.id IN (1, 2, 3)",
             " JOIN order_items ON order_items.order_id = orders.id",
         ] {
@@ -589,6 +627,7 @@ mod tests {
             " WHERE customers.name = 5",      // number for text
             " WHERE customers.id = 1; DROP TABLE customers",
             " ORDER BY who",                  // unknown alias
+            " ORDER BY COUNT(*)",             // an aggregate without GROUP BY
             " LIMIT 0",
         ] {
             assert!(!ok(&g, bad), "{bad}");
