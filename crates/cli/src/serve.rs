@@ -54,6 +54,13 @@ pub struct Args {
     /// Wall-clock limit per request, in seconds (queueing included).
     #[arg(long, default_value_t = 300)]
     pub max_wall_time: u64,
+    /// A database `POST /api/sql` may query: `NAME=PATH` (SQLite) or `NAME=postgres://...`;
+    /// repeatable. Clients name it by NAME only.
+    #[arg(long = "database", value_name = "NAME=PATH|URL")]
+    pub databases: Vec<String>,
+    /// A rules file for a database: `NAME=RULES.toml` (see `formwork sql --rules`).
+    #[arg(long = "database-rules", value_name = "NAME=RULES.toml")]
+    pub database_rules: Vec<String>,
 }
 
 /// Default slots per model: 4 sequences batched together give most of the throughput of a
@@ -69,7 +76,9 @@ const MIN_SLOT_CONTEXT: usize = 2048;
 pub fn main(args: Args) -> anyhow::Result<()> {
     let ip: IpAddr = args.host.parse().with_context(|| format!("--host {:?} is not an IP address (try 127.0.0.1 or 0.0.0.0)", args.host))?;
     let addr = SocketAddr::new(ip, args.port);
+    let databases = open_databases(&args.databases, &args.database_rules)?;
     let config = ServerConfig {
+        databases,
         max_body_bytes: args.max_body_bytes,
         max_schema_bytes: args.max_schema_bytes,
         max_num_predict: args.max_num_predict,
@@ -173,4 +182,28 @@ fn quantization(t: i128) -> &'static str {
         32 => "BF16",
         _ => "unknown",
     }
+}
+
+/// Opens the `--database NAME=SPEC` databases, each with its `--database-rules NAME=FILE`.
+fn open_databases(specs: &[String], rules: &[String]) -> anyhow::Result<Vec<(String, Arc<formwork_sql::SqlDatabase>)>> {
+    let split = |s: &str, flag: &str| -> anyhow::Result<(String, String)> {
+        let (n, v) = s.split_once('=').ok_or_else(|| anyhow::anyhow!("{flag} {s:?}: expected NAME=VALUE"))?;
+        anyhow::ensure!(!n.is_empty() && !v.is_empty(), "{flag} {s:?}: expected NAME=VALUE");
+        Ok((n.to_string(), v.to_string()))
+    };
+    let rules: Vec<(String, String)> = rules.iter().map(|r| split(r, "--database-rules")).collect::<anyhow::Result<_>>()?;
+    for (name, _) in &rules {
+        anyhow::ensure!(specs.iter().any(|s| s.split_once('=').is_some_and(|(n, _)| n == name)), "--database-rules names `{name}`, which no --database defines");
+    }
+    let mut out: Vec<(String, Arc<formwork_sql::SqlDatabase>)> = Vec::new();
+    for spec in specs {
+        let (name, target) = split(spec, "--database")?;
+        anyhow::ensure!(!out.iter().any(|(n, _)| *n == name), "two databases are called `{name}`");
+        let rule = rules.iter().find(|(n, _)| *n == name).map(|(_, f)| std::path::PathBuf::from(f));
+        let db = formwork_sql::SqlDatabase::open(&target, rule.as_deref(), &Default::default(), Default::default())
+            .map_err(|e| anyhow::anyhow!("--database {name}: {e}"))?;
+        tracing::info!(database = %name, tables = db.catalog.tables().len(), "SQL database ready");
+        out.push((name, Arc::new(db)));
+    }
+    Ok(out)
 }

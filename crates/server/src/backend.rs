@@ -91,6 +91,23 @@ pub enum ConstraintRequest {
         /// Most calls (1 without parallel calls).
         max_calls: u32,
     },
+    /// Another constraint, made fresh for the job (a configured database's SQL,
+    /// `POST /api/sql`). Backends that cannot run it generate freely.
+    #[cfg(feature = "engine")]
+    Custom(CustomConstraint),
+}
+
+/// A [`formwork_engine::ConstraintFactory`] in a [`ConstraintRequest`]; two are equal when
+/// they are the same factory.
+#[cfg(feature = "engine")]
+#[derive(Clone, Debug)]
+pub struct CustomConstraint(pub Arc<dyn formwork_engine::ConstraintFactory>);
+
+#[cfg(feature = "engine")]
+impl PartialEq for CustomConstraint {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// Sampling settings; `None` is the sampler's default.

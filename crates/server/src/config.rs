@@ -35,6 +35,10 @@ pub struct ServerConfig {
     pub max_embed_inputs: usize,
     /// Most bytes of input in one embedding request: text bytes, and 4 per token id.
     pub max_embed_bytes: usize,
+    /// The databases `POST /api/sql` may query, by the name clients use (opened when the
+    /// server starts; a client can only name one of these, never a path or a URL).
+    #[cfg(feature = "engine")]
+    pub databases: Vec<(String, std::sync::Arc<formwork_sql::SqlDatabase>)>,
 }
 
 impl Default for ServerConfig {
@@ -53,6 +57,8 @@ impl Default for ServerConfig {
             max_stored_response_bytes: 64 << 20,
             max_embed_inputs: 2048,
             max_embed_bytes: 1 << 20,
+            #[cfg(feature = "engine")]
+            databases: Vec::new(),
         }
     }
 }

@@ -172,7 +172,7 @@ impl EngineBackend {
         let fp = vocab.fingerprint();
         // `calls`: the most call envelopes in a row (tool calls), else one document.
         let (key, schema, strict, calls) = match c {
-            ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } => return Ok(None),
+            ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } | ConstraintRequest::Custom(_) => return Ok(None),
             ConstraintRequest::Json => (format!("{fp:016x}|json"), None, false, 1),
             ConstraintRequest::Schema { schema, strict } => {
                 (format!("{fp:016x}|schema|{strict}|{schema}"), Some(schema.clone()), *strict, 1)
@@ -220,7 +220,10 @@ impl EngineBackend {
             num_ctx: job.num_ctx.map(|n| n as usize),
             force_tokens: true,
         };
-        let format = grammar.map_or(Format::Text, |g| Format::Compiled(g.clone()));
+        let format = match &job.constraint {
+            ConstraintRequest::Custom(c) => Format::Custom(c.0.clone()),
+            _ => grammar.map_or(Format::Text, |g| Format::Compiled(g.clone())),
+        };
         let request = Request::new(prompt.clone()).options(opts).format(format).reasoning(reasoning.cloned());
         let mut sequence;
         let model: &mut dyn Model = match &mut self.runner {
@@ -368,7 +371,8 @@ fn validate(c: &ConstraintRequest, text: &str) -> Result<(), BackendError> {
             }
             Ok(())
         }
-        ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } => Ok(()),
+        // A custom constraint's output is what it allowed; its caller checks the rest.
+        ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } | ConstraintRequest::Custom(_) => Ok(()),
     }
 }
 
@@ -396,7 +400,10 @@ impl Backend for EngineBackend {
                 ConstraintRequest::Schema { schema, .. } => {
                     formwork_engine::add_schema_instruction(&mut prompt, Some(schema), placement);
                 }
-                ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } | ConstraintRequest::ToolCalls { .. } => {}
+                ConstraintRequest::None
+                | ConstraintRequest::TextOrCall { .. }
+                | ConstraintRequest::ToolCalls { .. }
+                | ConstraintRequest::Custom(_) => {}
             }
         }
         if let ConstraintRequest::TextOrCall { call_schema, max_calls } = &job.constraint {

@@ -57,6 +57,8 @@ pub mod openai;
 #[cfg(feature = "engine")]
 pub mod repair;
 pub mod responses;
+#[cfg(feature = "engine")]
+pub mod sql;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tools;
@@ -146,7 +148,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/embeddings", post(embeddings::ollama_embeddings))
         .route("/metrics", get(metrics_text));
     #[cfg(feature = "engine")]
-    let ollama = ollama.route("/api/repair", post(repair::repair));
+    let ollama = ollama.route("/api/repair", post(repair::repair)).route("/api/sql", post(sql::sql));
     let ollama = ollama.layer(CatchPanicLayer::custom(|p| panic_response(p, Flavor::Ollama)));
     let openai = Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))

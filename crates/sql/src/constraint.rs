@@ -177,12 +177,11 @@ impl SqlConstraint {
                 required.sort();
                 required.dedup();
                 let aliases = aliases(&text);
-                // Any table of the component the select list named (any table when it named
-                // none); the grammar kept the select list inside one component.
-                let tables = match required.first() {
-                    Some(t) => cat.components().into_iter().find(|c| c.contains(t)).unwrap_or_default(),
-                    None => cat.ids().collect(),
-                };
+                // One of the tables the select list named (any table when it named none):
+                // the others are joined to it along relationships. (An inner join reads the
+                // same either way round, and a LEFT JOIN keeps the rows of the table named
+                // first, which is then one the answer is about.)
+                let tables = if required.is_empty() { cat.ids().collect() } else { required.clone() };
                 (PhaseKey::First(tables), Arc::new(QueryContext { required, aliases }))
             }
             PhaseKey::First(_) => {
@@ -542,8 +541,8 @@ mod tests {
         let mut mask = TokenMask::new(v.len());
         c.compute_mask(&mut mask);
         assert!(mask.contains(tok(&v, " customers")));
-        assert!(mask.contains(tok(&v, " orders")), "a table that joins to customers may come first");
-        assert!(feed(&mut c.clone(), &v, " notes").is_err(), "notes cannot reach customers");
+        assert!(!mask.contains(tok(&v, " orders")), "the first table is one the select list named");
+        assert!(feed(&mut c.clone(), &v, " notes").is_err());
     }
 
     #[test]

@@ -31,8 +31,8 @@
 //!    all lie in one connected group of the relationship graph (the grammar is a union
 //!    over the groups), so they can always be joined.
 //! 2. **The select list forces the `FROM` clause.** When `… FROM` is complete, the next
-//!    phase's grammar is built from the text: the first table is one of that group, and
-//!    then each phase is either `JOIN t ON <relationship>` for a table `t` related to one
+//!    phase's grammar is built from the text: the first table is one the select list named,
+//!    and then each phase is either `JOIN t ON <relationship>` for a table `t` related to one
 //!    already in scope — the join condition is the relationship itself, either way round —
 //!    or, only once every required table is in scope, the rest of the query.
 //! 3. **The rest sees exactly the scope.** `WHERE`, `GROUP BY`, `HAVING` and `ORDER BY`

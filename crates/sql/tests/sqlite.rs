@@ -106,3 +106,32 @@ fn a_hundred_tables_compile() {
         db.db.check(&sql).unwrap_or_else(|e| panic!("{e}\n{sql}"));
     }
 }
+
+#[test]
+fn a_database_error_is_fed_back_and_the_query_generated_again() {
+    use formwork_engine::retry::{RetryMode, Validation};
+    use formwork_engine::testing::{ScriptedAnswers, ScriptedModel};
+    use formwork_engine::SamplerOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    // The catalog was read with `products`; the table is gone now, so a query naming it
+    // passes the grammar and fails on the database.
+    rusqlite::Connection::open(dir.path().join("shop.sqlite")).unwrap().execute_batch("PRAGMA foreign_keys = OFF; DROP TABLE products").unwrap();
+    let tokens: Vec<String> = (0x20u8..0x7f).map(|b| (b as char).to_string()).chain(["\n".to_string()]).collect();
+    let inner = ScriptedModel::new(&tokens, &["<|im_end|>", "<|im_start|>"]);
+    let mut model = ScriptedAnswers::new(inner, &["SELECT products.name FROM products", "SELECT orders.total FROM orders"]);
+    let (validator, last) = db.executor(formwork_sql::ExecOptions::default());
+    let request = db
+        .request("What do the orders total?")
+        .sampler(SamplerOptions::greedy())
+        .num_predict(300)
+        .validation(Validation { validators: vec![validator], retries: 2, repair: false, mode: RetryMode::Feedback });
+    let answer = request.run(&mut model, &mut |_| std::ops::ControlFlow::Continue(())).unwrap();
+    let tail: String = model.last_sequence().chars().rev().take(300).collect::<String>().chars().rev().collect();
+    assert_eq!(answer.attempts.len(), 2, "{:?}\n{tail}", answer.attempts);
+    assert!(answer.attempts[0].errors[0].message.contains("no such table"), "{:?}", answer.attempts[0].errors);
+    assert!(model.last_sequence().contains("no such table"), "the error reached the model: {}", model.last_sequence());
+    assert_eq!(answer.text, "SELECT orders.total FROM orders");
+    assert_eq!(answer.valid, Some(true));
+    assert_eq!(last.lock().unwrap().as_ref().unwrap().rows.len(), 4);
+}
