@@ -23,6 +23,7 @@
 
 use crate::catalog::{Catalog, TableId};
 use crate::grammar::{first_table_grammar, rest_grammar, select_grammar, SqlGrammarOptions};
+use crate::select::{identifier, SelectSummary};
 use formwork_engine::{Constraint, ConstraintFactory};
 use formwork_grammar::{CompiledGrammar, Limits, Matcher, TokenIndex};
 use formwork_vocab::{TokenId, TokenMask, Vocabulary};
@@ -36,18 +37,9 @@ enum PhaseKey {
     Select,
     /// The first table, one of these.
     First(Vec<TableId>),
-    /// A join or the rest of the query, given the tables in scope, the tables the select
-    /// list named, and its aliases.
-    Rest { scope: Vec<TableId>, required: Vec<TableId>, aliases: Vec<String> },
-}
-
-/// What the select list produced, which every later phase needs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct QueryContext {
-    /// The tables the select list named (sorted).
-    required: Vec<TableId>,
-    /// Its aliases.
-    aliases: Vec<String>,
+    /// A join or the rest of the query, given the tables in scope and what the select list
+    /// said.
+    Rest { scope: Vec<TableId>, select: Arc<SelectSummary> },
 }
 
 /// Most grammars [`SqlGrammars`] keeps; past it the cache is emptied (a query reaches a
@@ -101,7 +93,7 @@ impl SqlGrammars {
     /// A constraint at the start of a query.
     pub fn constraint(self: &Arc<Self>) -> Result<SqlConstraint, String> {
         let select = self.compiled(&PhaseKey::Select)?;
-        let branch = Branch { key: PhaseKey::Select, context: Arc::new(QueryContext::default()), matcher: select.matcher(), text: Vec::new() };
+        let branch = Branch { key: PhaseKey::Select, select: Arc::new(SelectSummary::default()), matcher: select.matcher(), text: Vec::new() };
         Ok(SqlConstraint { grammars: self.clone(), branches: vec![branch], scratch: TokenMask::new(self.index.vocab().len()), text: Vec::new() })
     }
 
@@ -113,7 +105,7 @@ impl SqlGrammars {
         let grammar = match key {
             PhaseKey::Select => select_grammar(cat, &self.options),
             PhaseKey::First(tables) => first_table_grammar(cat, tables, &self.options),
-            PhaseKey::Rest { scope, required, aliases } => rest_grammar(cat, scope, required, aliases, &self.options),
+            PhaseKey::Rest { scope, select } => rest_grammar(cat, scope, select, &self.options),
         };
         let compiled = CompiledGrammar::with_index(&grammar, self.index.clone(), &self.limits)
             .map_err(|e| format!("the SQL grammar of this database cannot be compiled: {e}"))?;
@@ -130,7 +122,8 @@ impl SqlGrammars {
 #[derive(Clone, Debug)]
 struct Branch {
     key: PhaseKey,
-    context: Arc<QueryContext>,
+    /// What the select list said (empty while it is being generated).
+    select: Arc<SelectSummary>,
     matcher: Matcher,
     /// The text this phase has matched.
     text: Vec<u8>,
@@ -170,43 +163,38 @@ impl SqlConstraint {
         }
         let cat = &self.grammars.catalog;
         let text = String::from_utf8_lossy(&b.text);
-        let (key, context) = match &b.key {
+        let (key, select) = match &b.key {
             PhaseKey::Select => {
-                let named = table_names_before_dot(&text);
-                let mut required: Vec<TableId> = named.iter().filter_map(|n| cat.find(n)).collect();
-                required.sort();
-                required.dedup();
-                let aliases = aliases(&text);
+                let select = Arc::new(SelectSummary::parse(&text, cat));
                 // One of the tables the select list named (any table when it named none):
                 // the others are joined to it along relationships. (An inner join reads the
                 // same either way round, and a LEFT JOIN keeps the rows of the table named
                 // first, which is then one the answer is about.)
-                let tables = if required.is_empty() { cat.ids().collect() } else { required.clone() };
-                (PhaseKey::First(tables), Arc::new(QueryContext { required, aliases }))
+                let tables = if select.required.is_empty() { cat.ids().collect() } else { select.required.clone() };
+                (PhaseKey::First(tables), select)
             }
             PhaseKey::First(_) => {
-                let Some(t) = first_identifier(text.trim_start()).and_then(|n| cat.find(&n)) else {
+                let Some(t) = identifier(text.trim_start()).and_then(|(n, _)| cat.find(&n)) else {
                     return Err(format!("internal: the first table in {text:?} is not in the catalog"));
                 };
-                let c = &b.context;
-                (PhaseKey::Rest { scope: vec![t], required: c.required.clone(), aliases: c.aliases.clone() }, c.clone())
+                (PhaseKey::Rest { scope: vec![t], select: b.select.clone() }, b.select.clone())
             }
-            PhaseKey::Rest { scope, required, aliases } => {
+            PhaseKey::Rest { scope, select } => {
                 if !b.is_join() {
                     return Ok(None);
                 }
                 let after = text.split_once("JOIN ").map(|(_, r)| r).unwrap_or_default();
-                let Some(t) = first_identifier(after).and_then(|n| cat.find(&n)) else {
+                let Some(t) = identifier(after).and_then(|(n, _)| cat.find(&n)) else {
                     return Err(format!("internal: the joined table in {text:?} is not in the catalog"));
                 };
                 let mut scope = scope.clone();
                 scope.push(t);
                 scope.sort();
-                (PhaseKey::Rest { scope, required: required.clone(), aliases: aliases.clone() }, b.context.clone())
+                (PhaseKey::Rest { scope, select: select.clone() }, b.select.clone())
             }
         };
         let compiled = self.grammars.compiled(&key)?;
-        Ok(Some(Branch { key, context, matcher: compiled.matcher(), text: Vec::new() }))
+        Ok(Some(Branch { key, select, matcher: compiled.matcher(), text: Vec::new() }))
     }
 
     /// After a commit: starts the successor of every branch at a phase's end, and drops
@@ -377,84 +365,6 @@ impl ConstraintFactory for SqlFormat {
     }
 }
 
-/// The identifier at the start of `s` (bare, or double-quoted with `""` escapes), unquoted.
-fn first_identifier(s: &str) -> Option<String> {
-    let mut chars = s.chars().peekable();
-    match chars.peek()? {
-        '"' => {
-            chars.next();
-            let mut out = String::new();
-            while let Some(c) = chars.next() {
-                if c == '"' {
-                    if chars.peek() == Some(&'"') {
-                        chars.next();
-                        out.push('"');
-                    } else {
-                        return Some(out);
-                    }
-                } else {
-                    out.push(c);
-                }
-            }
-            None
-        }
-        c if c.is_ascii_alphabetic() || *c == '_' => Some(s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect()),
-        _ => None,
-    }
-}
-
-/// The identifiers directly followed by `.` in a select list: the tables it names. (Its
-/// grammar has no string literals; numbers never start with a letter or a quote.)
-fn table_names_before_dot(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if c == b'"' || c.is_ascii_alphabetic() || c == b'_' {
-            let rest = &text[i..];
-            let Some(name) = first_identifier(rest) else { break };
-            let len = if c == b'"' { quoted_len(rest) } else { name.len() };
-            i += len;
-            if bytes.get(i) == Some(&b'.') {
-                out.push(name);
-            }
-        } else if c.is_ascii_digit() {
-            while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
-                i += 1;
-            }
-        } else {
-            i += 1;
-        }
-    }
-    out
-}
-
-/// The length in bytes of the quoted identifier at the start of `s`.
-fn quoted_len(s: &str) -> usize {
-    let b = s.as_bytes();
-    let mut i = 1;
-    while i < b.len() {
-        if b[i] == b'"' {
-            if b.get(i + 1) == Some(&b'"') {
-                i += 2;
-                continue;
-            }
-            return i + 1;
-        }
-        i += 1;
-    }
-    b.len()
-}
-
-/// The aliases (` AS name`) of a select list.
-fn aliases(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = text.split(" AS ").skip(1).filter_map(first_identifier).collect();
-    out.sort();
-    out.dedup();
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,7 +410,7 @@ mod tests {
         assert!(!c.is_accepting(), "orders is not in scope yet");
         assert!(feed(&mut c.clone(), &v, " WHERE").is_err());
         feed(&mut c, &v, " JOIN orders ON orders.customer_id = customers.id").unwrap();
-        assert!(c.is_accepting());
+        assert!(!c.is_accepting(), "an aggregate beside customers.name needs GROUP BY customers.name");
         feed(&mut c, &v, " GROUP BY customers.name").unwrap();
         assert!(c.is_accepting());
     }
@@ -574,12 +484,5 @@ mod tests {
         }
         assert!(c.is_accepting(), "{}", c.text());
         assert!(c.text().contains("JOIN products"), "{}", c.text());
-    }
-
-    #[test]
-    fn parsing_helpers() {
-        assert_eq!(table_names_before_dot("customers.name, \"Al\"\"bum\".\"Title\", 1.5, COUNT(*)"), vec!["customers", "Al\"bum"]);
-        assert_eq!(aliases("SUM(orders.total) AS revenue, customers.name AS who"), vec!["revenue", "who"]);
-        assert_eq!(first_identifier("\"Album\" ON"), Some("Album".into()));
     }
 }

@@ -18,6 +18,7 @@
 //! and rules are not enforced. `formwork grammar sql` prints it for llama.cpp users.
 
 use crate::catalog::{quote_ident, Catalog, ColumnType, Dialect, TableId, RESERVED};
+use crate::select::SelectSummary;
 use formwork_grammar::{Expr, Grammar, GrammarBuilder};
 
 /// Bounds on the literals and lists a query may contain.
@@ -91,11 +92,30 @@ impl<'a> Build<'a> {
         })
     }
 
+    /// A date both databases accept: years 1000–9999, each month's own days (29 February
+    /// in leap years only), and an optional `HH:MM[:SS]` time of day.
     fn date(&mut self) -> Expr {
         self.rule("date", |_| {
-            let two = || digits(2, Some(2));
-            let time = Expr::seq([lit(" "), two(), lit(":"), two(), Expr::opt(Expr::seq([lit(":"), two()]))]);
-            Expr::seq([lit("'"), digits(4, Some(4)), lit("-"), two(), lit("-"), two(), Expr::opt(time), lit("'")])
+            let d = |lo: char, hi: char| Expr::class([(lo, hi)], false);
+            let one_of = |xs: &[&str]| Expr::alt(xs.iter().map(|x| lit(x)));
+            let year = Expr::seq([d('1', '9'), digits(3, Some(3))]);
+            let day_to = |last: char| Expr::alt([Expr::seq([lit("0"), d('1', '9')]), Expr::seq([d('1', '2'), d('0', '9')]), Expr::seq([lit("3"), d('0', last)])]);
+            let month_day = Expr::alt([
+                Expr::seq([one_of(&["01", "03", "05", "07", "08", "10", "12"]), lit("-"), day_to('1')]),
+                Expr::seq([one_of(&["04", "06", "09", "11"]), lit("-"), day_to('0')]),
+                Expr::seq([lit("02-"), Expr::alt([Expr::seq([lit("0"), d('1', '9')]), Expr::seq([lit("1"), d('0', '9')]), Expr::seq([lit("2"), d('0', '8')])])]),
+            ]);
+            // Leap years: divisible by 4, and centuries only when divisible by 400.
+            let by_four = one_of(&["04", "08", "12", "16", "20", "24", "28", "32", "36", "40", "44", "48", "52", "56", "60", "64", "68", "72", "76", "80", "84", "88", "92", "96"]);
+            let leap = Expr::alt([
+                Expr::seq([d('1', '9'), d('0', '9'), by_four.clone()]),
+                Expr::seq([by_four, lit("00")]),
+            ]);
+            let date = Expr::alt([Expr::seq([year, lit("-"), month_day]), Expr::seq([leap, lit("-02-29")])]);
+            let hour = Expr::alt([Expr::seq([d('0', '1'), d('0', '9')]), Expr::seq([lit("2"), d('0', '3')])]);
+            let sixty = || Expr::seq([d('0', '5'), d('0', '9')]);
+            let time = Expr::seq([lit(" "), hour, lit(":"), sixty(), Expr::opt(Expr::seq([lit(":"), sixty()]))]);
+            Expr::seq([lit("'"), date, Expr::opt(time), lit("'")])
         })
     }
 
@@ -242,9 +262,9 @@ impl<'a> Build<'a> {
     }
 
     /// The clauses after `FROM …`: `[WHERE] [GROUP BY [HAVING]] [ORDER BY] [LIMIT]` over the
-    /// tables of `scope`, with the required filters of its tables first in `WHERE`, and
-    /// `ORDER BY` also over `aliases`.
-    fn tail(&mut self, scope: &[TableId], aliases: &[String]) -> Expr {
+    /// tables of `scope`, with the required filters of its tables first in `WHERE`, and the
+    /// grouping the select list needs (see [`SelectSummary`]).
+    fn tail(&mut self, scope: &[TableId], select: &SelectSummary) -> Expr {
         let (cond, atom) = self.condition(scope);
         let required: Vec<String> = scope
             .iter()
@@ -263,24 +283,63 @@ impl<'a> Build<'a> {
         let num = self.num();
         let cmp = self.cmp();
         let having_atom = Expr::seq([agg.clone(), cmp, num]);
-        let having = Expr::seq([
+        let having = Expr::opt(Expr::seq([
             lit(" HAVING "),
             having_atom.clone(),
             Expr::star(Expr::seq([Expr::alt([lit(" AND "), lit(" OR ")]), having_atom])),
-        ]);
-        let group = Expr::seq([lit(" GROUP BY "), col.clone(), Expr::star(Expr::seq([lit(", "), col.clone()])), Expr::opt(having)]);
-        // ORDER BY an aggregate only after GROUP BY: without one, an aggregate there turns
-        // a plain query into an invalid aggregate one (SQLite: "misuse of aggregate").
+        ]));
+        // The columns a grouping must list: the select list's bare columns, and every
+        // column of what it selects whole.
+        let mut grouped: Vec<String> = select.bare.clone();
+        let whole: Vec<TableId> = if select.star { scope.to_vec() } else { select.star_tables.clone() };
+        for t in whole {
+            for c in 0..self.cat.table(t).columns.len() {
+                let name = self.cat.column_sql(t, c);
+                if !grouped.contains(&name) {
+                    grouped.push(name);
+                }
+            }
+        }
+        let more_cols = Expr::star(Expr::seq([lit(", "), col.clone()]));
         let direction = || Expr::opt(Expr::alt([lit(" ASC"), lit(" DESC")]));
-        let aliases: Vec<Expr> = aliases.iter().map(|a| lit(a)).collect();
-        let mut plain_keys = vec![col.clone()];
-        plain_keys.extend(aliases.iter().cloned());
-        let plain_key = Expr::seq([Expr::alt(plain_keys), direction()]);
-        let plain_key = self.rule("order-key", |_| plain_key);
-        let grouped_key = self.rule("grouped-order-key", |_| Expr::alt([plain_key.clone(), Expr::seq([agg, direction()])]));
-        let order = |key: Expr| Expr::seq([lit(" ORDER BY "), key.clone(), Expr::star(Expr::seq([lit(", "), key]))]);
+        let aliases: Vec<Expr> = select.aliases.iter().map(|a| lit(a)).collect();
+        let order = |keys: Vec<Expr>| -> Expr {
+            if keys.is_empty() {
+                return Expr::empty();
+            }
+            let key = Expr::seq([Expr::alt(keys), direction()]);
+            Expr::opt(Expr::seq([lit(" ORDER BY "), key.clone(), Expr::star(Expr::seq([lit(", "), key]))]))
+        };
+        let grouped_lits: Vec<Expr> = grouped.iter().map(|c| lit(c)).collect();
+        // What ORDER BY may name: after DISTINCT, what the select list shows; in a grouped
+        // or aggregate query, grouped columns, aggregates and aliases; else any column.
+        let shown: Vec<Expr> = select.bare.iter().map(|c| lit(c)).chain(aliases.iter().cloned()).collect();
+        let grouped_keys: Vec<Expr> = if select.distinct {
+            shown.clone()
+        } else {
+            grouped_lits.iter().cloned().chain([agg.clone()]).chain(aliases.iter().cloned()).collect()
+        };
+        let forced_group = (!grouped.is_empty()).then(|| Expr::seq([lit(&format!(" GROUP BY {}", grouped.join(", "))), more_cols.clone(), having.clone()]));
+        let grouping = if select.aggregate {
+            match forced_group {
+                // Aggregates beside bare columns: those columns must be grouped.
+                Some(g) => Expr::seq([g, order(grouped_keys)]),
+                // Only aggregates: any grouping (its columns are not shown).
+                None => {
+                    let free = Expr::seq([lit(" GROUP BY "), col.clone(), more_cols, having]);
+                    let keys = if select.distinct { shown } else { [agg].into_iter().chain(aliases.iter().cloned()).collect() };
+                    Expr::seq([Expr::opt(free), order(keys)])
+                }
+            }
+        } else {
+            let plain_keys: Vec<Expr> = if select.distinct { shown } else { [col].into_iter().chain(aliases.iter().cloned()).collect() };
+            match forced_group {
+                // A grouping must list every shown column; ordering may then use aggregates.
+                Some(g) => Expr::alt([Expr::seq([g, order(grouped_keys)]), order(plain_keys)]),
+                None => order(plain_keys),
+            }
+        };
         let limit = Expr::seq([lit(" LIMIT "), Expr::class([('1', '9')], false), digits(0, Some(self.opts.max_limit_digits - 1))]);
-        let grouping = Expr::alt([Expr::seq([group, Expr::opt(order(grouped_key))]), Expr::opt(order(plain_key))]);
         Expr::seq([where_, grouping, Expr::opt(limit)])
     }
 
@@ -495,17 +554,17 @@ pub fn first_table_grammar(cat: &Catalog, tables: &[TableId], opts: &SqlGrammarO
 /// Phase 3, repeated: with `scope` in the query, either one more join along a relationship,
 /// or — once every table of `required` is in scope — the rest of the query (possibly
 /// nothing).
-pub fn rest_grammar(cat: &Catalog, scope: &[TableId], required: &[TableId], aliases: &[String], opts: &SqlGrammarOptions) -> Grammar {
+pub fn rest_grammar(cat: &Catalog, scope: &[TableId], select: &SelectSummary, opts: &SqlGrammarOptions) -> Grammar {
     let mut g = Build::new(cat, opts);
-    let join = g.joins(scope, required);
-    let done = required.iter().all(|t| scope.contains(t));
+    let join = g.joins(scope, &select.required);
+    let done = select.required.iter().all(|t| scope.contains(t));
     let root = match (join, done) {
         (Some(j), true) => {
-            let tail = g.tail(scope, aliases);
+            let tail = g.tail(scope, select);
             Expr::alt([j, tail])
         }
         (Some(j), false) => j,
-        (None, _) => g.tail(scope, aliases),
+        (None, _) => g.tail(scope, select),
     };
     g.finish(root)
 }
@@ -528,7 +587,8 @@ pub fn relaxed_grammar(cat: &Catalog, opts: &SqlGrammarOptions) -> Grammar {
     // Any join whose condition follows a relationship of the joined table (to any table).
     let targets = plain.ids().filter_map(|t| g.join_to(t, &plain.neighbours(t))).collect();
     let join = Build::join_keyword(targets).map(Expr::star).unwrap_or_else(Expr::empty);
-    let tail = g.tail(&all, &[]);
+    // Grouping is not tied to the select list either.
+    let tail = g.tail(&all, &SelectSummary::default());
     let root = Expr::seq([lit("SELECT "), Expr::opt(lit("DISTINCT ")), body, lit(" FROM "), Expr::alt(tables), join, tail]);
     g.finish(root)
 }
@@ -601,21 +661,23 @@ mod tests {
         let o = SqlGrammarOptions::default();
         let c = cat.find("customers").unwrap();
         let ord = cat.find("orders").unwrap();
-        let g = rest_grammar(&cat, &[c], &[c, ord], &[], &o);
+        let sel = |text: &str| SelectSummary::parse(text, &cat);
+        let g = rest_grammar(&cat, &[c], &sel("SELECT customers.name, orders.total FROM"), &o);
         assert!(ok(&g, " JOIN orders ON orders.customer_id = customers.id"));
         assert!(ok(&g, " LEFT JOIN orders ON customers.id = orders.customer_id"));
         assert!(!ok(&g, ""), "orders is still required");
         assert!(!ok(&g, " JOIN products ON products.id = customers.id"), "no relationship");
         assert!(!ok(&g, " WHERE customers.name = 'x'"));
-        let g = rest_grammar(&cat, &[c, ord], &[c, ord], &["revenue".into()], &o);
+        let g = rest_grammar(&cat, &[c, ord], &sel("SELECT customers.name, orders.total AS revenue FROM"), &o);
         for good in [
             "",
             " WHERE customers.country = 'DE' AND orders.total > 10.5",
             " WHERE customers.name LIKE 'A%' OR NOT (orders.total BETWEEN 1 AND 2)",
             " WHERE orders.placed_at >= '2024-01-01' AND customers.deleted_at IS NULL",
+            " WHERE orders.placed_at BETWEEN '2024-02-29' AND '2000-02-29 23:59:59'",
             " WHERE orders.customer_id = customers.id",
-            " GROUP BY customers.name HAVING SUM(orders.total) > 100 ORDER BY revenue DESC LIMIT 10",
-            " GROUP BY customers.country ORDER BY COUNT(*) DESC",
+            " GROUP BY customers.name, orders.total HAVING SUM(orders.total) > 100 ORDER BY revenue DESC LIMIT 10",
+            " GROUP BY customers.name, orders.total, customers.country ORDER BY COUNT(*) DESC",
             " WHERE customers.id IN (1, 2, 3)",
             " JOIN order_items ON order_items.order_id = orders.id",
         ] {
@@ -624,10 +686,15 @@ mod tests {
         for bad in [
             " WHERE products.price > 1",      // not in scope
             " WHERE orders.total = 'abc'",    // text literal for a number
+            " WHERE orders.placed_at = '2023-02-29'", // not a leap year
+            " WHERE orders.placed_at = '1900-02-29'",
+            " WHERE orders.placed_at = '2024-04-31'",
+            " WHERE orders.placed_at = '2024-01-01 24:00'",
             " WHERE customers.name = 5",      // number for text
             " WHERE customers.id = 1; DROP TABLE customers",
             " ORDER BY who",                  // unknown alias
             " ORDER BY COUNT(*)",             // an aggregate without GROUP BY
+            " GROUP BY customers.name",       // orders.total is shown but not grouped
             " LIMIT 0",
         ] {
             assert!(!ok(&g, bad), "{bad}");
@@ -635,11 +702,33 @@ mod tests {
     }
 
     #[test]
+    fn aggregates_beside_columns_force_their_grouping() {
+        let cat = shop();
+        let o = SqlGrammarOptions::default();
+        let (c, ord) = (cat.find("customers").unwrap(), cat.find("orders").unwrap());
+        let sel = |text: &str| SelectSummary::parse(text, &cat);
+        let g = rest_grammar(&cat, &[c, ord], &sel("SELECT customers.name, SUM(orders.total) AS spent FROM"), &o);
+        assert!(ok(&g, " GROUP BY customers.name"));
+        assert!(ok(&g, " WHERE orders.total > 1 GROUP BY customers.name, customers.id ORDER BY spent DESC"));
+        assert!(ok(&g, " GROUP BY customers.name ORDER BY customers.name, SUM(orders.total)"));
+        assert!(!ok(&g, ""), "customers.name must be grouped");
+        assert!(!ok(&g, " GROUP BY customers.id"));
+        assert!(!ok(&g, " GROUP BY customers.name ORDER BY orders.placed_at"), "not grouped");
+        let g = rest_grammar(&cat, &[c], &sel("SELECT COUNT(*) FROM"), &o);
+        assert!(ok(&g, ""));
+        assert!(ok(&g, " GROUP BY customers.country ORDER BY COUNT(*) DESC"));
+        assert!(!ok(&g, " ORDER BY customers.name"));
+        let g = rest_grammar(&cat, &[c], &sel("SELECT DISTINCT customers.country FROM"), &o);
+        assert!(ok(&g, " ORDER BY customers.country"));
+        assert!(!ok(&g, " ORDER BY customers.name"), "DISTINCT orders by what it shows");
+    }
+
+    #[test]
     fn required_filters_come_first_and_ors_stay_inside() {
         let mut cat = shop();
         cat.require_filter("customers", "customers.deleted_at IS NULL").unwrap();
         let c = cat.find("customers").unwrap();
-        let g = rest_grammar(&cat, &[c], &[c], &[], &SqlGrammarOptions::default());
+        let g = rest_grammar(&cat, &[c], &SelectSummary::parse("SELECT customers.name FROM", &cat), &SqlGrammarOptions::default());
         assert!(ok(&g, " WHERE customers.deleted_at IS NULL"));
         assert!(ok(&g, " WHERE customers.deleted_at IS NULL AND (customers.name = 'a' OR customers.name = 'b')"));
         assert!(!ok(&g, ""), "the filter is required");
@@ -659,7 +748,7 @@ mod tests {
         for r in rel {
             cat.relate(r).unwrap();
         }
-        let g = rest_grammar(&cat, &[c], &[c], &[], &SqlGrammarOptions::default());
+        let g = rest_grammar(&cat, &[c], &SelectSummary::parse("SELECT customers.name FROM", &cat), &SqlGrammarOptions::default());
         assert!(ok(&g, " WHERE customers.country = 'DE'"));
         assert!(ok(&g, " WHERE customers.country IN ('FR', 'O''Brien')"));
         assert!(ok(&g, " WHERE customers.country LIKE 'D%'"));

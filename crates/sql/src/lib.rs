@@ -18,6 +18,8 @@
 //!   [`Constraint`](formwork_engine::Constraint), and [`SqlFormat`], its
 //!   [`ConstraintFactory`](formwork_engine::ConstraintFactory) for a
 //!   [`Request`](formwork_engine::request::Request).
+//! - [`select`]: what a select list says that the rest of the query depends on (tables,
+//!   aliases, the grouping it needs).
 //! - [`prompt`]: the schema, keys, relationships and rules as the model sees them.
 //!
 //! ## The design: a grammar that depends on what was generated
@@ -37,7 +39,9 @@
 //!    or, only once every required table is in scope, the rest of the query.
 //! 3. **The rest sees exactly the scope.** `WHERE`, `GROUP BY`, `HAVING` and `ORDER BY`
 //!    name only columns of tables in scope (and the select list's aliases), with literals
-//!    typed by the column they meet. A table with a required filter puts that filter first
+//!    typed by the column they meet, and the grouping the select list needs (aggregates
+//!    beside plain columns force `GROUP BY` those columns, as PostgreSQL requires). A
+//!    table with a required filter puts that filter first
 //!    in `WHERE`, and the model's own conditions follow joined by `AND` (an `OR` only
 //!    inside parentheses, so no row can escape the rule).
 //!
@@ -59,6 +63,7 @@ mod error;
 pub mod grammar;
 pub mod prompt;
 pub mod rules;
+pub mod select;
 
 pub use catalog::{Catalog, ColumnType, Dialect, TableId};
 pub use constraint::{SqlConstraint, SqlFormat, SqlGrammars};

@@ -43,7 +43,7 @@ fn random_queries_parse_and_keep_every_rule() {
     let mut rng = Rng(0x5eed);
     let mut joined = 0;
     let mut filtered = 0;
-    for i in 0..150 {
+    for i in 0..300 {
         let mut c = grammars.constraint().unwrap();
         let sql = random_query(&mut c, &vocab, &mut rng, 60);
         let scope = check_structure(&sql, &db.catalog, &["audit_log", "password_hash"]).unwrap_or_else(|e| panic!("query {i}: {e}\n{sql}"));
