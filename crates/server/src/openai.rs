@@ -149,6 +149,15 @@ pub(crate) fn tools_and_constraint(
             None => ConstraintRequest::Json,
             Some(s) => exec::schema_constraint(s, json_schema.strict.unwrap_or(false), cfg, "response_format")?,
         },
+        #[cfg(feature = "engine")]
+        Some(w::ResponseFormat::Sql { database }) => {
+            let db = crate::sql::configured(cfg, &database).map_err(|e| e.param("response_format"))?;
+            ConstraintRequest::Custom(crate::backend::CustomConstraint(db.format.clone()))
+        }
+        #[cfg(not(feature = "engine"))]
+        Some(w::ResponseFormat::Sql { .. }) => {
+            return Err(ApiError::bad_request("response_format sql needs a server built with the engine").param("response_format"))
+        }
     };
     let max_calls = tools::max_calls(parallel);
     let schema_of = |t: &[&ToolDef]| tools::call_schema(t).map(Arc::new).map_err(|e| ApiError::bad_request(e).param("tools"));
@@ -255,7 +264,14 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
     let received = Instant::now();
     let cfg = state.config().clone();
     let wk = state.model(&req.model)?.clone();
-    let messages = turns(req.messages)?;
+    let mut messages = turns(req.messages)?;
+    // A query over a configured database: the model sees its schema first.
+    #[cfg(feature = "engine")]
+    if let Some(w::ResponseFormat::Sql { database }) = &req.response_format {
+        let db = crate::sql::configured(&cfg, database).map_err(|e| e.param("response_format"))?;
+        let system = formwork_sql::prompt::system_prompt(&db.catalog);
+        messages.insert(0, ChatTurn { role: "system".into(), content: system, ..Default::default() });
+    }
     let n = choices(req.n, &cfg)?;
     let (tools, mode, constraint) =
         tools_and_constraint(req.tools, req.tool_choice, req.parallel_tool_calls, req.response_format, &cfg)?;

@@ -9,6 +9,10 @@
 //! database's message and generated again, up to `retries` more times; `error` is the last
 //! database error when every attempt failed (then `rows` is `null`), else `null`.
 //!
+//! The same constraint is offered by `POST /v1/chat/completions` as an extension of
+//! `response_format`: `{"type": "sql", "database": NAME}` (the schema is put first in the
+//! conversation as a system message; the answer is the query, not run).
+//!
 //! A client names a database only by its configured name: an unknown name is a 400 listing
 //! the configured ones, and no request can make the server open a path or a connection of
 //! its choosing. Queries run read-only with a row cap (`max_rows` ≤ 1000) and a 10 s time
@@ -84,8 +88,9 @@ pub struct SqlResponse {
     pub error: Option<String>,
 }
 
-fn database<'a>(state: &'a AppState, name: &str) -> Result<&'a Arc<SqlDatabase>, ApiError> {
-    let dbs = &state.config().databases;
+/// The configured database called `name`, or a 400 listing the configured ones.
+pub(crate) fn configured<'a>(cfg: &'a crate::ServerConfig, name: &str) -> Result<&'a Arc<SqlDatabase>, ApiError> {
+    let dbs = &cfg.databases;
     dbs.iter().find(|(n, _)| n == name).map(|(_, d)| d).ok_or_else(|| {
         let names: Vec<&str> = dbs.iter().map(|(n, _)| n.as_str()).collect();
         let msg = if names.is_empty() {
@@ -100,7 +105,7 @@ fn database<'a>(state: &'a AppState, name: &str) -> Result<&'a Arc<SqlDatabase>,
 /// `POST /api/sql` (see the module docs).
 pub async fn sql(State(state): State<AppState>, ApiJson(req, _): ApiJson<SqlRequest, OllamaApi>) -> Result<Json<SqlResponse>, ApiError> {
     let received = Instant::now();
-    let db = database(&state, &req.database)?.clone();
+    let db = configured(state.config(), &req.database)?.clone();
     let worker = state.model(&req.model)?.clone();
     if req.question.trim().is_empty() {
         return Err(ApiError::bad_request("question is required").param("question"));

@@ -82,3 +82,19 @@ async fn only_configured_databases_and_bounded_requests() {
     let (s, _) = post(&app, "/api/sql", json!({"model": "smollm2", "database": "shop", "question": "q", "sql": "DROP TABLE x"})).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "unknown fields are refused");
 }
+
+#[tokio::test]
+async fn openai_response_format_sql() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = router(dir.path(), "SELECT customers.name FROM customers");
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "Names of customers?"}],
+                     "response_format": {"type": "sql", "database": "shop"}, "temperature": 0});
+    let (s, v) = post(&app, "/v1/chat/completions", req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "SELECT customers.name FROM customers");
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "q"}],
+                     "response_format": {"type": "sql", "database": "/tmp/x.sqlite"}});
+    let (s, v) = post(&app, "/v1/chat/completions", req).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["param"], "response_format", "{v}");
+}

@@ -83,6 +83,13 @@ pub enum ResponseFormat {
         /// The schema and its name.
         json_schema: JsonSchemaFormat,
     },
+    /// formwork's extension: a query over a database configured at start
+    /// (`formwork serve --database NAME=...`), named by `database`; the schema goes into the
+    /// prompt as a system message.
+    Sql {
+        /// The configured database's name.
+        database: String,
+    },
 }
 
 /// `response_format.json_schema`.
