@@ -165,9 +165,11 @@ impl<'a> Build<'a> {
 
     /// `COUNT(…)`, `SUM(…)`, `AVG(…)`, `MIN(…)`, `MAX(…)` over columns of `tables`
     /// (`COUNT(*)` when `star`).
-    fn aggregate(&mut self, name: &str, tables: &[TableId], star: bool) -> Option<Expr> {
-        let any = self.columns_where(&format!("{name}-col"), tables, |_| true)?;
-        let numeric = self.columns_where(&format!("{name}-numcol"), tables, |t| matches!(t, ColumnType::Integer | ColumnType::Real));
+    /// The column rules are `{cols}-col` and `{cols}-numcol`, shared with other users of
+    /// the same tables.
+    fn aggregate(&mut self, name: &str, cols: &str, tables: &[TableId], star: bool) -> Option<Expr> {
+        let any = self.columns_where(&format!("{cols}-col"), tables, |_| true)?;
+        let numeric = self.columns_where(&format!("{cols}-numcol"), tables, |t| matches!(t, ColumnType::Integer | ColumnType::Real));
         let distinct = || Expr::opt(lit("DISTINCT "));
         let mut alts = vec![
             Expr::seq([lit("COUNT("), distinct(), any.clone(), lit(")")]),
@@ -279,7 +281,7 @@ impl<'a> Build<'a> {
             Expr::seq([lit(" WHERE "), lit(&required.join(" AND ")), Expr::star(Expr::seq([lit(" AND "), atom]))])
         };
         let col = self.columns_where("scope-col", scope, |_| true).expect("scope has columns");
-        let agg = self.aggregate("agg", scope, true).expect("scope has columns");
+        let agg = self.aggregate("agg", "scope", scope, true).expect("scope has columns");
         let num = self.num();
         let cmp = self.cmp();
         let having_atom = Expr::seq([agg.clone(), cmp, num]);
@@ -400,10 +402,10 @@ impl<'a> Build<'a> {
     fn select_items(&mut self, k: usize, tables: &[TableId]) -> Expr {
         let op = Expr::alt([" + ", " - ", " * ", " / "].map(lit));
         let col = self.columns_where(&format!("c{k}-col"), tables, |_| true).expect("component has columns");
-        let agg = self.aggregate(&format!("c{k}-agg"), tables, false).expect("component has columns");
+        let agg = self.aggregate(&format!("c{k}-agg"), &format!("c{k}"), tables, false).expect("component has columns");
         let numeric = |t: ColumnType| matches!(t, ColumnType::Integer | ColumnType::Real);
         let numcol = self.columns_where(&format!("c{k}-numcol"), tables, numeric);
-        let any = self.columns_where(&format!("c{k}-agg-col"), tables, |_| true).expect("component has columns");
+        let any = col.clone();
         let distinct = || Expr::opt(lit("DISTINCT "));
         // Numeric values that name a table.
         let mut named_num = vec![Expr::seq([lit("COUNT("), distinct(), any, lit(")")])];
