@@ -57,6 +57,9 @@ pub struct SqlGrammars {
     /// Upper bound on the tokens one step can add to a completion plan (see
     /// [`SqlConstraint::completion_fits_after`]).
     plan_slack: usize,
+    /// Every printable ASCII byte (all the SQL grammars write) is a token of its own: a
+    /// completion of N bytes then takes at most N tokens.
+    per_byte: bool,
 }
 
 impl std::fmt::Debug for SqlGrammars {
@@ -80,6 +83,7 @@ impl SqlGrammars {
             limits: limits.clone(),
             cache: Mutex::new(HashMap::new()),
             plan_slack: 64 + 24 * largest,
+            per_byte: (0x20u8..0x7f).all(|b| vocab.text_token_by_bytes(&[b]).is_some()),
         });
         g.compiled(&PhaseKey::Select)?;
         Ok(g)
@@ -233,12 +237,55 @@ impl SqlConstraint {
                 kept.push(b);
             }
         }
+        self.keep(kept, &bytes)
+    }
+
+    /// Commits raw bytes (a completion, on a copy): the branches that take all of them go on.
+    fn commit_bytes(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let mut kept = Vec::with_capacity(self.branches.len());
+        for mut b in std::mem::take(&mut self.branches) {
+            if b.matcher.commit_bytes(bytes).is_ok() {
+                b.text.extend_from_slice(bytes);
+                kept.push(b);
+            }
+        }
+        self.keep(kept, bytes)
+    }
+
+    /// The branches that took `bytes` go on (an error when none did).
+    fn keep(&mut self, kept: Vec<Branch>, bytes: &[u8]) -> Result<(), String> {
         if kept.is_empty() {
-            return Err(format!("token {t} ({:?}) does not continue the query", String::from_utf8_lossy(&bytes)));
+            return Err(format!("{:?} does not continue the query", String::from_utf8_lossy(bytes)));
         }
         self.branches = kept;
-        self.text.extend_from_slice(&bytes);
+        self.text.extend_from_slice(bytes);
         self.settle()
+    }
+
+    /// The length in bytes of the cheapest way to finish, phase by phase (what
+    /// [`Constraint::completion_plan`] spells in tokens), computed on a copy from each
+    /// phase's shortest byte completion: no tokenization, so it is cheap.
+    fn completion_bytes(&self) -> Option<usize> {
+        let mut sim = self.clone();
+        let mut total = 0;
+        for _ in 0..(2 * self.grammars.catalog.tables().len() + 4) {
+            if sim.is_accepting() {
+                return Some(total);
+            }
+            let best = sim
+                .branches
+                .iter()
+                .filter(|b| !b.matcher.is_accepting())
+                .filter_map(|b| b.matcher.min_completion_len().map(|n| (n, b)))
+                .min_by_key(|(n, _)| *n)?;
+            let bytes = best.1.matcher.shortest_completion()?;
+            if bytes.is_empty() {
+                return None;
+            }
+            total += bytes.len();
+            sim.commit_bytes(&bytes).ok()?;
+        }
+        None
     }
 }
 
@@ -307,10 +354,14 @@ impl Constraint for SqlConstraint {
         None
     }
 
-    /// Far from the end of the budget — more than the current plan plus the most one token
-    /// can add to it (64 tokens plus 24 per table of the largest joinable group: a token
-    /// can name a table that then needs a chain of joins) — this answers at once. Near the
-    /// end, the plan after `t` is computed on a copy.
+    /// Far from the end of the budget — more than four times the most one token is expected
+    /// to add to a plan (64 tokens plus 24 per table of the largest joinable group: a token
+    /// can name a table that then needs a chain of joins) — this answers at once.
+    ///
+    /// Otherwise, when every byte the grammars write is a token of its own, a completion of
+    /// N bytes fits in N tokens: the byte length of the cheapest completion after `t`
+    /// (cheap: no tokenization) answers when it fits. Only when it does not is the plan
+    /// spelled in tokens, which may take fewer.
     fn completion_fits_after(&mut self, t: TokenId, budget: usize) -> Option<bool> {
         if !self.is_allowed(t) {
             return Some(false);
@@ -320,6 +371,9 @@ impl Constraint for SqlConstraint {
         }
         let mut sim = self.clone();
         sim.commit_inner(t).ok()?;
+        if self.grammars.per_byte && sim.completion_bytes().is_some_and(|n| n <= budget) {
+            return Some(true);
+        }
         Some(sim.completion_plan().is_some_and(|p| p.len() <= budget))
     }
 
@@ -484,5 +538,22 @@ mod tests {
         }
         assert!(c.is_accepting(), "{}", c.text());
         assert!(c.text().contains("JOIN products"), "{}", c.text());
+    }
+
+    #[test]
+    fn byte_completions_agree_with_token_plans_on_a_byte_vocabulary() {
+        let (mut c, v) = constraint();
+        for prefix in ["SELECT ", "SELECT products.name, customers.country FROM customers", "SELECT COUNT(*) FROM orders WHERE orders.total > 1", "SELECT customers.name FROM customers WHERE customers.name = 'O"] {
+            let (mut c2, _) = constraint();
+            feed(&mut c2, &v, prefix).unwrap();
+            let plan = c2.completion_plan().unwrap();
+            let bytes: usize = plan.iter().map(|t| v.token_bytes(*t).len()).sum();
+            assert_eq!(c2.completion_bytes(), Some(bytes), "{prefix}");
+        }
+        feed(&mut c, &v, "SELECT customers.name FROM customers").unwrap();
+        let t = tok(&v, " ");
+        // ` ` then at least `JOIN`/`WHERE`… and a condition: a budget of 2 cannot hold it.
+        assert_eq!(c.completion_fits_after(t, 2), Some(false));
+        assert_eq!(c.completion_fits_after(t, 200), Some(true));
     }
 }
