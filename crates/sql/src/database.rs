@@ -5,7 +5,8 @@
 //!   (a missing file is an error, never created) and `PRAGMA query_only`; a progress handler
 //!   stops a query past its time limit.
 //! - **PostgreSQL** (through the `postgres` client): each query runs in a
-//!   `READ ONLY` transaction with `statement_timeout`, and is rolled back.
+//!   `READ ONLY` transaction with `statement_timeout`, read through a cursor (the query's own
+//!   order, only the rows wanted), and rolled back.
 //!
 //! Either way one statement only: the SQL constraint only ever produces one `SELECT`, and
 //! the drivers refuse several statements (`rusqlite` reports a second one; PostgreSQL's
@@ -365,35 +366,47 @@ fn pg_values(client: &mut postgres::Client, table: &str, column: &str, opts: &Re
 }
 
 fn pg_execute(client: &mut postgres::Client, sql: &str, max_rows: usize, timeout: Duration) -> Result<Rows, SqlError> {
+    use postgres::types::Type;
+    use postgres::SimpleQueryMessage;
     let err = |e: postgres::Error| match e.code() {
         Some(c) if *c == postgres::error::SqlState::QUERY_CANCELED => SqlError::Timeout(timeout),
         _ => SqlError::Query(e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string())),
     };
     let mut tx = client.build_transaction().read_only(true).start().map_err(err)?;
     tx.batch_execute(&format!("SET LOCAL statement_timeout = {}", timeout.as_millis().max(1))).map_err(err)?;
+    // Preparing takes exactly one statement (the extended protocol), and gives the types.
     let stmt = tx.prepare(sql).map_err(err)?;
     let columns: Vec<String> = stmt.columns().iter().map(|c| c.name().to_string()).collect();
-    // Each row as JSON text made by the server (every type has a JSON form there), read
-    // back in order: `json_build_array` keeps duplicate column names apart.
-    let wrapped = format!(
-        "SELECT json_build_array({cols})::text FROM ({sql}) AS q(\"{names}\") LIMIT {lim}",
-        cols = (1..=columns.len()).map(|i| format!("q.\"c{i}\"")).collect::<Vec<_>>().join(", "),
-        names = (1..=columns.len()).map(|i| format!("c{i}")).collect::<Vec<_>>().join("\", \""),
-        lim = max_rows + 1
-    );
-    let out = tx.query(wrapped.as_str(), &[]).map_err(err)?;
+    let types: Vec<Type> = stmt.columns().iter().map(|c| c.type_().clone()).collect();
+    // A cursor keeps the query's own order and fetches only the rows wanted, as text (every
+    // type has a text form), converted back by the column's type.
+    tx.batch_execute(&format!("DECLARE formwork_rows NO SCROLL CURSOR FOR {sql}")).map_err(err)?;
+    let messages = tx.simple_query(&format!("FETCH {} FROM formwork_rows", max_rows + 1)).map_err(err)?;
     let mut rows = Vec::new();
-    for r in &out {
-        let text: String = r.get(0);
-        match serde_json::from_str::<Value>(&text) {
-            Ok(Value::Array(vals)) => rows.push(vals),
-            _ => return Err(SqlError::Query(format!("unexpected row from the server: {text}"))),
+    for m in messages {
+        if let SimpleQueryMessage::Row(r) = m {
+            rows.push((0..columns.len()).map(|i| pg_value(r.get(i), &types[i])).collect::<Vec<Value>>());
         }
     }
     let truncated = rows.len() > max_rows;
     rows.truncate(max_rows);
     tx.rollback().map_err(err)?;
     Ok(Rows { columns, rows, truncated })
+}
+
+/// A value in PostgreSQL's text form as JSON, by its column's type.
+fn pg_value(text: Option<&str>, ty: &postgres::types::Type) -> Value {
+    use postgres::types::Type;
+    let Some(t) = text else { return Value::Null };
+    let number = |t: &str| t.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number);
+    let parsed = match *ty {
+        Type::BOOL => Some(Value::Bool(t == "t")),
+        Type::INT2 | Type::INT4 | Type::INT8 | Type::OID => t.parse::<i64>().ok().map(Value::from),
+        Type::FLOAT4 | Type::FLOAT8 | Type::NUMERIC => number(t),
+        Type::JSON | Type::JSONB => serde_json::from_str(t).ok(),
+        _ => None,
+    };
+    parsed.unwrap_or_else(|| Value::String(t.to_string()))
 }
 
 #[cfg(test)]

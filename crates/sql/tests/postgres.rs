@@ -39,6 +39,10 @@ fn postgres_end_to_end() {
     assert_eq!(rows.columns, ["name", "total"]);
     assert_eq!(rows.rows[0], vec![serde_json::json!("Ann"), serde_json::json!(10.5)]);
     assert!(rows.truncated);
+    let rows = db.db.execute("SELECT orders.id, orders.placed_at, customers.deleted_at IS NULL AS live FROM orders JOIN customers ON orders.customer_id = customers.id ORDER BY orders.id DESC", 10, Duration::from_secs(5)).unwrap();
+    assert_eq!(rows.rows[0], vec![serde_json::json!(4), serde_json::json!("2024-03-05"), serde_json::json!(true)], "the query's order, typed values");
+    assert_eq!(rows.rows.len(), 4);
+    assert!(!rows.truncated);
     assert!(db.db.execute("DELETE FROM customers", 5, Duration::from_secs(5)).is_err());
     assert!(db.db.execute("SELECT 1; DELETE FROM customers", 5, Duration::from_secs(5)).is_err());
     let count = db.db.execute("SELECT count(*) FROM customers", 5, Duration::from_secs(5)).unwrap();
