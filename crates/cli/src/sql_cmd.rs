@@ -27,12 +27,16 @@ pub struct DbArgs {
     /// Do not read the values of few-valued text columns (literals are then free text).
     #[arg(long)]
     pub no_values: bool,
+    /// A text column with at most this many distinct values (each at most 40 characters)
+    /// takes only those values as literals in `=` and `IN`.
+    #[arg(long, default_value_t = 12, value_name = "N")]
+    pub max_values: usize,
 }
 
 impl DbArgs {
     /// Opens the database and applies the rules.
     pub fn open(&self) -> Result<SqlDatabase> {
-        let read = ReadOptions { values: !self.no_values, ..Default::default() };
+        let read = ReadOptions { values: !self.no_values && self.max_values > 0, max_values: self.max_values, ..Default::default() };
         Ok(SqlDatabase::open(&self.db, self.rules.as_deref(), &read, SqlGrammarOptions::default())?)
     }
 }
