@@ -201,8 +201,9 @@ pub fn print_grammar(db: &DbArgs) -> Result<()> {
     let g = formwork_sql::grammar::relaxed_grammar(&db.catalog, &SqlGrammarOptions::default());
     println!(
         "# SQL over {} ({} tables): every table and column exists, every column is qualified by its table,\n\
-         # every JOIN follows a relationship. `formwork sql` also keeps the select list's tables in scope\n\
-         # and enforces the rules file's required filters; a single GBNF cannot.",
+         # every JOIN follows a relationship. A column may still be of a table the query does not read:\n\
+         # `formwork sql` also keeps every column in scope, the grouping right and the rules file's\n\
+         # required filters; a single GBNF cannot.",
         db.db.describe(),
         db.catalog.tables().len()
     );

@@ -14,8 +14,9 @@
 //!
 //! [`relaxed_grammar`] is the single GBNF-expressible approximation: every identifier exists,
 //! every column belongs to the table that qualifies it, every join condition follows a
-//! relationship of the joined table — but the select list's tables need not be in scope,
-//! and rules are not enforced. `formwork grammar sql` prints it for llama.cpp users.
+//! relationship of the joined table — but a column may be of any table, in scope or not (in
+//! the select list, `WHERE`, `GROUP BY`, `ORDER BY`), grouping is free, and rules are not
+//! enforced. `formwork grammar sql` prints it for llama.cpp users.
 
 use crate::catalog::{quote_ident, Catalog, ColumnType, Dialect, TableId, RESERVED};
 use crate::select::SelectSummary;

@@ -51,8 +51,8 @@
 //! can be generated; hidden tables and columns are not in any grammar.
 //!
 //! What a single GBNF can hold is [`grammar::relaxed_grammar`]: names that exist, columns
-//! of the table that qualifies them, joins along relationships — but not the link from the
-//! select list to the `FROM` clause, nor the rules.
+//! of the table that qualifies them, joins along relationships — but not scope (a column of
+//! any table may appear anywhere, in scope or not), grouping, nor the rules.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -32,6 +32,7 @@ mod masks;
 mod peer;
 mod report;
 mod serve;
+mod sql;
 
 use masks::masks;
 #[cfg(test)]
@@ -50,6 +51,8 @@ pub enum Command {
     Extract(crate::bench_extract::ExtractArgs),
     /// Concurrent clients against an OpenAI-compatible server: tok/s, latency, validity.
     Serve(serve::ServeArgs),
+    /// Text-to-SQL on sample databases: free, generic-grammar, schema-grammar and full SQL constraint.
+    Sql(sql::SqlArgs),
 }
 
 /// Flags of `bench mask-engine`.
@@ -127,6 +130,20 @@ pub struct MasksArgs {
     /// Object key order that formwork's schema grammars accept.
     #[arg(long, value_enum, default_value_t = KeyOrderArg::Any)]
     pub key_order: KeyOrderArg,
+    /// Only the files of one half of the data: `A` when the low bit of the first byte of
+    /// sha256(file name) is 0, else `B` (the rule of bench/common.py `half_of`). Tune on A,
+    /// report on B; look at files one by one (`--slowest`) only on the tuning half.
+    #[arg(long, value_enum, ignore_case = true)]
+    pub half: Option<HalfArg>,
+}
+
+/// `--half`: one of the two halves of a data folder, split by sha256 of the file name.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HalfArg {
+    /// sha256(name)[0] is even: the half to tune on.
+    A,
+    /// sha256(name)[0] is odd: the half to report on.
+    B,
 }
 
 /// Runs a subcommand.
@@ -137,6 +154,7 @@ pub fn main(c: Command) -> anyhow::Result<()> {
         Command::E2e(a) => crate::bench_e2e::e2e(a),
         Command::Extract(a) => crate::bench_extract::extract(a),
         Command::Serve(a) => serve::serve(a),
+        Command::Sql(a) => sql::sql(a),
     }
 }
 
