@@ -197,6 +197,16 @@ pub fn normalize_ranges(mut r: Vec<(char, char)>) -> Vec<(char, char)> {
     out
 }
 
+/// Is `r` what [`normalize_ranges`] makes of it (ranges non-empty, sorted, neither
+/// overlapping nor adjacent)? Checked without building the normalized copy.
+pub fn is_normalized(r: &[(char, char)]) -> bool {
+    r.iter().all(|(a, b)| a <= b)
+        && r.windows(2).all(|w| {
+            let (p, q) = (w[0], w[1]);
+            (q.0 as u32) > (p.1 as u32).saturating_add(1) && !(p.1 == '\u{D7FF}' && q.0 == '\u{E000}')
+        })
+}
+
 /// The complement of normalized ranges over all Unicode scalar values.
 pub fn complement(r: &[(char, char)]) -> Vec<(char, char)> {
     fn next(c: char) -> Option<char> {
@@ -305,6 +315,9 @@ pub struct GrammarBuilder {
     bodies: Vec<Option<Expr>>,
     by_name: std::collections::HashMap<String, RuleId>,
     duplicate: Option<String>,
+    /// Per base name given to [`fresh_name`](GrammarBuilder::fresh_name): the suffix to try
+    /// next, so that n fresh names from one base cost O(n), not O(n²).
+    next_fresh: std::cell::RefCell<std::collections::HashMap<String, u32>>,
 }
 
 impl GrammarBuilder {
@@ -330,7 +343,17 @@ impl GrammarBuilder {
         if !self.by_name.contains_key(base) {
             return base.to_string();
         }
-        (1..).map(|i| format!("{base}-{i}")).find(|n| !self.by_name.contains_key(n)).unwrap()
+        // Names are only ever added, so a suffix found taken stays taken: start from the
+        // last one this base gave out.
+        let mut next = self.next_fresh.borrow_mut();
+        let i = next.entry(base.to_string()).or_insert(1);
+        loop {
+            let n = format!("{base}-{i}");
+            *i += 1;
+            if !self.by_name.contains_key(&n) {
+                return n;
+            }
+        }
     }
 
     /// Defines `name` (declaring it if new). Defining a rule twice is reported by `build`.
@@ -397,7 +420,7 @@ fn check(e: &Expr, rule: &str, _n: usize) -> Result<(), IrError> {
                 stack.push(expr)
             }
             Expr::Class(r) => {
-                if normalize_ranges(r.clone()) != *r {
+                if !is_normalized(r) {
                     return Err(IrError::Malformed { rule: rule.into(), what: "class not normalized".into() });
                 }
             }
@@ -469,5 +492,24 @@ mod tests {
         let Expr::Class(r) = Expr::class([('\0', 'a')], true) else { panic!() };
         assert_eq!(r, vec![('b', char::MAX)]);
         assert_eq!(complement(&complement(&[('a', 'z')])), vec![('a', 'z')]);
+    }
+
+    #[test]
+    fn is_normalized_agrees_with_normalize_ranges() {
+        let cases: Vec<Vec<(char, char)>> = vec![
+            vec![],
+            vec![('a', 'c'), ('x', 'z')],
+            vec![('a', 'c'), ('d', 'z')],
+            vec![('a', 'c'), ('c', 'z')],
+            vec![('x', 'z'), ('a', 'c')],
+            vec![('c', 'a')],
+            vec![('a', 'a'), ('a', 'a')],
+            vec![('\0', '\u{D7FF}'), ('\u{E000}', char::MAX)],
+            vec![('\0', '\u{D7FE}'), ('\u{E000}', char::MAX)],
+            vec![('a', 'b'), ('d', 'e'), ('g', 'g')],
+        ];
+        for c in cases {
+            assert_eq!(is_normalized(&c), normalize_ranges(c.clone()) == c, "{c:?}");
+        }
     }
 }

@@ -58,7 +58,7 @@ impl Part {
         self.value().as_object()
     }
     pub fn get(&self, k: &str) -> Option<&Value> {
-        self.obj()?.get(k)
+        crate::resolve::map_get(self.obj()?, k)
     }
     /// The pointer of keyword `k` in this part, for errors.
     pub fn kw_ptr(&self, k: &str) -> String {
@@ -95,7 +95,10 @@ pub(crate) struct Cx<'a> {
     ref_expansions: usize,
     pub depth: usize,
     validators: HashMap<usize, Option<Rc<jsonschema::ValidatorMap>>>,
-    local_validators: HashMap<(usize, String), Rc<jsonschema::Validator>>,
+    /// Validators of subschemas checked on their own, by document, pointer and the
+    /// conjunction keywords left out (`C_REF`, `C_ALLOF`); `None`: that subschema is checked
+    /// through its document's validator (it has references).
+    local_validators: HashMap<(usize, String, u16), Option<Rc<jsonschema::Validator>>>,
     pub ws: Expr,
     /// `SchemaOptions::force_first_key`, applied to objects at the root.
     pub force_first: Option<String>,
@@ -104,6 +107,13 @@ pub(crate) struct Cx<'a> {
     pub uid: usize,
     /// Rules of [`Cx::shared`], by key.
     shared_rules: HashMap<String, RuleId>,
+    /// Compiled `patternProperties` regexes, by pattern (`None`: not supported), for
+    /// matching listed names.
+    pub key_regexes: std::cell::RefCell<HashMap<String, Option<regex::Regex>>>,
+    /// Results of `regex::pattern_regions`, by patterns, names and `rest`: the subset
+    /// construction is the costly part of an object with `patternProperties`, and schemas
+    /// repeat the same map type at many places.
+    pub pattern_regions_memo: HashMap<String, Option<Vec<(u32, Expr)>>>,
 }
 
 pub(crate) fn err(kind: SchemaErrorKind, pointer: impl Into<String>) -> SchemaError {
@@ -183,6 +193,8 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
         force_first_applied: false,
         uid: 0,
         shared_rules: HashMap::new(),
+        key_regexes: Default::default(),
+        pattern_regions_memo: HashMap::new(),
     };
     cx.force_first = opts.force_first_key.clone();
     let root = cx.root_part();
@@ -663,12 +675,40 @@ impl<'a> Cx<'a> {
     }
 
     fn validate_at(&mut self, p: &Part, v: &Value) -> R<bool> {
-        let ck = (p.doc, p.ptr.clone());
-        if let Some(val) = self.local_validators.get(&ck) {
-            return Ok(val.is_valid(v));
+        if p.consumed & C_REF_ONLY != 0 {
+            // Drafts 4-7: the `$ref` replaced this object, and its target is a part of the
+            // same conjunction (checked there).
+            return Ok(true);
+        }
+        // The `$ref` target and `allOf` branches already expanded into this conjunction are
+        // parts of their own, each checked against `v`: leave them out here, so that the
+        // subschema can often be checked on its own instead of through the validator of
+        // its whole document (which compiles every definition and every regex in it).
+        let strip = match p.value() {
+            Value::Object(o) if !o.contains_key("unevaluatedProperties") && !o.contains_key("unevaluatedItems") => p.consumed & (C_REF | C_ALLOF),
+            _ => 0,
+        };
+        let ck = (p.doc, p.ptr.clone(), strip);
+        match self.local_validators.get(&ck) {
+            Some(Some(val)) => return Ok(val.is_valid(v)),
+            Some(None) => return self.validate_in_document(p, v),
+            None => {}
+        }
+        let mut sub = p.value().clone();
+        if let Value::Object(o) = &mut sub {
+            if strip & C_REF != 0 {
+                o.remove("$ref");
+            }
+            if strip & C_ALLOF != 0 {
+                o.remove("allOf");
+            }
+            if strip != 0 {
+                // Definitions are reached only through references.
+                o.remove("$defs");
+                o.remove("definitions");
+            }
         }
         // Fast path: a subschema without references validates on its own.
-        let sub = p.value().clone();
         if !serde_json::to_string(&sub).unwrap_or_default().contains("\"$ref\"") {
             let draft = self.draft(p);
             let mut wrapped = sub;
@@ -680,12 +720,17 @@ impl<'a> Cx<'a> {
             if let Ok(o) = crate::validator_options(&wrapped, &opts) {
                 if let Ok(val) = o.build(&wrapped) {
                     let ok = val.is_valid(v);
-                    self.local_validators.insert(ck, Rc::new(val));
+                    self.local_validators.insert(ck, Some(Rc::new(val)));
                     return Ok(ok);
                 }
             }
         }
-        // Otherwise the validator of that location within its document.
+        self.local_validators.insert(ck, None);
+        self.validate_in_document(p, v)
+    }
+
+    /// Is `v` valid at `p`'s location, through the validator of its whole document?
+    fn validate_in_document(&mut self, p: &Part, v: &Value) -> R<bool> {
         if !self.validators.contains_key(&p.doc) {
             let root = self.res.docs[p.doc].value.clone();
             let map = crate::validator_options(&root, self.opts).ok().and_then(|o| o.build_map(&root).ok()).map(Rc::new);

@@ -14,10 +14,15 @@ use crate::string::as_count;
 use formwork_grammar::{Expr, Unordered};
 use serde_json::Value;
 
-fn pattern_matches(pat: &str, key: &str) -> Option<bool> {
-    let rust = crate::regex::ecma_to_rust(pat).ok()?;
-    let re = regex::Regex::new(&rust).ok()?;
-    Some(re.is_match(key))
+fn pattern_matches(cx: &Cx, pat: &str, key: &str) -> Option<bool> {
+    // One compiled regex per pattern and schema: the same patternProperties are checked
+    // against every listed name of every object that has them.
+    let mut cache = cx.key_regexes.borrow_mut();
+    let re = cache.entry(pat.to_string()).or_insert_with(|| {
+        let rust = crate::regex::ecma_to_rust(pat).ok()?;
+        regex::Regex::new(&rust).ok()
+    });
+    Some(re.as_ref()?.is_match(key))
 }
 
 /// Key order control (annotations to a validator, so any order we pick stays valid):
@@ -128,7 +133,7 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
             }
             if let Some(pp) = o.get("patternProperties").and_then(|x| x.as_object()) {
                 for pat in pp.keys() {
-                    match pattern_matches(pat, name) {
+                    match pattern_matches(cx, pat, name) {
                         Some(true) => {
                             vparts.push(p.sub(&format!("/patternProperties/{}", escape_ptr(pat))));
                             covered = true;
@@ -245,7 +250,7 @@ fn pattern_keys(cx: &mut Cx, parts: &[Part], pp: &Part, names: &[String]) -> R<V
     };
     let quoted = |body: Expr| Expr::seq([Expr::lit("\""), body, Expr::lit("\"")]);
     // Listed names some pattern matches: members, never additional keys.
-    let listed: Vec<String> = names.iter().filter(|n| pats.iter().any(|p| pattern_matches(p, n) != Some(false))).cloned().collect();
+    let listed: Vec<String> = names.iter().filter(|n| pats.iter().any(|p| pattern_matches(cx, p, n) != Some(false))).cloned().collect();
     let rest = !cx.opts.strict && pp.get("additionalProperties") != Some(&Value::Bool(false));
     let mut out = Vec::new();
     if pats.len() == 1 && listed.is_empty() && !rest {
@@ -277,7 +282,7 @@ fn pattern_keys(cx: &mut Cx, parts: &[Part], pp: &Part, names: &[String]) -> R<V
     }
     let mut keys = Vec::new();
     for pat in &pats {
-        let mine: Vec<String> = listed.iter().filter(|n| pattern_matches(pat, n) != Some(false)).cloned().collect();
+        let mine: Vec<String> = listed.iter().filter(|n| pattern_matches(cx, pat, n) != Some(false)).cloned().collect();
         let body = if mine.is_empty() {
             crate::regex::string_body(cx, pat, 0, None, &at, "patternProperties")?
         } else {

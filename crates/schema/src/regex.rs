@@ -259,7 +259,24 @@ pub(crate) const MAX_REGION_PATTERNS: usize = 4;
 /// characters and short escapes only (where a pattern's lowering accepts every encoding of
 /// what it matches, so no key in another encoding of a pattern's match slips in).
 /// `None` when a DFA is over the size bounds.
+///
+/// Memoized per schema by (`pats`, `names`, `rest`): the result does not depend on where the
+/// object is. (A computation that recorded lenient-mode warnings is not memoized, so each
+/// place still gets its own.)
 pub(crate) fn pattern_regions(cx: &mut Cx, pats: &[String], names: &[String], rest: bool, at: &str, kw: &'static str) -> R<Option<Vec<(u32, Expr)>>> {
+    let memo_key = format!("{}\u{0}{}\u{0}{rest}", serde_json::to_string(pats).unwrap_or_default(), serde_json::to_string(names).unwrap_or_default());
+    if let Some(r) = cx.pattern_regions_memo.get(&memo_key) {
+        return Ok(r.clone());
+    }
+    let warnings = cx.warnings.len();
+    let r = pattern_regions_uncached(cx, pats, names, rest, at, kw)?;
+    if cx.warnings.len() == warnings {
+        cx.pattern_regions_memo.insert(memo_key, r.clone());
+    }
+    Ok(r)
+}
+
+fn pattern_regions_uncached(cx: &mut Cx, pats: &[String], names: &[String], rest: bool, at: &str, kw: &'static str) -> R<Option<Vec<(u32, Expr)>>> {
     debug_assert!(pats.len() <= MAX_REGION_PATTERNS);
     let mut exprs = Vec::new();
     for p in pats {
@@ -273,9 +290,11 @@ pub(crate) fn pattern_regions(cx: &mut Cx, pats: &[String], names: &[String], re
         exprs.push(names_expr(names));
     }
     let refs: Vec<&Expr> = exprs.iter().collect();
+    // One product of all the expressions; each region only chooses its accepting states.
+    let Some(product) = dfa::Product::new(&refs, dfa::KEY_SUBSET_WORK) else { return Ok(None) };
     let mut out = Vec::new();
     for set in if rest { 0 } else { 1 }..=all {
-        let Some(d) = dfa::determinize_all(&refs, |m| m & !universe == set && (set != 0 || m & universe != 0), dfa::KEY_SUBSET_WORK) else { return Ok(None) };
+        let Some(d) = product.dfa(|m| m & !universe == set && (set != 0 || m & universe != 0)) else { return Ok(None) };
         if d.len() > 0 {
             let key = format!("{}\u{0}region {set}\u{0}{}", serde_json::to_string(pats).unwrap_or_default(), serde_json::to_string(names).unwrap_or_default());
             out.push((set, dfa::emit(cx, &d, &key)));

@@ -90,7 +90,7 @@ pub(crate) fn pointer<'a>(v: &'a Value, ptr: &str) -> Option<&'a Value> {
             seg
         };
         v = match v {
-            Value::Object(m) => m.get(seg)?,
+            Value::Object(m) => map_get(m, seg)?,
             Value::Array(a) => {
                 // Array indices as RFC 6901 spells them: no sign, no leading zero.
                 if seg.is_empty() || (seg.len() > 1 && seg.starts_with('0')) || !seg.bytes().all(|b| b.is_ascii_digit()) {
@@ -102,6 +102,18 @@ pub(crate) fn pointer<'a>(v: &'a Value, ptr: &str) -> Option<&'a Value> {
         };
     }
     Some(v)
+}
+
+/// `m.get(key)`, by a scan of the entries when the map is small. Most schema objects have a
+/// handful of keywords, and a scan comparing lengths first beats hashing the key with the
+/// map's SipHash; this is on the path of every keyword lookup (see [`pointer`]).
+#[inline]
+pub(crate) fn map_get<'a>(m: &'a serde_json::Map<String, Value>, key: &str) -> Option<&'a Value> {
+    if m.len() <= 8 {
+        m.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+    } else {
+        m.get(key)
+    }
 }
 
 fn has_scheme(s: &str) -> bool {

@@ -140,6 +140,13 @@ pub(crate) fn any_chars(cx: &mut Cx, min: u64, max: Option<u64>) -> R<Expr> {
 
 /// Strings of decoded characters none of which equals one of `names` (a complement trie), as
 /// one rule per distinct set of names.
+///
+/// Structure is shared: below the node where only one name is left, the trie is the
+/// complement of that name's remaining suffix, whatever the prefix and the other names, so
+/// each distinct suffix is one rule for the whole grammar (Kubernetes-style schemas repeat
+/// `apiVersion`, `kind`, `metadata`, ... in hundreds of open objects, one trie each). The
+/// work per key set is then its branching nodes plus one rule reference per name, and each
+/// distinct suffix is built and lowered once.
 pub(crate) fn excluding(cx: &mut Cx, names: &[String], base: &str) -> R<Expr> {
     let mut sorted: Vec<&String> = names.iter().collect();
     sorted.sort();
@@ -151,25 +158,34 @@ pub(crate) fn excluding(cx: &mut Cx, names: &[String], base: &str) -> R<Expr> {
     let outside = cx.shared("not-plain-then-raw-chars", "string-other-raw-chars", |_| {
         Ok(Expr::seq([enc_class(&formwork_grammar::ir::complement(&PLAIN)), tail.clone()]))
     })?;
+    // Sorted and deduplicated: the names below a node are a contiguous run.
     let v: Vec<Vec<char>> = sorted.iter().map(|n| n.chars().collect()).collect();
-    cx.shared(&key, &format!("{base}-excluding"), |_| Ok(trie_node(&v, 0, &tail, &outside)))
+    cx.shared(&key, &format!("{base}-excluding"), |cx| trie_node(cx, &v, 0, true, &tail, &outside))
 }
 
 /// Printable ASCII but `"`, `\` and `/`: characters with one JSON encoding (raw).
 const PLAIN: [(char, char); 4] = [(' ', '!'), ('#', '.'), ('0', '['), (']', '~')];
 
 /// The complement-trie node for the strings that start with the `depth`-character prefix
-/// shared by all of `names`; `tail` is any string, `outside` any string starting outside
-/// [`PLAIN`].
-fn trie_node(names: &[Vec<char>], depth: usize, tail: &Expr, outside: &Expr) -> Expr {
+/// shared by all of `names` (sorted, distinct); `tail` is any string, `outside` any string
+/// starting outside [`PLAIN`]. `share`: a node left with one name becomes the shared rule of
+/// its suffix (false inside that rule's own chain).
+fn trie_node(cx: &mut Cx, names: &[Vec<char>], depth: usize, share: bool, tail: &Expr, outside: &Expr) -> R<Expr> {
+    if share && names.len() == 1 {
+        let suffix: String = names[0][depth..].iter().collect();
+        let key = format!("excluding-suffix {}", serde_json::to_string(&suffix).unwrap_or_default());
+        let one = [names[0][depth..].to_vec()];
+        return cx.shared(&key, "key-excluding-suffix", |cx| trie_node(cx, &one, 0, false, tail, outside));
+    }
     let terminal = names.iter().any(|n| n.len() == depth);
-    let mut children: Vec<char> = names.iter().filter(|n| n.len() > depth).map(|n| n[depth]).collect();
-    children.sort();
-    children.dedup();
     let mut alts = Vec::new();
     if !terminal {
         alts.push(Expr::empty());
     }
+    // The names continuing below, grouped by their next character (contiguous: sorted).
+    let below: Vec<&Vec<char>> = names.iter().filter(|n| n.len() > depth).collect();
+    let mut children: Vec<char> = below.iter().map(|n| n[depth]).collect();
+    children.dedup();
     // Characters not starting any continuation: anything may follow.
     let ranges: Vec<(char, char)> = children.iter().map(|&c| (c, c)).collect();
     let others = formwork_grammar::ir::complement(&normalize_ranges(ranges));
@@ -186,11 +202,19 @@ fn trie_node(names: &[Vec<char>], depth: usize, tail: &Expr, outside: &Expr) -> 
             alts.push(Expr::seq([first, tail.clone()]));
         }
     }
-    for c in children {
-        let sub: Vec<Vec<char>> = names.iter().filter(|n| n.len() > depth && n[depth] == c).cloned().collect();
-        alts.push(Expr::seq([enc_class(&[(c, c)]), trie_node(&sub, depth + 1, tail, outside)]));
+    let start = names.len() - below.len();
+    let mut i = start;
+    while i < names.len() {
+        let c = names[i][depth];
+        let mut j = i + 1;
+        while j < names.len() && names[j][depth] == c {
+            j += 1;
+        }
+        let sub = trie_node(cx, &names[i..j], depth + 1, share, tail, outside)?;
+        alts.push(Expr::seq([enc_class(&[(c, c)]), sub]));
+        i = j;
     }
-    alt_of(alts)
+    Ok(alt_of(alts))
 }
 
 struct StrKw {

@@ -182,100 +182,129 @@ pub(crate) fn determinize_minus(e: &Expr, minus: &Expr) -> Option<Dfa> {
 /// construction runs the expressions' NFAs side by side, within `work` NFA positions summed
 /// over all subsets (see [`MAX_SUBSET_WORK`]). `None` as for [`determinize`].
 pub(crate) fn determinize_all(exprs: &[&Expr], accept: impl Fn(u32) -> bool, work_budget: usize) -> Option<Dfa> {
-    if exprs.is_empty() || exprs.len() > 32 {
-        return None;
+    Product::new(exprs, work_budget)?.dfa(accept)
+}
+
+/// A run of a subset state's transitions: (first interval, last interval, target state).
+type Run = (usize, usize, usize);
+
+/// The subset construction of several expressions run side by side, before acceptance is
+/// chosen: each subset state knows which expressions end in it. One product answers every
+/// boolean combination ([`Product::dfa`]), so the regions of `patternProperties` (one DFA per
+/// set of patterns) share one construction instead of repeating it per set.
+pub(crate) struct Product {
+    /// Per subset state: the expressions (bit `k` for `exprs[k]`) that end there, and its
+    /// (first interval, last interval, target) runs.
+    trans: Vec<(u32, Vec<Run>)>,
+    /// Elementary interval boundaries (code points).
+    cuts: Vec<u32>,
+}
+
+impl Product {
+    /// The minimal DFA of the strings whose set of matching expressions satisfies `accept`.
+    pub(crate) fn dfa(&self, accept: impl Fn(u32) -> bool) -> Option<Dfa> {
+        let accepting: Vec<bool> = self.trans.iter().map(|(ends, _)| accept(*ends)).collect();
+        minimize(&accepting, &self.trans, &self.cuts)
     }
-    let mut nfa = Nfa { nodes: (0..exprs.len() as u32).map(Node::End).collect() };
-    let mut starts = Vec::with_capacity(exprs.len());
-    for (k, e) in exprs.iter().enumerate() {
-        starts.push(nfa.build(e, k)?);
-    }
-    let start = if starts.len() == 1 { starts[0] } else { nfa.push(Node::Split(starts))? };
-    // Elementary intervals: between consecutive range boundaries.
-    let mut cuts: Vec<u32> = vec![0, 0x11_0000];
-    for n in &nfa.nodes {
-        if let Node::Char(r, _) = n {
-            for &(a, b) in r {
-                cuts.push(a as u32);
-                cuts.push(b as u32 + 1);
+
+    /// The product of `exprs` (at most 32), within `work_budget` NFA positions summed over
+    /// all subsets; `None` as for [`determinize`].
+    pub(crate) fn new(exprs: &[&Expr], work_budget: usize) -> Option<Product> {
+        if exprs.is_empty() || exprs.len() > 32 {
+            return None;
+        }
+        let mut nfa = Nfa { nodes: (0..exprs.len() as u32).map(Node::End).collect() };
+        let mut starts = Vec::with_capacity(exprs.len());
+        for (k, e) in exprs.iter().enumerate() {
+            starts.push(nfa.build(e, k)?);
+        }
+        let start = if starts.len() == 1 { starts[0] } else { nfa.push(Node::Split(starts))? };
+        // Elementary intervals: between consecutive range boundaries.
+        let mut cuts: Vec<u32> = vec![0, 0x11_0000];
+        for n in &nfa.nodes {
+            if let Node::Char(r, _) = n {
+                for &(a, b) in r {
+                    cuts.push(a as u32);
+                    cuts.push(b as u32 + 1);
+                }
             }
         }
-    }
-    cuts.sort_unstable();
-    cuts.dedup();
-    let nint = cuts.len() - 1;
-    let interval_of = |c: u32| cuts.partition_point(|&x| x <= c) - 1;
-    let mut seen = vec![false; nfa.nodes.len()];
-    let mut ids: HashMap<Vec<u32>, usize> = HashMap::new();
-    let mut sets: Vec<Vec<u32>> = Vec::new();
-    // Per subset: accepting, and (first interval, last interval, target) runs.
-    let mut trans: Vec<(bool, Vec<(usize, usize, usize)>)> = Vec::new();
-    let s0 = nfa.closure(&[start], &mut seen);
-    let mut work = s0.len();
-    ids.insert(s0.clone(), 0);
-    sets.push(s0);
-    let mut i = 0;
-    let mut buckets: Vec<Vec<usize>> = vec![Vec::new(); nint];
-    while i < sets.len() {
-        let set = sets[i].clone();
-        let ends = set.iter().fold(0u32, |m, &n| match nfa.nodes[n as usize] {
-            Node::End(k) => m | 1 << k,
-            _ => m,
-        });
-        let accept = accept(ends);
-        let mut touched = Vec::new();
-        for &n in &set {
-            if let Node::Char(r, next) = &nfa.nodes[n as usize] {
-                for &(a, b) in r {
-                    for k in interval_of(a as u32)..=interval_of(b as u32) {
-                        if buckets[k].is_empty() {
-                            touched.push(k);
+        cuts.sort_unstable();
+        cuts.dedup();
+        let nint = cuts.len() - 1;
+        let interval_of = |c: u32| cuts.partition_point(|&x| x <= c) - 1;
+        let mut seen = vec![false; nfa.nodes.len()];
+        let mut ids: HashMap<Vec<u32>, usize> = HashMap::new();
+        let mut sets: Vec<Vec<u32>> = Vec::new();
+        // Per subset: the expressions ending there, and its runs.
+        let mut trans: Vec<(u32, Vec<Run>)> = Vec::new();
+        let s0 = nfa.closure(&[start], &mut seen);
+        let mut work = s0.len();
+        ids.insert(s0.clone(), 0);
+        sets.push(s0);
+        let mut i = 0;
+        let mut buckets: Vec<Vec<usize>> = vec![Vec::new(); nint];
+        while i < sets.len() {
+            let set = sets[i].clone();
+            let ends = set.iter().fold(0u32, |m, &n| match nfa.nodes[n as usize] {
+                Node::End(k) => m | 1 << k,
+                _ => m,
+            });
+            let mut touched = Vec::new();
+            for &n in &set {
+                if let Node::Char(r, next) = &nfa.nodes[n as usize] {
+                    for &(a, b) in r {
+                        for k in interval_of(a as u32)..=interval_of(b as u32) {
+                            if buckets[k].is_empty() {
+                                touched.push(k);
+                            }
+                            buckets[k].push(*next);
                         }
-                        buckets[k].push(*next);
                     }
                 }
             }
-        }
-        touched.sort_unstable();
-        let mut runs: Vec<(usize, usize, usize)> = Vec::new();
-        let mut memo: HashMap<Vec<usize>, usize> = HashMap::new();
-        for k in touched {
-            let mut b = std::mem::take(&mut buckets[k]);
-            b.sort_unstable();
-            b.dedup();
-            let t = match memo.get(&b) {
-                Some(&t) => t,
-                None => {
-                    let key = nfa.closure(&b, &mut seen);
-                    let t = match ids.get(&key) {
-                        Some(&t) => t,
-                        None => {
-                            work += key.len();
-                            if sets.len() >= MAX_SUBSETS || work > work_budget {
-                                return None;
+            touched.sort_unstable();
+            let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+            let mut memo: HashMap<Vec<usize>, usize> = HashMap::new();
+            for k in touched {
+                let mut b = std::mem::take(&mut buckets[k]);
+                b.sort_unstable();
+                b.dedup();
+                let t = match memo.get(&b) {
+                    Some(&t) => t,
+                    None => {
+                        let key = nfa.closure(&b, &mut seen);
+                        let t = match ids.get(&key) {
+                            Some(&t) => t,
+                            None => {
+                                work += key.len();
+                                if sets.len() >= MAX_SUBSETS || work > work_budget {
+                                    return None;
+                                }
+                                ids.insert(key.clone(), sets.len());
+                                sets.push(key);
+                                sets.len() - 1
                             }
-                            ids.insert(key.clone(), sets.len());
-                            sets.push(key);
-                            sets.len() - 1
-                        }
-                    };
-                    memo.insert(b, t);
-                    t
+                        };
+                        memo.insert(b, t);
+                        t
+                    }
+                };
+                match runs.last_mut() {
+                    Some(r) if r.1 + 1 == k && r.2 == t => r.1 = k,
+                    _ => runs.push((k, k, t)),
                 }
-            };
-            match runs.last_mut() {
-                Some(r) if r.1 + 1 == k && r.2 == t => r.1 = k,
-                _ => runs.push((k, k, t)),
             }
+            trans.push((ends, runs));
+            i += 1;
         }
-        trans.push((accept, runs));
-        i += 1;
+        Some(Product { trans, cuts })
     }
-    minimize(&trans, &cuts)
 }
 
 /// Moore partition refinement over the live states (those that can reach acceptance).
-fn minimize(trans: &[(bool, Vec<(usize, usize, usize)>)], cuts: &[u32]) -> Option<Dfa> {
+/// `accepting[s]`: whether subset state `s` accepts; `trans[s].1`: its runs.
+fn minimize(accepting: &[bool], trans: &[(u32, Vec<Run>)], cuts: &[u32]) -> Option<Dfa> {
     let n = trans.len();
     // Live states: reverse reachability from accepting ones.
     let mut rev: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -285,7 +314,7 @@ fn minimize(trans: &[(bool, Vec<(usize, usize, usize)>)], cuts: &[u32]) -> Optio
         }
     }
     let mut live = vec![false; n];
-    let mut stack: Vec<usize> = (0..n).filter(|&s| trans[s].0).collect();
+    let mut stack: Vec<usize> = (0..n).filter(|&s| accepting[s]).collect();
     while let Some(s) = stack.pop() {
         if !live[s] {
             live[s] = true;
@@ -298,7 +327,7 @@ fn minimize(trans: &[(bool, Vec<(usize, usize, usize)>)], cuts: &[u32]) -> Optio
     // Edges restricted to live targets (dead ones are dropped: no transition).
     let edges: Vec<Vec<(usize, usize, usize)>> =
         trans.iter().map(|(_, runs)| runs.iter().copied().filter(|r| live[r.2]).collect()).collect();
-    let mut class: Vec<usize> = (0..n).map(|s| usize::from(trans[s].0)).collect();
+    let mut class: Vec<usize> = (0..n).map(|s| usize::from(accepting[s])).collect();
     let mut count = 0;
     loop {
         let mut sig_ids: HashMap<(usize, Vec<(usize, usize, usize)>), usize> = HashMap::new();
@@ -352,7 +381,7 @@ fn minimize(trans: &[(bool, Vec<(usize, usize, usize)>)], cuts: &[u32]) -> Optio
                     None => by_target.push((t, vec![r])),
                 }
             }
-            (trans[s].0, by_target.into_iter().map(|(t, r)| (normalize_ranges(r), t)).collect())
+            (accepting[s], by_target.into_iter().map(|(t, r)| (normalize_ranges(r), t)).collect())
         })
         .collect();
     Some(Dfa { states })
