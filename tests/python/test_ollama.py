@@ -65,6 +65,8 @@ def test_list_and_show(oll, model):
     assert any(n.split(":")[0] == model for n in names), names
     s = oll.show(model)
     assert "completion" in (s.capabilities or [])
+    # SmolLM2's template cannot show tools; formwork writes them into the system prompt.
+    assert "tools" in (s.capabilities or [])
 
 
 def test_ps_lists_the_loaded_model(oll, model):
@@ -98,3 +100,27 @@ def closed(schema):
     schema = dict(schema)
     schema["additionalProperties"] = False
     return schema
+
+
+def test_chat_logprobs_under_a_schema(model):
+    """ollama.chat(..., logprobs=True, top_logprobs=2) (the client's own kwargs, ollama-python
+    0.6.1+): one entry per token, alternatives sorted with mass at most 1."""
+    import math
+
+    response = ollama.chat(
+        model=model,
+        messages=[{"role": "user", "content": "Invent a person as JSON."}],
+        format=Person.model_json_schema(),
+        options={"temperature": 0, "num_predict": 200},
+        logprobs=True,
+        top_logprobs=2,
+    )
+    entries = response.logprobs
+    assert entries, "no logprobs returned"
+    assert "".join(e.token for e in entries) == response.message.content
+    for e in entries:
+        values = [t.logprob for t in e.top_logprobs]
+        assert 1 <= len(values) <= 2
+        assert values == sorted(values, reverse=True), values
+        assert sum(math.exp(v) for v in values) <= 1 + 1e-6
+        assert e.logprob <= values[0] + 1e-6

@@ -206,3 +206,36 @@ def test_embeddings(oai, model):
     assert all(abs(a - b) < 1e-6 for a, b in zip(floats.data[0].embedding, r.data[0].embedding))
     with pytest.raises(openai.BadRequestError):
         oai.embeddings.create(model=model, input="")
+
+
+def test_logprobs_under_a_schema(oai, model):
+    """logprobs of a constrained answer: the masked distribution (top_logprobs sorted, their
+    mass at most 1) and the tokens spell the content."""
+    import math
+
+    schema = Person.model_json_schema()
+    schema["additionalProperties"] = False
+    r = oai.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Invent a person. Answer in JSON."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": True}},
+        max_tokens=200,
+        temperature=0,
+        logprobs=True,
+        top_logprobs=3,
+    )
+    choice = r.choices[0]
+    entries = choice.logprobs.content
+    assert entries, "no logprobs returned"
+    assert b"".join(bytes(e.bytes) for e in entries).decode() == choice.message.content
+    for e in entries:
+        top = e.top_logprobs
+        assert 1 <= len(top) <= 3
+        values = [t.logprob for t in top]
+        assert values == sorted(values, reverse=True), values
+        assert sum(math.exp(v) for v in values) <= 1 + 1e-6
+        # The model's distribution over the allowed tokens (the repeat penalty, on by default,
+        # may make greedy pick another than the first).
+        assert e.logprob <= top[0].logprob + 1e-6
+        if len(top) == 1:
+            assert e.logprob == 0 and top[0].token == e.token  # the only allowed token

@@ -102,9 +102,11 @@ def test_pydantic_tool_named_among_several(oai, model):
             assert isinstance(call.function.parsed_arguments, cls)
 
 
-# One example call in the history: the default model (whose template does not show tools)
-# then starts its answer with `{`, so under `auto` the call is generated under the call
-# grammar (the compile that used to fail on `$defs`).
+# One example call in the history. The default model's template cannot show tools, so formwork
+# writes them into its system prompt (test_tools_reach_the_prompt), but from that alone the
+# 135M model does not choose to call under `auto` (it writes a ```json block); with an example
+# it starts its answer with `{`, so the call is generated under the call grammar (the compile
+# that used to fail on `$defs`).
 EXAMPLE_CALL = json.dumps({"name": "CreateTable", "arguments": {
     "table": {"name": "orders", "columns": [{"name": "total", "type": "integer"}]}, "if_not_exists": True}})
 FEW_SHOT = [
@@ -113,6 +115,18 @@ FEW_SHOT = [
     {"role": "assistant", "content": EXAMPLE_CALL},
     MESSAGES[1],
 ]
+
+
+def test_tools_reach_the_prompt(oai, oll, model):
+    # SmolLM2's chat template ignores `tools`; formwork writes the definitions into the system
+    # prompt instead (formwork_engine::tool_prompt), so the prompt grows by them, and
+    # /api/show lists `tools`.
+    ask = [{"role": "user", "content": "Hi"}]
+    tool = openai.pydantic_function_tool(WeatherArgs, name="get_weather")
+    plain = oai.chat.completions.create(model=model, messages=ask, temperature=0, max_tokens=1)
+    with_tools = oai.chat.completions.create(model=model, messages=ask, tools=[tool], temperature=0, max_tokens=1)
+    assert with_tools.usage.prompt_tokens > plain.usage.prompt_tokens + 40, (with_tools.usage, plain.usage)
+    assert "tools" in oll.show(model).capabilities
 
 
 def test_pydantic_tool_auto(oai, model):
@@ -212,8 +226,8 @@ OLLAMA_TOOL = {"type": "function", "function": {
 
 
 def test_ollama_chat_with_tools_streams(oll, model):
-    # SmolLM2's template does not show tools, so asked to greet, the model answers in text:
-    # that text must stream in pieces (it used to come whole in the last line).
+    # Asked to greet, the model answers in text (the tools are in its system prompt): that
+    # text must stream in pieces (it used to come whole in the last line).
     options = {"temperature": 0, "num_predict": 300}
     parts = list(oll.chat(model=model, messages=[{"role": "user", "content": "Say hello to the database team."}],
                           tools=[OLLAMA_TOOL], stream=True, options=options))

@@ -12,6 +12,7 @@
 //! | `serve` | `serve` | the Ollama- and OpenAI-compatible HTTP server |
 //! | `repair` | `repair_cmd` | recover JSON from free text (fences, prose, common faults), optionally validate |
 //! | `sql` | `sql_cmd` | a question to a query over a live database (SQLite, PostgreSQL), optionally run |
+//! | `embed` | `embed_cmd` | sentence embeddings of texts (arguments or stdin lines), one JSON vector per input |
 
 use clap::{Parser, Subcommand};
 
@@ -21,6 +22,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 mod bench_e2e;
 mod bench_extract;
+mod embed_cmd;
 mod grammar_cmd;
 mod pull;
 mod repair_cmd;
@@ -54,6 +56,8 @@ enum Command {
     Repair(repair_cmd::Args),
     /// Ask a database a question: a query that names only what exists, optionally run.
     Sql(sql_cmd::Args),
+    /// Embed texts (arguments, or lines of stdin): one JSON vector per input.
+    Embed(embed_cmd::Args),
 }
 
 fn main() {
@@ -72,6 +76,7 @@ fn main() {
         Command::Serve(a) => serve::main(a),
         Command::Repair(a) => repair_cmd::main(a),
         Command::Sql(a) => sql_cmd::main(a),
+        Command::Embed(a) => embed_cmd::main(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -192,6 +192,7 @@ impl Settings {
                 stop: args.stop,
                 num_ctx: args.ctx_size,
                 force_tokens: true,
+                logprobs: None,
             },
             threads: args.threads,
             ctx_size: args.ctx_size,

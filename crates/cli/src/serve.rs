@@ -154,7 +154,7 @@ fn meta(name: &str, path: &PathBuf, info: &formwork_engine::ModelInfo) -> ModelM
         quantization_level: file_type.map(quantization).unwrap_or_default().to_string(),
         context_length: info.context_length as u32,
         template: info.chat_template.clone(),
-        supports_tools: info.chat_template.as_deref().is_some_and(formwork_server::capabilities::template_shows_tools),
+        supports_tools: formwork_server::capabilities::supports_tools(info.chat_template.as_deref()),
         supports_thinking: info.chat_template.as_deref().and_then(formwork_engine::reasoning::ReasoningFormat::detect).is_some(),
         family,
     }

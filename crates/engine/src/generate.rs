@@ -13,6 +13,10 @@ use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 mod budget;
+mod logprobs;
+
+pub use formwork_model::logprob::{TokenLogprob, TopLogprob};
+pub use logprobs::{LogprobOptions, LogprobSink};
 
 /// What to generate from.
 #[derive(Clone, Debug)]
@@ -46,6 +50,13 @@ pub struct GenerateOptions {
     /// without sampling, tokenized canonically by the model, and evaluate it in one batch
     /// (see [`generate`]). Off by default; `formwork run` and the server turn it on.
     pub force_tokens: bool,
+    /// Report each generated text token's log-probability and its step's `top` most likely
+    /// tokens, in [`Generation::logprobs`] (and, as they are chosen, in the sink). The
+    /// distribution is the model's softmax over the tokens the constraint allows (no
+    /// temperature, truncation or penalties); forced tokens have logprob 0. See
+    /// `generate/logprobs.rs` for the details and the cost. `None` (the default): nothing is
+    /// computed.
+    pub logprobs: Option<LogprobOptions>,
 }
 
 /// Why a generation ended.
@@ -182,6 +193,9 @@ pub struct Generation {
     /// [`crate::reasoning::generate_with_reasoning`] produced this (then `text` is the
     /// answer only); `None` from [`generate`].
     pub thinking: Option<String>,
+    /// One entry per generated text token (reasoning included; end-of-turn and special
+    /// tokens excluded), when [`GenerateOptions::logprobs`] asked; else empty.
+    pub logprobs: Vec<TokenLogprob>,
 }
 
 impl Generation {
@@ -358,6 +372,7 @@ pub fn generate(
     let mut history = prompt_tokens.clone();
     let mut generated: Vec<TokenId> = Vec::new();
     let eos = vocab.eos_tokens().to_vec();
+    let mut recorder = opts.logprobs.as_ref().map(logprobs::Recorder::new);
 
     let stop = loop {
         if opts.num_predict.is_some_and(|n| generated.len() >= n) {
@@ -371,6 +386,9 @@ pub fn generate(
             },
             _ => None,
         };
+        // Whether `t` was the only token possible (forced text or the budget's plan).
+        let mut only_choice = forced.is_some();
+        let masks_before = stats.masks;
         let t = match forced {
             Some(f) => {
                 stats.forced += 1;
@@ -385,7 +403,9 @@ pub fn generate(
                 match (budget, constraint.as_deref_mut()) {
                     (Some(r), Some(c)) => {
                         let step = budget::Step { sampler: &mut sampler, logits, history: &history, vocab: &vocab, mask: &mut mask, stats: &mut stats };
-                        steering.pick(step, c, r)?
+                        let t = steering.pick(step, c, r)?;
+                        only_choice = steering.last_forced;
+                        t
                     }
                     (_, c) => pick(&mut sampler, logits, &history, c, &vocab, &mut mask, &mut stats)?,
                 }
@@ -394,6 +414,28 @@ pub fn generate(
         generated.push(t);
         if eos.contains(&t) {
             break StopDetail::EndOfTurn { token: t };
+        }
+        if let Some(rec) = recorder.as_mut().filter(|_| vocab.kind(t) != TokenKind::Special) {
+            if only_choice {
+                rec.forced(t, &vocab);
+            } else {
+                // The mask the token was drawn from: the one this step computed (with any
+                // tokens the budget refused removed), or, when the fast path accepted
+                // without one, the full mask now (before the commit).
+                let m = match constraint.as_deref_mut() {
+                    None => None,
+                    Some(c) => {
+                        if stats.masks == masks_before {
+                            let t0 = Instant::now();
+                            fill_mask(c, &vocab, &mut mask);
+                            stats.masks += 1;
+                            stats.time += t0.elapsed();
+                        }
+                        Some(&mask)
+                    }
+                };
+                rec.sampled(t, logits, m, &vocab)?;
+            }
         }
         if let Some(c) = constraint.as_deref_mut() {
             let t0 = Instant::now();
@@ -470,6 +512,7 @@ pub fn generate(
         constraint: constraint.is_some().then_some(stats),
         seed: sampler.seed(),
         thinking: None,
+        logprobs: recorder.map(|r| r.entries).unwrap_or_default(),
     })
 }
 

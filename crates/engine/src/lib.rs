@@ -14,11 +14,13 @@
 //!   chunked prefill, prefix reuse per slot) and hands out [`batch::Sequence`]s, each a
 //!   [`Model`], so the same loop serves one sequence (the CLI) and many (the server).
 //! - [`Prompt`]: a chat ([`ChatMessage`]s + optional tools JSON) or raw text.
-//! - [`GenerateOptions`]: sampler options, `num_predict`, stop strings, `num_ctx`.
+//! - [`GenerateOptions`]: sampler options, `num_predict`, stop strings, `num_ctx`, forced
+//!   tokens, and [`LogprobOptions`] (per-token log-probabilities, off by default).
 //! - [`Constraint`]: what a grammar must provide (`compute_mask`, `is_allowed`, `commit`,
 //!   `is_accepting`); [`GrammarConstraint`] adapts the grammar matcher.
 //! - [`Generation`]: text, tokens, [`StopReason`] (and the exact [`StopDetail`]), token counts, durations, constraint stats.
-//! - [`ChatTemplate`]: Jinja chat templates via minijinja (see [`template`]).
+//! - [`ChatTemplate`]: Jinja chat templates via minijinja (see [`template`]); tools for
+//!   templates that cannot show them are written into the system prompt ([`tool_prompt`]).
 //! - [`retry::generate_validated`]: validate each answer (schema, extra rules, a command) and
 //!   retry with the errors fed back to the model (see [`retry`]).
 //! - [`reasoning`]: reasoning models in one pass — free reasoning, then the constrained
@@ -85,6 +87,18 @@
 //!   finished in the tokens left is refused (and another sampled), and when no slack is left
 //!   the plan's tokens are forced ([`StopDetail::ClosedEarly`], reported as `length`). A
 //!   budget below the shortest valid output is [`EngineError::BudgetTooSmall`].
+//! - **Logprobs** (only when [`GenerateOptions::logprobs`] asks; off, nothing is computed):
+//!   [`Generation::logprobs`] holds one [`TokenLogprob`] per generated text token (reasoning
+//!   included; end-of-turn and special tokens not), also pushed to a [`LogprobSink`] as each
+//!   token is chosen, before its text reaches the callback (for streaming). The numbers are
+//!   the **masked** distribution the token was drawn from: the model's softmax over the
+//!   tokens the constraint allows (masked tokens: probability 0, never among the
+//!   alternatives; the allowed ones sum to 1). Temperature, top-k/top-p/min-p and penalties
+//!   are not applied (the model's distribution, as OpenAI and Ollama report it, so greedy
+//!   runs give informative numbers). **Forced tokens** (forced text, a budget plan's tokens)
+//!   were the only choice: logprob `0`, their only alternative themselves. Cost: per sampled
+//!   token an O(vocabulary) log-sum-exp and top-n pass, and under a constraint the full mask
+//!   at every step (the fast path otherwise skips it).
 //!
 //! ## Features
 //! - `testing`: [`testing::ScriptedModel`], a deterministic fake model for loop tests.
@@ -102,13 +116,14 @@ pub mod request;
 pub mod retry;
 mod stream;
 pub mod template;
+pub mod tool_prompt;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use constraint::{Constraint, ConstraintFactory, GrammarConstraint};
 pub use generate::{
     generate, render_prompt, tokenize_prompt, ChatMessage, ConstraintStats, EngineError, GenerateOptions, Generation,
-    Prompt, StopDetail, StopReason, ToolCall, ToolCallFunction,
+    LogprobOptions, LogprobSink, Prompt, StopDetail, StopReason, TokenLogprob, ToolCall, ToolCallFunction, TopLogprob,
 };
 pub use instruct::{add_schema_instruction, schema_instruction, SchemaPlacement};
 pub use model::{Model, ModelError, ModelInfo};

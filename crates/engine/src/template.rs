@@ -11,9 +11,15 @@
 //! - `strftime_now(fmt)` (Llama 3.x templates put today's date in the system prompt).
 //!
 //! A model without a template gets ChatML ([`CHATML_TEMPLATE`]), with a `tracing` warning.
+//!
+//! Tools: a template that shows the `tools` it is given ([`ChatTemplate::shows_tools`]) gets
+//! them as they are. One that does not (SmolLM2's, ChatML) would silently drop them, so
+//! [`ChatTemplate::render`] writes them into the system message instead, in the format
+//! documented in [`crate::tool_prompt`], and renders the chat without `tools`.
 
 use crate::chat::ChatMessage;
 use minijinja::{Environment, ErrorKind, Value};
+use std::sync::OnceLock;
 
 /// The ChatML template used when a model has none:
 /// `<|im_start|>{role}\n{content}<|im_end|>\n` per message, then `<|im_start|>assistant\n`.
@@ -23,6 +29,9 @@ pub const CHATML_TEMPLATE: &str = "{% for message in messages %}\
 {% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 const TEMPLATE_NAME: &str = "chat";
+
+/// The name of the function [`ChatTemplate::shows_tools`] offers: no template mentions it.
+const PROBE: &str = "formwork_probe_function";
 
 /// Errors from compiling or rendering a chat template.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +57,8 @@ pub struct ChatTemplate {
     bos_token: String,
     eos_token: String,
     is_fallback: bool,
+    /// [`ChatTemplate::shows_tools`], worked out on first use.
+    shows_tools: OnceLock<bool>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -84,6 +95,20 @@ impl ChatTemplate {
             bos_token: bos_token.unwrap_or("").to_string(),
             eos_token: eos_token.unwrap_or("").to_string(),
             is_fallback,
+            shows_tools: OnceLock::new(),
+        })
+    }
+
+    /// Whether the template shows the model the tools it is offered: a conversation
+    /// rendered with one probe tool mentions that tool. A template that only names `tools`
+    /// (to refuse them with `raise_exception`, say) or fails to render with them does not
+    /// count. Worked out once per template (one extra rendering).
+    pub fn shows_tools(&self) -> bool {
+        *self.shows_tools.get_or_init(|| {
+            let tools = serde_json::json!([{"type": "function", "function": {"name": PROBE, "description": "A probe.",
+                "parameters": {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}}]);
+            self.render_as_is(&[ChatMessage::new("user", "Hi")], Some(&tools), true, &serde_json::Map::new())
+                .is_ok_and(|p| p.contains(PROBE))
         })
     }
 
@@ -99,6 +124,10 @@ impl ChatTemplate {
 
     /// Renders `messages` (and `tools`, a JSON array of tool definitions, when given).
     /// `add_generation_prompt` appends the header that starts the assistant's turn.
+    ///
+    /// When the template does not show tools ([`ChatTemplate::shows_tools`]), the tool
+    /// definitions are written into the system message ([`crate::tool_prompt`]) and the
+    /// template renders the chat without `tools`.
     pub fn render(
         &self,
         messages: &[ChatMessage],
@@ -112,6 +141,24 @@ impl ChatTemplate {
     /// templates read (Qwen3's `enable_thinking`, gpt-oss's `reasoning_effort`). A variable
     /// named like a standard one (`messages`, `bos_token`, ...) is ignored.
     pub fn render_with(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+        vars: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<String, TemplateError> {
+        if let Some(t) = tools {
+            if !self.shows_tools() {
+                if let Some(with_tools) = crate::tool_prompt::messages_with_tools(messages, t) {
+                    return self.render_as_is(&with_tools, None, add_generation_prompt, vars);
+                }
+            }
+        }
+        self.render_as_is(messages, tools, add_generation_prompt, vars)
+    }
+
+    /// Renders with exactly these variables: no tool fallback.
+    fn render_as_is(
         &self,
         messages: &[ChatMessage],
         tools: Option<&serde_json::Value>,
@@ -293,6 +340,29 @@ mod tests {
         let tools = serde_json::json!([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]);
         let out = t.render(&[msg("user", "Weather?")], Some(&tools), true).unwrap();
         assert!(out.contains("Tools:\n{\"function\":{\"name\":\"get_weather\""), "{out}");
+    }
+
+    #[test]
+    fn tools_go_into_the_system_prompt_when_the_template_cannot_show_them() {
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "get_weather",
+            "description": "Weather in a city.", "parameters": {"type": "object"}}}]);
+        let t = ChatTemplate::new(Some(SMOLLM2), Some("<|im_start|>"), Some("<|im_end|>")).unwrap();
+        assert!(!t.shows_tools());
+        let out = t.render(&[msg("user", "Hi")], Some(&tools), true).unwrap();
+        let expected_system = format!("<|im_start|>system\n{}<|im_end|>\n", crate::tool_prompt::tools_instruction(&tools).unwrap());
+        assert!(out.starts_with(&expected_system), "{out}");
+        assert!(out.contains("### get_weather\nWeather in a city.\nParameters (JSON Schema): {\"type\":\"object\"}"), "{out}");
+        assert!(out.ends_with("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"), "{out}");
+        // ChatML (no template) too; a template that shows tools gets them as they are.
+        let chatml = ChatTemplate::new(None, None, None).unwrap();
+        assert!(chatml.render(&[msg("user", "Hi")], Some(&tools), true).unwrap().contains("### get_weather"));
+        let llama = ChatTemplate::new(Some(LLAMA3), None, None).unwrap();
+        assert!(llama.shows_tools());
+        assert!(!llama.render(&[msg("user", "Hi")], Some(&tools), true).unwrap().contains("### get_weather"));
+        // A template that refuses tools renders with them in the system prompt.
+        let refuses = "{% if tools %}{{ raise_exception('no tools') }}{% endif %}{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}";
+        let out = ChatTemplate::new(Some(refuses), None, None).unwrap().render(&[msg("user", "Hi")], Some(&tools), true).unwrap();
+        assert!(out.starts_with("system:You can call these functions:"), "{out}");
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //!   [`batch::Tokenize`] shares the tokenizer between threads.
 //! - [`embed::Embed`]: sentence embeddings (the pooled hidden state of a whole input), which
 //!   a model may offer beside generation ([`Model::embedder`], [`batch::BatchModel::embedder`]).
+//! - [`logprob::TokenLogprob`]: a generated token's log-probability and its step's most
+//!   likely alternatives: what the loop reports and the server puts on the wire (one type on
+//!   both sides, here because the server needs it without the engine).
 //!
 //! The engine re-exports all of these (`formwork_engine::Model`, `formwork_engine::batch::*`).
 #![deny(missing_docs)]
@@ -231,6 +234,53 @@ pub mod embed {
             let mut z = [0.0f32; 3];
             super::normalize(&mut z);
             assert_eq!(z, [0.0; 3]);
+        }
+    }
+}
+
+pub mod logprob {
+    //! Per-token log-probabilities, as the generation loop reports them (when asked) and the
+    //! server writes them in OpenAI's and Ollama's shapes. The numbers' meaning (which
+    //! distribution, forced tokens) is the engine's to define: see `formwork_engine`'s
+    //! `GenerateOptions::logprobs`.
+    use formwork_vocab::TokenId;
+
+    /// One generated token: its log-probability and the most likely tokens of its step.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct TokenLogprob {
+        /// The token.
+        pub token: TokenId,
+        /// Its bytes (not always valid UTF-8 on their own: a character may span tokens).
+        pub bytes: Vec<u8>,
+        /// Natural log of its probability; `0.0` for a token that was the only one allowed.
+        pub logprob: f32,
+        /// The most likely tokens at this step, best first (as many as were asked for, fewer
+        /// when fewer tokens were possible). Tokens that were not allowed never appear.
+        pub top: Vec<TopLogprob>,
+    }
+
+    /// An alternative at one step.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct TopLogprob {
+        /// The token.
+        pub token: TokenId,
+        /// Its bytes.
+        pub bytes: Vec<u8>,
+        /// Natural log of its probability.
+        pub logprob: f32,
+    }
+
+    impl TokenLogprob {
+        /// The token's text: its bytes as UTF-8, with invalid sequences replaced (U+FFFD).
+        pub fn text(&self) -> String {
+            String::from_utf8_lossy(&self.bytes).into_owned()
+        }
+    }
+
+    impl TopLogprob {
+        /// The token's text: its bytes as UTF-8, with invalid sequences replaced (U+FFFD).
+        pub fn text(&self) -> String {
+            String::from_utf8_lossy(&self.bytes).into_owned()
         }
     }
 }

@@ -13,6 +13,8 @@
 //!   a steady-state [`Sampler::sample`] does not allocate.
 //! - [`SampleError`]: empty logits, a NaN logit, nothing allowed, a bad option.
 //! - [`transform`]: each step of the pipeline as its own function (tested one by one).
+//! - [`logprobs()`]: log-probabilities of the masked distribution for reporting (the APIs'
+//!   `logprobs`); a separate call, so sampling pays nothing for it unless asked.
 //!
 //! ## The loop a user writes
 //! ```
@@ -75,11 +77,13 @@
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod logprobs;
 mod options;
 mod sampler;
 pub mod transform;
 
 pub use error::SampleError;
+pub use logprobs::{logprobs, Logprobs};
 pub use formwork_vocab::{TokenId, TokenMask};
 pub use options::SamplerOptions;
 pub use sampler::Sampler;

@@ -6,6 +6,7 @@
 //! runs `formwork_engine` over a loaded model, compiling (and caching) the job's
 //! [`ConstraintRequest`]; tests use the fakes in [`crate::testing`].
 
+pub use formwork_model::logprob::{TokenLogprob, TopLogprob};
 use serde_json::Value;
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -148,6 +149,11 @@ pub struct Job {
     /// Show the model the schema (or "reply with JSON") in the prompt; `None`: don't.
     /// Only `Json` and `Schema` constraints have something to show.
     pub schema_in_prompt: Option<SchemaInPrompt>,
+    /// Per-token log-probabilities: `None` off (nothing is computed); `Some(n)`: each
+    /// generated token's logprob and the `n` most likely tokens of its step, under the
+    /// masked distribution (see `formwork_engine::GenerateOptions::logprobs`), streamed as
+    /// [`Piece::Logprobs`] and returned in [`Outcome::logprobs`].
+    pub logprobs: Option<u8>,
 }
 
 /// Where the schema instruction goes (the `schema_in_prompt` request field: `true` or
@@ -173,12 +179,15 @@ pub enum Think {
 }
 
 /// A piece of streamed output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Piece<'a> {
     /// Reasoning text (Ollama `message.thinking`, OpenAI `reasoning_content`).
     Thinking(&'a str),
     /// Answer text.
     Text(&'a str),
+    /// Log-probabilities of tokens just chosen (only when [`Job::logprobs`] asked), sent
+    /// before the text piece that carries (the start of) their text.
+    Logprobs(&'a [TokenLogprob]),
 }
 
 /// Why generation ended.
@@ -207,6 +216,9 @@ pub struct Outcome {
     pub prompt_eval_duration: Duration,
     /// Time to generate.
     pub eval_duration: Duration,
+    /// Every generated token's log-probability, in order, when [`Job::logprobs`] asked
+    /// (the same entries the stream's [`Piece::Logprobs`] carried); else `None`.
+    pub logprobs: Option<Vec<TokenLogprob>>,
 }
 
 /// A backend failure, classified for the HTTP status it gets.

@@ -1,19 +1,24 @@
-//! What a model's chat template can show it, for `/api/show`'s `capabilities`.
+//! What a model can be asked for, for `/api/show`'s `capabilities`.
+//!
+//! Tools reach a model in one of two ways: its chat template shows them
+//! ([`template_shows_tools`]), or, when it cannot, the engine writes them into the system
+//! prompt ([`formwork_engine::tool_prompt`]). Either way the reply is constrained to text or
+//! calls, so every model whose chat template compiles supports tools ([`supports_tools`]).
 
-use formwork_engine::{ChatMessage, ChatTemplate};
-use serde_json::json;
+use formwork_engine::ChatTemplate;
 
-/// The name of the function [`template_shows_tools`] offers: no template mentions it.
-const PROBE: &str = "formwork_probe_function";
-
-/// Whether the chat template `source` shows the model the tools it is offered: a
-/// conversation rendered with one tool mentions that tool. A template that only names
-/// `tools` (to refuse them, say) or fails to render does not count.
+/// Whether the chat template `source` shows the model the tools it is offered (see
+/// [`ChatTemplate::shows_tools`]). A template that only names `tools` (to refuse them, say)
+/// or fails to render does not count.
 pub fn template_shows_tools(source: &str) -> bool {
-    let Ok(t) = ChatTemplate::new(Some(source), None, None) else { return false };
-    let tools = json!([{"type": "function", "function": {"name": PROBE, "description": "A probe.",
-        "parameters": {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}}]);
-    t.render(&[ChatMessage::new("user", "Hi")], Some(&tools), true).is_ok_and(|p| p.contains(PROBE))
+    ChatTemplate::new(Some(source), None, None).is_ok_and(|t| t.shows_tools())
+}
+
+/// Whether a model with chat template `source` (`None`: it has none, and ChatML is used) can
+/// be offered tools: its template shows them, or formwork renders them into the system
+/// prompt. False only when the template does not compile (no chat works then).
+pub fn supports_tools(source: Option<&str>) -> bool {
+    ChatTemplate::new(source, None, None).is_ok()
 }
 
 #[cfg(test)]
@@ -30,5 +35,11 @@ mod tests {
         let ignores = "{# no tools here #}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
         assert!(!template_shows_tools(ignores));
         assert!(!template_shows_tools("{% for m in messages %}"));
+        // Tools are supported on all of them but the broken one: shown, or in the system prompt.
+        for t in [shows, refuses, ignores] {
+            assert!(supports_tools(Some(t)), "{t}");
+        }
+        assert!(supports_tools(None));
+        assert!(!supports_tools(Some("{% for m in messages %}")));
     }
 }

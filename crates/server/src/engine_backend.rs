@@ -213,12 +213,16 @@ impl EngineBackend {
         reasoning: Option<&Reasoning>,
         on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
     ) -> Result<formwork_engine::Generation, BackendError> {
+        // Logprobs: the loop pushes each token's entry to `sink` before its text reaches the
+        // callback, which sends them on ahead of the text (`Piece::Logprobs`).
+        let sink = job.logprobs.map(|_| formwork_engine::LogprobSink::new());
         let opts = GenerateOptions {
             sampler: sampler(&job.sampling, self.info().context_length),
             num_predict: Some(job.num_predict as usize),
             stop: job.stop.clone(),
             num_ctx: job.num_ctx.map(|n| n as usize),
             force_tokens: true,
+            logprobs: job.logprobs.map(|top| formwork_engine::LogprobOptions { top: top as usize, sink: sink.clone() }),
         };
         let format = match &job.constraint {
             ConstraintRequest::Custom(c) => Format::Custom(c.0.clone()),
@@ -237,11 +241,23 @@ impl EngineBackend {
             }
         };
         // One entry point, as `formwork run` uses: the format, reasoning and options composed.
+        let send_logprobs = |on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>| match sink.as_ref().map(|s| s.take()) {
+            Some(l) if !l.is_empty() => on_text(Piece::Logprobs(&l)),
+            _ => ControlFlow::Continue(()),
+        };
         let answer = request.run(model, &mut |e| match e {
-            Event::Thinking { text, .. } => on_text(Piece::Thinking(text)),
-            Event::Answer { text, .. } => on_text(Piece::Text(text)),
+            Event::Thinking { text, .. } => {
+                send_logprobs(on_text)?;
+                on_text(Piece::Thinking(text))
+            }
+            Event::Answer { text, .. } => {
+                send_logprobs(on_text)?;
+                on_text(Piece::Text(text))
+            }
             Event::Checked(_) => ControlFlow::Continue(()),
         });
+        // Tokens whose text was held back (a possible stop string) or never shown.
+        let _ = send_logprobs(on_text);
         match answer {
             Ok(a) => Ok(a.generation),
             Err(RequestError::Retry(RetryError::Engine(e))) => Err(engine_error(e)),
@@ -345,6 +361,8 @@ fn outcome(g: formwork_engine::Generation, text: String) -> Outcome {
         eval_tokens: g.eval_tokens as u32,
         prompt_eval_duration: g.prompt_eval_duration,
         eval_duration: g.eval_duration,
+        // Asked for and none generated reads as `None` too: handlers know what they asked.
+        logprobs: (!g.logprobs.is_empty()).then(|| g.logprobs.clone()),
     }
 }
 
@@ -442,7 +460,7 @@ impl EngineBackend {
         let g = {
             let mut cb = |p: Piece<'_>| {
                 let t = match p {
-                    Piece::Thinking(_) => return on_text(p),
+                    Piece::Thinking(_) | Piece::Logprobs(_) => return on_text(p),
                     Piece::Text(t) => t,
                 };
                 seen.push_str(t);

@@ -52,7 +52,7 @@ impl Started {
                 self.output_seen = true;
                 m.ttft.observe(self.queued_at.elapsed());
             }
-            Event::Text(_) | Event::Thinking(_) => {}
+            Event::Text(_) | Event::Thinking(_) | Event::Logprobs(_) => {}
             Event::Done(r) => {
                 let elapsed = self.queued_at.elapsed();
                 if !self.output_seen {
@@ -105,7 +105,7 @@ pub(crate) fn submit_error(e: SubmitError) -> ApiError {
 pub(crate) async fn collect(mut s: Started) -> Result<Outcome, ApiError> {
     loop {
         match s.next().await {
-            Event::Text(_) | Event::Thinking(_) => {}
+            Event::Text(_) | Event::Thinking(_) | Event::Logprobs(_) => {}
             Event::Done(r) => return r.map_err(backend_error),
         }
     }
@@ -203,6 +203,7 @@ pub(crate) fn job(
         deadline: received + cfg.max_wall_time,
         schema_in_prompt: None,
         think: None,
+        logprobs: None,
     }
 }
 

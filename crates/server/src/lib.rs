@@ -24,7 +24,7 @@
 //!   first token and latency histograms).
 //! - [`ServerConfig`]: body size, schema size, token and wall-time limits.
 //! - [`engine_backend`]: the real backend over `formwork_engine`, with the compiled-grammar
-//!   LRU cache; [`capabilities`]: what a model's template shows it (tools); `testing` (feature):
+//!   LRU cache; [`capabilities`]: what a model can be asked for (tools); `testing` (feature):
 //!   scripted fakes for tests.
 //! - [`tools`]: the grammar tool calls are generated under (each tool's `parameters`, `$ref`s
 //!   and all, inside one call envelope; several calls per turn), and telling text from calls

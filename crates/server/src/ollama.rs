@@ -1,7 +1,7 @@
 //! Ollama API handlers: `/api/chat`, `/api/generate`, `/api/tags`, `/api/show`,
 //! `/api/version` and `/`.
 
-use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, Think, ToolCall, ToolDef};
+use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, Think, TokenLogprob, ToolCall, ToolDef};
 use crate::error::{ApiError, ApiJson, Flavor, OllamaApi};
 use crate::exec::{self, Started};
 use crate::tools::{self, ToolMode};
@@ -279,6 +279,7 @@ fn load_response(model: &str, chat: bool) -> Response {
             done: true,
             done_reason: Some("load".into()),
             stats: None,
+            logprobs: None,
         })
         .into_response()
     } else {
@@ -290,6 +291,7 @@ fn load_response(model: &str, chat: bool) -> Response {
             done: true,
             done_reason: Some("load".into()),
             stats: None,
+            logprobs: None,
         })
         .into_response()
     }
@@ -338,6 +340,8 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
     );
     job.schema_in_prompt = exec::schema_in_prompt(req.schema_in_prompt.as_ref())?;
     job.think = think;
+    job.logprobs = logprobs(req.logprobs, req.top_logprobs)?;
+    let asked = job.logprobs.is_some();
     let started = exec::start(&wk, job).await?;
     let model = req.model;
     let auto = mode == ToolMode::Auto;
@@ -352,7 +356,7 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
     };
     if req.stream.unwrap_or(true) {
         let m2 = model.clone();
-        let piece = move |p: StreamPiece| w::ChatResponse {
+        let piece = move |p: StreamPiece, logprobs: Option<Vec<w::Logprob>>| w::ChatResponse {
             model: m2.clone(),
             created_at: rfc3339_now(),
             message: match p {
@@ -362,25 +366,31 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
             done: false,
             done_reason: None,
             stats: None,
+            logprobs,
         };
         // As Ollama streams calls: text as it comes; calls in a line of their own once read,
         // then the closing line (the reasoning was streamed already).
-        let last = move |o: &Outcome, unsent: &str| {
-            let line = |message: w::Message, done: bool| w::ChatResponse {
+        let last = move |o: &Outcome, unsent: &str, mut logprobs: Option<Vec<w::Logprob>>| {
+            let line = |message: w::Message, done: bool, logprobs: Option<Vec<w::Logprob>>| w::ChatResponse {
                 model: model.clone(),
                 created_at: rfc3339_now(),
                 message,
                 done,
                 done_reason: done.then(|| reason(o.done_reason)),
                 stats: done.then(|| stats(o, received)),
+                logprobs,
             };
             let mut out = Vec::new();
             let mut closing = w::Message { role: "assistant".into(), ..Default::default() };
             match calls(o) {
-                Some(calls) => out.push(line(w::Message { role: "assistant".into(), tool_calls: Some(calls), ..Default::default() }, false)),
+                Some(calls) => out.push(line(
+                    w::Message { role: "assistant".into(), tool_calls: Some(calls), ..Default::default() },
+                    false,
+                    logprobs.take(),
+                )),
                 None => closing.content = unsent.to_string(),
             }
-            out.push(line(closing, true));
+            out.push(line(closing, true, logprobs));
             out
         };
         Ok(ndjson(started, auto, piece, last))
@@ -398,6 +408,7 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
             done: true,
             done_reason: Some(reason(o.done_reason)),
             stats: Some(stats(&o, received)),
+            logprobs: asked.then(|| wire_logprobs(o.logprobs.as_deref().unwrap_or_default())),
         })
         .into_response())
     }
@@ -445,11 +456,13 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
     let mut job = exec::job(cfg, received, prompt, constraint, sampling, num_predict, stop, num_ctx);
     job.schema_in_prompt = exec::schema_in_prompt(req.schema_in_prompt.as_ref())?;
     job.think = think;
+    job.logprobs = logprobs(req.logprobs, req.top_logprobs)?;
+    let asked = job.logprobs.is_some();
     let started = exec::start(&wk, job).await?;
     let model = req.model;
     if req.stream.unwrap_or(true) {
         let m2 = model.clone();
-        let piece = move |p: StreamPiece| {
+        let piece = move |p: StreamPiece, logprobs: Option<Vec<w::Logprob>>| {
             let (response, thinking) = match p {
                 StreamPiece::Text(t) => (t, None),
                 StreamPiece::Thinking(t) => (String::new(), Some(t)),
@@ -462,9 +475,10 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
                 done: false,
                 done_reason: None,
                 stats: None,
+                logprobs,
             }
         };
-        let last = move |o: &Outcome, _unsent: &str| {
+        let last = move |o: &Outcome, _unsent: &str, logprobs: Option<Vec<w::Logprob>>| {
             vec![w::GenerateResponse {
                 model: model.clone(),
                 created_at: rfc3339_now(),
@@ -473,6 +487,7 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
                 done: true,
                 done_reason: Some(reason(o.done_reason)),
                 stats: Some(stats(o, received)),
+                logprobs,
             }]
         };
         Ok(ndjson(started, false, piece, last))
@@ -486,6 +501,7 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
             done: true,
             done_reason: Some(reason(o.done_reason)),
             stats: Some(stats(&o, received)),
+            logprobs: asked.then(|| wire_logprobs(o.logprobs.as_deref().unwrap_or_default())),
         })
         .into_response())
     }
@@ -500,13 +516,15 @@ enum StreamPiece {
 /// An NDJSON response: one `piece` line per text event (with `detect_calls`, only once the
 /// output's start shows it is text, see [`tools::detect`]; reasoning is streamed either way),
 /// then the lines `last` makes of the outcome and the answer text not yet sent.
+/// Logprobs (when the job asked) ride on the next line sent after they arrive: each line
+/// carries its tokens', and `last` gets those not yet sent.
 /// An error after the first line is sent as a final `{"error": "..."}` line. The producer
 /// is a task that ends (dropping the job's receiver, which stops generation) when the
 /// client goes away.
 fn ndjson<P, L, A, B>(mut started: Started, detect_calls: bool, piece: P, last: L) -> Response
 where
-    P: Fn(StreamPiece) -> A + Send + 'static,
-    L: FnOnce(&Outcome, &str) -> Vec<B> + Send + 'static,
+    P: Fn(StreamPiece, Option<Vec<w::Logprob>>) -> A + Send + 'static,
+    L: FnOnce(&Outcome, &str, Option<Vec<w::Logprob>>) -> Vec<B> + Send + 'static,
     A: Serialize,
     B: Serialize,
 {
@@ -518,8 +536,11 @@ where
             Ok(bytes::Bytes::from(b))
         }
         let mut detector = tools::detect::CallDetector::new();
+        let mut pending: Vec<TokenLogprob> = Vec::new();
+        let take = |pending: &mut Vec<TokenLogprob>| (!pending.is_empty()).then(|| wire_logprobs(&std::mem::take(pending)));
         loop {
             match started.next().await {
+                Event::Logprobs(l) => pending.extend(l),
                 Event::Text(t) => {
                     let t = if !detect_calls {
                         t
@@ -530,20 +551,20 @@ where
                             tools::detect::Route::Hold | tools::detect::Route::Call(_) => continue,
                         }
                     };
-                    let l = line(&piece(StreamPiece::Text(t)));
+                    let l = line(&piece(StreamPiece::Text(t), take(&mut pending)));
                     if tx.send(l).await.is_err() {
                         return;
                     }
                 }
                 Event::Thinking(t) => {
-                    let l = line(&piece(StreamPiece::Thinking(t)));
+                    let l = line(&piece(StreamPiece::Thinking(t), take(&mut pending)));
                     if tx.send(l).await.is_err() {
                         return;
                     }
                 }
                 Event::Done(Ok(o)) => {
                     let unsent = if detect_calls { detector.unsent(&o.text) } else { "" };
-                    let lines: Vec<_> = last(&o, unsent).iter().map(|l| line(l)).collect();
+                    let lines: Vec<_> = last(&o, unsent, take(&mut pending)).iter().map(|l| line(l)).collect();
                     for l in lines {
                         if tx.send(l).await.is_err() {
                             return;
@@ -563,6 +584,32 @@ where
     });
     let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
     ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
+}
+
+/// `logprobs` / `top_logprobs` of a request: `None` when not asked; `Some(n)` alternatives.
+fn logprobs(logprobs: Option<bool>, top: Option<i64>) -> Result<Option<u8>, ApiError> {
+    match (logprobs.unwrap_or(false), top) {
+        (_, Some(n)) if !(0..=20).contains(&n) => {
+            Err(ApiError::bad_request(format!("top_logprobs is {n}; it must be between 0 and 20")).param("top_logprobs"))
+        }
+        (false, Some(n)) if n > 0 => {
+            Err(ApiError::bad_request("top_logprobs needs logprobs: true; set both").param("top_logprobs"))
+        }
+        (false, _) => Ok(None),
+        (true, n) => Ok(Some(n.unwrap_or(0) as u8)),
+    }
+}
+
+/// Token logprobs in Ollama's shape.
+fn wire_logprobs(l: &[TokenLogprob]) -> Vec<w::Logprob> {
+    l.iter()
+        .map(|e| w::Logprob {
+            token: e.text(),
+            logprob: e.logprob,
+            bytes: e.bytes.clone(),
+            top_logprobs: e.top.iter().map(|t| w::TopLogprob { token: t.text(), logprob: t.logprob, bytes: t.bytes.clone() }).collect(),
+        })
+        .collect()
 }
 
 /// Object-safe serialization to bytes, so one closure serves every line type.

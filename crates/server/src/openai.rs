@@ -1,6 +1,6 @@
 //! OpenAI API handlers: `/v1/chat/completions`, `/v1/completions`, `/v1/models`.
 
-use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, Think, ToolCall, ToolDef};
+use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, Think, TokenLogprob, ToolCall, ToolDef};
 use crate::error::{ApiError, ApiJson, Flavor, OpenAiApi};
 use crate::exec;
 use crate::tools::detect::Route;
@@ -287,6 +287,8 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
     let stop = req.stop.map(crate::wire::ollama::StopField::into_vec).unwrap_or_default();
     let schema_in_prompt = exec::schema_in_prompt(req.schema_in_prompt.as_ref())?;
     let think = reasoning_effort(req.reasoning_effort.as_deref(), wk.meta().supports_thinking)?;
+    let logprobs = chat_logprobs_request(req.logprobs, req.top_logprobs)?;
+    let asked = logprobs.is_some();
     let make_job = {
         let prompt = PromptSpec::Chat { messages, tools: tools.clone() };
         let cfg = cfg.clone();
@@ -296,6 +298,7 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
             let mut job = exec::job(&cfg, received, prompt.clone(), constraint.clone(), s, num_predict, stop.clone(), None);
             job.schema_in_prompt = schema_in_prompt;
             job.think = think.clone();
+            job.logprobs = logprobs;
             job
         }
     };
@@ -316,7 +319,8 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
             prompt_tokens = o.prompt_tokens;
             completion += o.eval_tokens;
             let (message, finish) = answer(&o, &mode, &tools)?;
-            out.push(w::Choice { index: i, message, logprobs: None, finish_reason: finish });
+            let logprobs = asked.then(|| chat_logprobs(o.logprobs.as_deref().unwrap_or_default()));
+            out.push(w::Choice { index: i, message, logprobs, finish_reason: finish });
         }
         return Ok(Json(w::ChatCompletion {
             id,
@@ -348,6 +352,13 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
             Ok(SseEvent::default().data(serde_json::to_string(&c).unwrap_or_default()))
         };
         let delta = |index: u32, delta: w::Delta, finish: Option<String>| w::ChunkChoice { index, delta, logprobs: None, finish_reason: finish };
+        // Logprobs that arrived ride on the next chunk sent: each chunk carries its tokens'.
+        let with_logprobs = |mut c: w::ChunkChoice, pending: &mut Vec<TokenLogprob>| {
+            if asked && !pending.is_empty() {
+                c.logprobs = Some(chat_logprobs(&std::mem::take(pending)));
+            }
+            c
+        };
         let fail = |e: ApiError| Ok(SseEvent::default().data(e.flavor(FL).body().to_string()));
         let (mut prompt_tokens, mut completion) = (0, 0);
         let mut started = Some(first);
@@ -377,8 +388,10 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
             // start with its id and name, then its arguments in fragments.
             let mut scanner = tools::scan::CallScanner::new();
             let mut streamed: Vec<String> = Vec::new();
+            let mut pending: Vec<TokenLogprob> = Vec::new();
             loop {
                 match s.next().await {
+                    Event::Logprobs(l) => pending.extend(l),
                     Event::Text(t) => {
                         let route = if detect { detector.push(&t) } else { Route::Text(t) };
                         let deltas = match route {
@@ -388,14 +401,14 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
                         };
                         for d in deltas {
                             let d = with_role(&mut role_sent, d);
-                            if tx.send(chunk(vec![delta(i, d, None)], None)).await.is_err() {
+                            if tx.send(chunk(vec![with_logprobs(delta(i, d, None), &mut pending)], None)).await.is_err() {
                                 return;
                             }
                         }
                     }
                     Event::Thinking(t) => {
                         let d = with_role(&mut role_sent, w::Delta { reasoning_content: Some(t), ..Default::default() });
-                        if tx.send(chunk(vec![delta(i, d, None)], None)).await.is_err() {
+                        if tx.send(chunk(vec![with_logprobs(delta(i, d, None), &mut pending)], None)).await.is_err() {
                             return;
                         }
                     }
@@ -439,13 +452,14 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
                         };
                         for d in deltas {
                             let d = with_role(&mut role_sent, d);
-                            if tx.send(chunk(vec![delta(i, d, None)], None)).await.is_err() {
+                            if tx.send(chunk(vec![with_logprobs(delta(i, d, None), &mut pending)], None)).await.is_err() {
                                 return;
                             }
                         }
                         // The finish reason comes alone, after the last delta, as OpenAI sends
                         // it (the SDK's stream helper closes tool calls on it).
-                        if tx.send(chunk(vec![delta(i, w::Delta::default(), Some(finish.into()))], None)).await.is_err() {
+                        let end = with_logprobs(delta(i, w::Delta::default(), Some(finish.into())), &mut pending);
+                        if tx.send(chunk(vec![end], None)).await.is_err() {
                             return;
                         }
                         break;
@@ -459,6 +473,55 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
         let _ = tx.send(Ok(SseEvent::default().data("[DONE]"))).await;
     });
     Ok(Sse::new(tokio_stream::wrappers::ReceiverStream::new(rx)).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// `logprobs` / `top_logprobs` of a chat request: `None` when not asked, else how many
+/// alternatives. `top_logprobs` without `logprobs: true`, or outside 0..=20, is refused.
+fn chat_logprobs_request(logprobs: Option<bool>, top: Option<i64>) -> Result<Option<u8>, ApiError> {
+    match (logprobs.unwrap_or(false), top) {
+        (_, Some(n)) if !(0..=20).contains(&n) => Err(ApiError::bad_request(format!(
+            "Invalid 'top_logprobs': {n}; it must be an integer between 0 and 20"
+        ))
+        .param("top_logprobs")),
+        (false, Some(_)) => {
+            Err(ApiError::bad_request("'top_logprobs' is only allowed when 'logprobs' is true").param("top_logprobs"))
+        }
+        (false, None) => Ok(None),
+        (true, n) => Ok(Some(n.unwrap_or(0) as u8)),
+    }
+}
+
+/// Token logprobs as a chat choice's `logprobs` (`{"content": [...], "refusal": null}`).
+fn chat_logprobs(l: &[TokenLogprob]) -> Value {
+    let content = l
+        .iter()
+        .map(|e| w::ChatTokenLogprob {
+            token: e.text(),
+            logprob: e.logprob,
+            bytes: Some(e.bytes.clone()),
+            top_logprobs: e
+                .top
+                .iter()
+                .map(|t| w::ChatTopLogprob { token: t.text(), logprob: t.logprob, bytes: Some(t.bytes.clone()) })
+                .collect(),
+        })
+        .collect();
+    serde_json::to_value(w::ChatLogprobs { content, refusal: None }).unwrap_or_default()
+}
+
+/// Token logprobs as a legacy completion's `logprobs`; `offset` (characters of text before
+/// these tokens) advances past them.
+fn completion_logprobs(l: &[TokenLogprob], offset: &mut u32) -> Value {
+    let mut out = w::CompletionLogprobs { tokens: vec![], token_logprobs: vec![], top_logprobs: vec![], text_offset: vec![] };
+    for e in l {
+        let text = e.text();
+        out.text_offset.push(*offset);
+        *offset += text.chars().count() as u32;
+        out.tokens.push(text);
+        out.token_logprobs.push(e.logprob);
+        out.top_logprobs.push(e.top.iter().map(|t| (t.text(), Value::from(t.logprob))).collect());
+    }
+    serde_json::to_value(out).unwrap_or_default()
 }
 
 /// `d` with the role when it is the first delta of its choice (and `content: null` when it
@@ -529,6 +592,20 @@ async fn completions_inner(state: AppState, req: w::CompletionRequest) -> Result
     let num_predict = exec::num_predict(Some(i64::from(req.max_tokens.unwrap_or(16))), &cfg);
     let stop = req.stop.map(crate::wire::ollama::StopField::into_vec).unwrap_or_default();
     let echo = req.echo.unwrap_or(false);
+    let logprobs = match req.logprobs {
+        None => None,
+        Some(n) if !(0..=5).contains(&n) => {
+            return Err(ApiError::bad_request(format!("logprobs is {n}; it must be between 0 and 5")).param("logprobs"))
+        }
+        // OpenAI returns the prompt's logprobs too with `echo`; they are not computed here.
+        Some(_) if echo => {
+            return Err(ApiError::bad_request(
+                "logprobs with echo (log-probabilities of the prompt tokens) is not supported; drop echo or logprobs",
+            )
+            .param("echo"))
+        }
+        Some(n) => Some(n as u8),
+    };
     let id = new_id("cmpl-");
     let created = unix_now();
     let mut jobs = Vec::new();
@@ -542,7 +619,9 @@ async fn completions_inner(state: AppState, req: w::CompletionRequest) -> Result
                 frequency_penalty: req.frequency_penalty,
                 ..Default::default()
             };
-            jobs.push((p.clone(), exec::job(&cfg, received, PromptSpec::Raw(p.clone()), ConstraintRequest::None, sampling, num_predict, stop.clone(), None)));
+            let mut job = exec::job(&cfg, received, PromptSpec::Raw(p.clone()), ConstraintRequest::None, sampling, num_predict, stop.clone(), None);
+            job.logprobs = logprobs;
+            jobs.push((p.clone(), job));
         }
     }
     let mut jobs = jobs.into_iter();
@@ -575,7 +654,8 @@ async fn completions_inner(state: AppState, req: w::CompletionRequest) -> Result
             pt += o.prompt_tokens;
             ct += o.eval_tokens;
             let text = if echo { format!("{p}{}", o.text) } else { o.text };
-            out.push(w::CompletionChoice { text, index, logprobs: None, finish_reason: Some(finish_reason(o.done_reason).into()) });
+            let lp = logprobs.map(|_| completion_logprobs(o.logprobs.as_deref().unwrap_or_default(), &mut 0));
+            out.push(w::CompletionChoice { text, index, logprobs: lp, finish_reason: Some(finish_reason(o.done_reason).into()) });
             index += 1;
         }
         return Ok(Json(completion_obj(out, Some(usage(pt, ct)))).into_response());
@@ -604,12 +684,17 @@ async fn completions_inner(state: AppState, req: w::CompletionRequest) -> Result
             if echo && tx.send(send(completion_obj(vec![w::CompletionChoice { text: p, index, logprobs: None, finish_reason: None }], None))).await.is_err() {
                 return;
             }
+            let (mut pending, mut offset): (Vec<TokenLogprob>, u32) = (Vec::new(), 0);
+            let take = |pending: &mut Vec<TokenLogprob>, offset: &mut u32| {
+                (logprobs.is_some() && !pending.is_empty()).then(|| completion_logprobs(&std::mem::take(pending), offset))
+            };
             loop {
                 match s.next().await {
                     // Raw prompts are not given a reasoning section.
                     Event::Thinking(_) => {}
+                    Event::Logprobs(l) => pending.extend(l),
                     Event::Text(t) => {
-                        let c = w::CompletionChoice { text: t, index, logprobs: None, finish_reason: None };
+                        let c = w::CompletionChoice { text: t, index, logprobs: take(&mut pending, &mut offset), finish_reason: None };
                         if tx.send(send(completion_obj(vec![c], None))).await.is_err() {
                             return;
                         }
@@ -620,7 +705,7 @@ async fn completions_inner(state: AppState, req: w::CompletionRequest) -> Result
                         let c = w::CompletionChoice {
                             text: String::new(),
                             index,
-                            logprobs: None,
+                            logprobs: take(&mut pending, &mut offset),
                             finish_reason: Some(finish_reason(o.done_reason).into()),
                         };
                         if tx.send(send(completion_obj(vec![c], None))).await.is_err() {

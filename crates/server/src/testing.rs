@@ -2,7 +2,7 @@
 //! (wire formats, errors, streaming, queueing, cancellation, panics) is tested without a
 //! model. The real generation loop is tested in `formwork-engine`.
 
-use crate::backend::{Backend, BackendError, DoneReason, Job, ModelMeta, Outcome, Piece, PromptSpec, Think};
+use crate::backend::{Backend, BackendError, DoneReason, Job, ModelMeta, Outcome, Piece, PromptSpec, Think, TokenLogprob, TopLogprob};
 use crate::worker::ModelWorker;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
@@ -151,6 +151,7 @@ impl Backend for ScriptedBackend {
         }
         let mut text = String::new();
         let mut done_reason = DoneReason::Stop;
+        let mut logprobs: Option<Vec<TokenLogprob>> = job.logprobs.map(|_| Vec::new());
         for p in parts {
             if n >= job.num_predict {
                 done_reason = DoneReason::Length;
@@ -169,6 +170,11 @@ impl Backend for ScriptedBackend {
                 break;
             }
             *self.emitted.lock().expect("emitted lock") += 1;
+            if let (Some(all), Some(top)) = (logprobs.as_mut(), job.logprobs) {
+                let e = fake_logprob(&p, top);
+                let _ = on_text(Piece::Logprobs(std::slice::from_ref(&e)));
+                all.push(e);
+            }
             if on_text(Piece::Text(&p)).is_break() {
                 break;
             }
@@ -181,8 +187,20 @@ impl Backend for ScriptedBackend {
             eval_tokens: n,
             prompt_eval_duration: Duration::from_micros(10),
             eval_duration: started.elapsed(),
+            logprobs,
         })
     }
+}
+
+/// The scripted backend's logprob for one piece (one piece is one "token"): the piece at
+/// probability 1/2, then alternatives `alt1`, `alt2`, ... at 1/4, 1/8, ...; `top` of them.
+pub fn fake_logprob(piece: &str, top: u8) -> TokenLogprob {
+    let lp = |i: usize| -((i + 1) as f32) * std::f32::consts::LN_2;
+    let alts = (0..top as usize).map(|i| {
+        let text = if i == 0 { piece.to_string() } else { format!("alt{i}") };
+        TopLogprob { token: formwork_model::TokenId(i as u32), bytes: text.into_bytes(), logprob: lp(i) }
+    });
+    TokenLogprob { token: formwork_model::TokenId(0), bytes: piece.as_bytes().to_vec(), logprob: lp(0), top: alts.collect() }
 }
 
 /// Metadata for a fake model called `name`.

@@ -36,6 +36,9 @@ pub enum Event {
     Text(String),
     /// A piece of the model's reasoning.
     Thinking(String),
+    /// Log-probabilities of tokens just chosen, sent before the text that carries them
+    /// (only for jobs that asked: [`Job::logprobs`](crate::backend::Job::logprobs)).
+    Logprobs(Vec<crate::backend::TokenLogprob>),
     /// The job ended.
     Done(Result<Outcome, BackendError>),
 }
@@ -211,6 +214,7 @@ fn run(mut backend: Box<dyn Backend>, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, qu
                 let event = match piece {
                     Piece::Text(t) if !t.is_empty() => Event::Text(t.to_string()),
                     Piece::Thinking(t) if !t.is_empty() => Event::Thinking(t.to_string()),
+                    Piece::Logprobs(l) if !l.is_empty() => Event::Logprobs(l.to_vec()),
                     _ => return ControlFlow::Continue(()),
                 };
                 match events.send(event) {

@@ -27,6 +27,7 @@ fn ollama_response_serializes_like_ollama() {
         done: true,
         done_reason: Some("stop".into()),
         stats: Some(ollama::Stats { total_duration: 5, load_duration: 1, prompt_eval_count: 2, prompt_eval_duration: 3, eval_count: 4, eval_duration: 5 }),
+        logprobs: None,
     };
     let v = serde_json::to_value(&r).unwrap();
     assert_eq!(

@@ -51,6 +51,8 @@ pub(super) struct Steering {
     tail: Vec<TokenId>,
     /// Some token was refused or forced because of the budget.
     pub intervened: bool,
+    /// The last [`Steering::pick`] forced the plan's token (no sampling: the only choice).
+    pub last_forced: bool,
 }
 
 impl Steering {
@@ -58,6 +60,7 @@ impl Steering {
     /// token is the one the loop commits next.
     pub fn pick(&mut self, s: Step<'_>, c: &mut (dyn Constraint + '_), r: usize) -> Result<TokenId, EngineError> {
         let Step { sampler, logits, history, vocab, mask, stats } = s;
+        self.last_forced = false;
         let eos = vocab.eos_tokens();
         let masks_before = stats.masks;
         let t = pick(sampler, logits, history, Some(&mut *c), vocab, mask, stats)?;
@@ -119,6 +122,7 @@ impl Steering {
 
     fn forced(&mut self, plan: &[TokenId]) -> TokenId {
         self.intervened = true;
+        self.last_forced = true;
         self.tail = plan[1..].to_vec();
         plan[0]
     }

@@ -217,6 +217,8 @@ impl Writer {
                         }
                     }
                 }
+                // The Responses API here does not ask for logprobs.
+                Event::Logprobs(_) => {}
                 Event::Done(r) => match r.map_err(exec::backend_error) {
                     Ok(o) => break o,
                     Err(e) => return self.fail(e).await,

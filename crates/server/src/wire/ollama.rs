@@ -147,6 +147,12 @@ pub struct ChatRequest {
     /// `"user"`: end of the last user message; `"system"`: system message). Off by default.
     #[serde(default)]
     pub schema_in_prompt: Option<Value>,
+    /// Return each generated token's log-probability ([`Logprob`]).
+    #[serde(default)]
+    pub logprobs: Option<bool>,
+    /// With `logprobs`: how many of the most likely tokens to return per position (0 to 20).
+    #[serde(default)]
+    pub top_logprobs: Option<i64>,
 }
 
 /// `POST /api/generate`.
@@ -191,6 +197,12 @@ pub struct GenerateRequest {
     /// Images; not supported by text models.
     #[serde(default)]
     pub images: Option<Vec<String>>,
+    /// Return each generated token's log-probability ([`Logprob`]).
+    #[serde(default)]
+    pub logprobs: Option<bool>,
+    /// With `logprobs`: how many of the most likely tokens to return per position (0 to 20).
+    #[serde(default)]
+    pub top_logprobs: Option<i64>,
 }
 
 /// Timing and token counts of a finished response (nanoseconds, as Ollama reports them).
@@ -222,6 +234,10 @@ pub struct ChatResponse {
     /// Stats on the last chunk.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub stats: Option<Stats>,
+    /// With `logprobs`: the log-probabilities of this chunk's tokens (all of them in a
+    /// response that is not streamed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<Logprob>>,
 }
 
 /// A `/api/generate` response or stream chunk.
@@ -244,6 +260,37 @@ pub struct GenerateResponse {
     /// Stats on the last chunk.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub stats: Option<Stats>,
+    /// With `logprobs`: the log-probabilities of this chunk's tokens (all of them in a
+    /// response that is not streamed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<Logprob>>,
+}
+
+/// One generated token's log-probability, as Ollama (0.12.x and later) reports it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Logprob {
+    /// The token's text (its bytes as UTF-8, invalid sequences replaced).
+    pub token: String,
+    /// Natural log of its probability.
+    pub logprob: f32,
+    /// The token's raw bytes.
+    #[serde(default)]
+    pub bytes: Vec<u8>,
+    /// The most likely tokens at this position, best first (`top_logprobs` of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub top_logprobs: Vec<TopLogprob>,
+}
+
+/// An alternative token at one position.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopLogprob {
+    /// The token's text.
+    pub token: String,
+    /// Natural log of its probability.
+    pub logprob: f32,
+    /// The token's raw bytes.
+    #[serde(default)]
+    pub bytes: Vec<u8>,
 }
 
 /// `POST /api/show` request (`model`, or the older `name`).

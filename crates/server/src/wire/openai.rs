@@ -211,6 +211,12 @@ pub struct ChatCompletionRequest {
     /// models.
     #[serde(default)]
     pub reasoning_effort: Option<String>,
+    /// Return the log-probability of each generated token (`choices[].logprobs`).
+    #[serde(default)]
+    pub logprobs: Option<bool>,
+    /// With `logprobs`: how many of the most likely tokens to return per position (0 to 20).
+    #[serde(default)]
+    pub top_logprobs: Option<i64>,
 }
 
 /// `POST /v1/completions`.
@@ -243,6 +249,56 @@ pub struct CompletionRequest {
     pub echo: Option<bool>,
     #[serde(default)]
     pub suffix: Option<String>,
+    /// Return the log-probabilities of the generated tokens and of the `logprobs` most
+    /// likely tokens at each position (0 to 5, as OpenAI).
+    #[serde(default)]
+    pub logprobs: Option<i64>,
+}
+
+/// `choices[].logprobs` of a chat completion (or of one chunk: its tokens).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatLogprobs {
+    /// One entry per generated token.
+    pub content: Vec<ChatTokenLogprob>,
+    /// Always `null` (no refusals).
+    pub refusal: Option<Vec<ChatTokenLogprob>>,
+}
+
+/// One generated token in [`ChatLogprobs::content`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatTokenLogprob {
+    /// The token's text (its bytes as UTF-8, invalid sequences replaced).
+    pub token: String,
+    /// Natural log of its probability.
+    pub logprob: f32,
+    /// The token's raw bytes.
+    pub bytes: Option<Vec<u8>>,
+    /// The `top_logprobs` most likely tokens at this position, best first.
+    pub top_logprobs: Vec<ChatTopLogprob>,
+}
+
+/// An alternative in [`ChatTokenLogprob::top_logprobs`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatTopLogprob {
+    /// The token's text.
+    pub token: String,
+    /// Natural log of its probability.
+    pub logprob: f32,
+    /// The token's raw bytes.
+    pub bytes: Option<Vec<u8>>,
+}
+
+/// `choices[].logprobs` of a legacy completion (or of one chunk: its tokens).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompletionLogprobs {
+    /// Each token's text.
+    pub tokens: Vec<String>,
+    /// Each token's log-probability.
+    pub token_logprobs: Vec<f32>,
+    /// Per token, the most likely tokens at its position: text → log-probability.
+    pub top_logprobs: Vec<serde_json::Map<String, Value>>,
+    /// Each token's offset in the choice's text, in characters (after the prompt with `echo`).
+    pub text_offset: Vec<u32>,
 }
 
 /// `prompt` of `/v1/completions`: a string or a list of strings.
