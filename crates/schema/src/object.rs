@@ -274,8 +274,22 @@ fn pattern_keys(cx: &mut Cx, parts: &[Part], pp: &Part, names: &[String]) -> R<V
             return Ok(out);
         }
     }
-    // Many patterns, or DFAs over the bounds: any pattern's keys (but listed names), with a
-    // value that satisfies every pattern's schema.
+    // Many patterns, or DFAs over the bounds. A key only one pattern matches takes that
+    // pattern's schema (exact); any pattern's key (but listed names) may also take a value
+    // that satisfies every pattern's schema — exact for a key several patterns match only
+    // when it matches them all, and never wider than the schema.
+    if pats.len() > 1 && pats.len() <= 32 {
+        for (k, pat) in pats.iter().enumerate() {
+            let others: Vec<String> = pats.iter().enumerate().filter(|&(j, _)| j != k).map(|(_, p)| p.clone()).collect();
+            let value = value_of(cx, 1 << k)?;
+            if is_nothing(&value) {
+                continue;
+            }
+            if let Some(body) = crate::regex::string_body_only(cx, pat, &others, &listed, &at, "patternProperties")? {
+                out.push((quoted(body), value));
+            }
+        }
+    }
     let value = value_of(cx, (1u32 << pats.len().min(31)) - 1)?;
     if is_nothing(&value) {
         return Ok(out);

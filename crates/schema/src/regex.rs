@@ -249,6 +249,25 @@ pub(crate) fn string_body_except(cx: &mut Cx, src: &str, names: &[String], at: &
     Ok(Some(dfa::emit(cx, &d, &key)))
 }
 
+/// The JSON string bodies of pattern `src` that none of `others` (patterns) matches and that
+/// decode to none of `names`, as a DFA; `None` when that DFA is over the size bounds.
+pub(crate) fn string_body_only(cx: &mut Cx, src: &str, others: &[String], names: &[String], at: &str, kw: &'static str) -> R<Option<Expr>> {
+    let (body, _) = plain_body(cx, src, 0, None, at, kw)?;
+    let mut minus = Vec::new();
+    for o in others {
+        minus.push(plain_body(cx, o, 0, None, at, kw)?.0);
+    }
+    if !names.is_empty() {
+        minus.push(names_expr(names));
+    }
+    if minus.is_empty() {
+        return string_body_except(cx, src, names, at, kw);
+    }
+    let Some(d) = dfa::determinize_minus(&body, &crate::compile::alt_of(minus)) else { return Ok(None) };
+    let key = format!("{src}\u{0}only\u{0}{}\u{0}{}", serde_json::to_string(others).unwrap_or_default(), serde_json::to_string(names).unwrap_or_default());
+    Ok(Some(dfa::emit(cx, &d, &key)))
+}
+
 /// Most patterns [`pattern_regions`] takes (it builds a DFA per non-empty subset).
 pub(crate) const MAX_REGION_PATTERNS: usize = 4;
 

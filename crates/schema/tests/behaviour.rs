@@ -340,3 +340,24 @@ fn a_metaschema_without_the_validation_vocabulary_turns_validation_keywords_off(
     // The applicator vocabulary still applies.
     assert!(!accepts(&g, br#"{"bad":1}"#, &opts.limits).unwrap());
 }
+
+/// More patterns than the exact region construction takes: a key that one pattern alone
+/// matches takes that pattern's schema (before, every such key had to satisfy every
+/// pattern's schema, so a valid document was refused — found on MaskBench once unknown
+/// formats stopped refusing the schema). A key several patterns match still has to satisfy
+/// all of them at once: narrower than the schema there, never wider.
+#[test]
+fn many_pattern_properties_give_each_key_its_own_pattern_schema() {
+    let s = json!({"type": "object", "additionalProperties": false, "patternProperties": {
+        "^a:(en|nl)$": {"type": "string"}, "^b:(en|nl)$": {"type": "string"}, "^c:(en|nl)$": {"type": "string"},
+        "^d:(en|nl)$": {"type": "integer"}, "^e:[1-4]$": {"type": "string", "enum": ["x", "y"]}, "^[ae]:": {"type": "string", "maxLength": 3}}});
+    let accepted = [r#"{"b:nl":"hello"}"#, r#"{"d:en":5}"#, r#"{"b:en":"q","c:nl":"r","d:nl":-2}"#, r#"{"e:5":"x"}"#];
+    check(
+        s.clone(),
+        &accepted,
+        &[r#"{"d:en":"5"}"#, r#"{"b:en":7}"#, r#"{"a:en":"abcd"}"#, r#"{"e:2":"z"}"#, r#"{"f:en":"q"}"#, r#"{"e:5":"long"}"#],
+    );
+    for doc in accepted {
+        assert!(validate(&s, doc).is_ok(), "{doc}");
+    }
+}
