@@ -262,27 +262,35 @@ impl SqlConstraint {
         self.settle()
     }
 
-    /// The length in bytes of the cheapest way to finish, phase by phase (what
-    /// [`Constraint::completion_plan`] spells in tokens), computed on a copy from each
-    /// phase's shortest byte completion: no tokenization, so it is cheap.
-    fn completion_bytes(&self) -> Option<usize> {
+    /// The cheapest way to finish, phase by phase, on a copy: the branch with the shortest
+    /// byte completion is completed (its successor phase starts), and so on until the query
+    /// can end (a few phases: each join adds a table). Returns its length in bytes and, when
+    /// `spell`, the tokens that spell it (`Matcher::completion_tokens` per phase; without
+    /// `spell` no tokenization is done, which is what makes the budget check cheap).
+    fn finish(&self, spell: bool) -> Option<(usize, Vec<TokenId>)> {
         let mut sim = self.clone();
-        let mut total = 0;
+        let (mut bytes_total, mut tokens) = (0, Vec::new());
         for _ in 0..(2 * self.grammars.catalog.tables().len() + 4) {
             if sim.is_accepting() {
-                return Some(total);
+                return Some((bytes_total, tokens));
             }
+            // A branch at the end of its phase has nothing to add: its successor is a branch
+            // of its own.
             let best = sim
                 .branches
                 .iter()
                 .filter(|b| !b.matcher.is_accepting())
                 .filter_map(|b| b.matcher.min_completion_len().map(|n| (n, b)))
-                .min_by_key(|(n, _)| *n)?;
-            let bytes = best.1.matcher.shortest_completion()?;
+                .min_by_key(|(n, _)| *n)?
+                .1;
+            let bytes = best.matcher.shortest_completion()?;
             if bytes.is_empty() {
                 return None;
             }
-            total += bytes.len();
+            if spell {
+                tokens.extend(best.matcher.clone().completion_tokens()?);
+            }
+            bytes_total += bytes.len();
             sim.commit_bytes(&bytes).ok()?;
         }
         None
@@ -319,39 +327,9 @@ impl Constraint for SqlConstraint {
         Some(self.is_accepting() && self.branches.iter().all(|b| b.matcher.is_finished()))
     }
 
-    /// The cheapest way to finish, phase by phase: on a copy, the branch with the shortest
-    /// grammar completion is completed, the next phase starts, and so on until the query
-    /// can end (a few phases: each join adds a table).
+    /// See [`SqlConstraint::finish`].
     fn completion_plan(&mut self) -> Option<Vec<TokenId>> {
-        let mut sim = self.clone();
-        let mut plan = Vec::new();
-        for _ in 0..(2 * self.grammars.catalog.tables().len() + 4) {
-            if sim.is_accepting() {
-                return Some(plan);
-            }
-            let mut best: Option<Vec<TokenId>> = None;
-            for b in &mut sim.branches {
-                // A branch at the end of its phase has nothing to add: its successor is a
-                // branch of its own.
-                if b.matcher.is_accepting() {
-                    continue;
-                }
-                if let Some(p) = b.matcher.completion_tokens() {
-                    if best.as_ref().is_none_or(|q| p.len() < q.len()) {
-                        best = Some(p);
-                    }
-                }
-            }
-            let steps = best?;
-            if steps.is_empty() {
-                return None;
-            }
-            for t in steps {
-                sim.commit_inner(t).ok()?;
-                plan.push(t);
-            }
-        }
-        None
+        self.finish(true).map(|(_, tokens)| tokens)
     }
 
     /// Far from the end of the budget — more than four times the most one token is expected
@@ -371,7 +349,7 @@ impl Constraint for SqlConstraint {
         }
         let mut sim = self.clone();
         sim.commit_inner(t).ok()?;
-        if self.grammars.per_byte && sim.completion_bytes().is_some_and(|n| n <= budget) {
+        if self.grammars.per_byte && sim.finish(false).is_some_and(|(n, _)| n <= budget) {
             return Some(true);
         }
         Some(sim.completion_plan().is_some_and(|p| p.len() <= budget))
@@ -548,7 +526,7 @@ mod tests {
             feed(&mut c2, &v, prefix).unwrap();
             let plan = c2.completion_plan().unwrap();
             let bytes: usize = plan.iter().map(|t| v.token_bytes(*t).len()).sum();
-            assert_eq!(c2.completion_bytes(), Some(bytes), "{prefix}");
+            assert_eq!(c2.finish(false).map(|(n, _)| n), Some(bytes), "{prefix}");
         }
         feed(&mut c, &v, "SELECT customers.name FROM customers").unwrap();
         let t = tok(&v, " ");
