@@ -44,14 +44,19 @@
 //! use formwork_engine::testing::ScriptedBatchModel;
 //! use formwork_engine::{generate, GenerateOptions, Prompt, SamplerOptions};
 //! use std::ops::ControlFlow;
-//! let mut model = ScriptedBatchModel::new(&["Hi", "Hel", "lo", "!"], &["</s>"], 4);
+//! // Each step takes 20 ms, so sequences that start together share steps even on a busy
+//! // machine; the barrier makes them start together.
+//! let mut model = ScriptedBatchModel::new(&["Hi", "Hel", "lo", "!"], &["</s>"], 4)
+//!     .with_step_delay(std::time::Duration::from_millis(20));
 //! model.script_text("Hello!");
 //! let batcher = Batcher::new(Box::new(model), BatcherOptions::default());
+//! let start = std::sync::Arc::new(std::sync::Barrier::new(4));
 //! let threads: Vec<_> = (0..4).map(|_| {
-//!     let b = batcher.clone();
+//!     let (b, start) = (batcher.clone(), start.clone());
 //!     std::thread::spawn(move || {
 //!         let prompt = Prompt::Raw("Hi".into());
 //!         let mut seq = b.acquire(&b.prompt_tokens(&prompt).unwrap());
+//!         start.wait();
 //!         let opts = GenerateOptions { sampler: SamplerOptions::greedy(), ..Default::default() };
 //!         generate(&mut seq, &prompt, &opts, None, &mut |_| ControlFlow::Continue(())).unwrap().text
 //!     })
