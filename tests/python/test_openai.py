@@ -1,6 +1,9 @@
 """The OpenAI Python SDK, unchanged, against formwork serve."""
 import json
 
+import openai
+import pytest
+
 from models import CalendarEvents, Person, WeatherArgs
 
 
@@ -162,6 +165,30 @@ def test_schema_in_prompt_extension(oai, model):
     )
     assert shown.usage.prompt_tokens > plain.usage.prompt_tokens + 10
     Person.model_validate_json(shown.choices[0].message.content)
+
+
+def test_whitespace_extension_lays_out_the_answer(oai, model):
+    # formwork extension, through `extra_body`: "pretty" is the layout json.dumps(indent=2)
+    # writes (every whitespace token forced), "compact" has none.
+    schema = Person.model_json_schema()
+    schema["additionalProperties"] = False
+    fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": True}}
+    msgs = [{"role": "user", "content": "Invent a person."}]
+    for style in ("pretty", "compact"):
+        r = oai.chat.completions.create(
+            model=model, messages=msgs, response_format=fmt, max_tokens=120, temperature=0,
+            extra_body={"whitespace": style},
+        )
+        text = r.choices[0].message.content
+        person = Person.model_validate_json(text)
+        data = json.loads(text)
+        if style == "pretty":
+            assert text == json.dumps(data, indent=2, ensure_ascii=False), text
+        else:
+            assert text == json.dumps(data, separators=(",", ":"), ensure_ascii=False), text
+        assert person.name
+    with pytest.raises(openai.BadRequestError, match="whitespace"):
+        oai.chat.completions.create(model=model, messages=msgs, response_format=fmt, extra_body={"whitespace": "tidy"})
 
 
 def test_tight_max_tokens_still_gives_valid_json(oai, model):

@@ -13,6 +13,10 @@
 //! Fields are compared after normalisation ([`field_matches`]): strings case-insensitively
 //! with surrounding whitespace and a final full stop ignored, numbers by value, arrays item
 //! by item.
+//!
+//! With `--whitespace flexible,compact,pretty` every mode runs once per whitespace style,
+//! reporting also the forced tokens per answer (pretty indentation is forced, so it costs
+//! tokens but no sampling).
 
 use anyhow::{bail, Context, Result};
 use formwork_engine::instruct::add_instruction;
@@ -47,6 +51,10 @@ pub struct ExtractArgs {
     /// so that only the schema tells the model what to extract.
     #[arg(long)]
     pub bare: bool,
+    /// Whitespace styles to compare, comma-separated: `flexible`, `compact`, `pretty`; each
+    /// mode runs once per style.
+    #[arg(long, default_value = "flexible")]
+    pub whitespace: String,
     /// Most tokens per answer.
     #[arg(long, default_value_t = 160)]
     pub num_predict: usize,
@@ -117,7 +125,11 @@ pub fn score(item: &Item, answer: &str) -> usize {
 struct Tally {
     valid: usize,
     fields: usize,
+    /// Fields exact in half A and half B of the items (by sha256 of the id, as `bench masks
+    /// --half` splits files): choose on A, report B.
+    fields_half: [usize; 2],
     tokens: usize,
+    forced: usize,
     prompt_tokens: usize,
     time: Duration,
 }
@@ -143,26 +155,54 @@ pub fn extract(a: ExtractArgs) -> Result<()> {
             }
         })
         .collect::<Result<_>>()?;
+    let styles: Vec<(String, formwork_schema::Whitespace)> = a
+        .whitespace
+        .split(',')
+        .map(|w| {
+            formwork_schema::Whitespace::from_name(w.trim())
+                .map(|s| (w.trim().to_string(), s))
+                .with_context(|| format!("unknown whitespace style `{w}`: use flexible, compact or pretty"))
+        })
+        .collect::<Result<_>>()?;
+    // Every mode under every style.
+    let named = styles.len() > 1;
+    let runs: Vec<(String, usize, Option<(SchemaPlacement, bool)>)> = styles
+        .iter()
+        .enumerate()
+        .flat_map(|(si, (sn, _))| modes.iter().map(move |(m, p)| (if named { format!("{m}/{sn}") } else { m.clone() }, si, *p)))
+        .collect();
     let path = formwork_models::resolve(&a.model)?;
     let load = formwork_llama::LoadOptions { n_threads: Some(a.threads), ..Default::default() };
     let mut model = formwork_llama::LlamaModel::load(&path, load).with_context(|| format!("loading {}", path.display()))?;
     let limits = Limits::default();
-    let mut compiled = Vec::new();
+    // Indexed by item, then style.
+    let mut compiled: Vec<Vec<_>> = Vec::new();
     for item in &items {
-        let g = formwork_schema::compile(&item.schema, &Default::default()).with_context(|| format!("item {}: compiling its schema", item.id))?;
-        compiled.push(CompiledGrammar::new(&g, formwork_engine::Model::vocab(&model).clone(), &limits)?);
+        let mut per_style = Vec::new();
+        for (_, style) in &styles {
+            let so = formwork_schema::SchemaOptions { whitespace: *style, ..Default::default() };
+            let g = formwork_schema::compile(&item.schema, &so).with_context(|| format!("item {}: compiling its schema", item.id))?;
+            per_style.push(CompiledGrammar::new(&g, formwork_engine::Model::vocab(&model).clone(), &limits)?);
+        }
+        compiled.push(per_style);
     }
     let opts = GenerateOptions {
         sampler: SamplerOptions { temperature: 0.0, seed: Some(1), ..Default::default() },
         num_predict: Some(a.num_predict),
+        force_tokens: true,
         ..Default::default()
     };
     let total_fields: usize = items.iter().map(|i| i.expected.len()).sum();
+    let mut half_fields = [0usize; 2];
+    for i in &items {
+        half_fields[half(&i.id)] += i.expected.len();
+    }
     eprintln!("model {} · {} items · {} expected fields · modes {}", path.display(), items.len(), total_fields, a.modes);
-    let bar = indicatif::ProgressBar::new((items.len() * modes.len()) as u64);
-    let mut tallies: Vec<Tally> = modes.iter().map(|_| Tally::default()).collect();
-    for (item, g) in items.iter().zip(&compiled) {
-        for ((name, placement), tally) in modes.iter().zip(tallies.iter_mut()) {
+    let bar = indicatif::ProgressBar::new((items.len() * runs.len()) as u64);
+    let mut tallies: Vec<Tally> = runs.iter().map(|_| Tally::default()).collect();
+    for (item, gs) in items.iter().zip(&compiled) {
+        for ((name, si, placement), tally) in runs.iter().zip(tallies.iter_mut()) {
+            let g = &gs[*si];
             let mut prompt = Prompt::Chat { messages: vec![ChatMessage::new("user", request(item, a.bare))], tools: None };
             match placement {
                 Some((p, false)) => {
@@ -178,11 +218,13 @@ pub fn extract(a: ExtractArgs) -> Result<()> {
             let out = generate(&mut model, &prompt, &opts, Some(&mut c as &mut dyn Constraint), &mut |_| ControlFlow::Continue(()))?;
             tally.time += t0.elapsed();
             tally.tokens += out.eval_tokens;
+            tally.forced += out.constraint.as_ref().map_or(0, |c| c.forced);
             tally.prompt_tokens += out.prompt_tokens;
             let valid = formwork_schema::validate(&item.schema, &out.text).is_ok();
             let s = score(item, &out.text);
             tally.valid += valid as usize;
             tally.fields += s;
+            tally.fields_half[half(&item.id)] += s;
             if a.verbose {
                 bar.suspend(|| eprintln!("{:<10} {:<7} {}/{} {}{}", item.id, name, s, item.expected.len(), out.text.trim(), if valid { "" } else { "  (INVALID)" }));
             }
@@ -190,22 +232,41 @@ pub fn extract(a: ExtractArgs) -> Result<()> {
         }
     }
     bar.finish_and_clear();
-    println!("{:<8} {:>9} {:>16} {:>12} {:>14} {:>8}", "mode", "valid", "fields exact", "gen tokens", "prompt tokens", "time");
-    for ((name, _), t) in modes.iter().zip(&tallies) {
+    println!(
+        "{:<16} {:>9} {:>16} {:>14} {:>14} {:>12} {:>8} {:>14} {:>8}",
+        "mode", "valid", "fields exact", "half A", "half B", "gen tokens", "forced", "prompt tokens", "time"
+    );
+    let pct = |a: usize, b: usize| 100.0 * a as f64 / b.max(1) as f64;
+    for ((name, _, _), t) in runs.iter().zip(&tallies) {
         println!(
-            "{:<8} {:>5}/{:<3} {:>6}/{:<3} {:>4.0}% {:>12.1} {:>14.1} {:>7.1}s",
+            "{:<16} {:>5}/{:<3} {:>6}/{:<3} {:>4.0}% {:>4}/{:<3} {:>4.0}% {:>4}/{:<3} {:>4.0}% {:>12.1} {:>8.1} {:>14.1} {:>7.1}s",
             name,
             t.valid,
             items.len(),
             t.fields,
             total_fields,
-            100.0 * t.fields as f64 / total_fields as f64,
+            pct(t.fields, total_fields),
+            t.fields_half[0],
+            half_fields[0],
+            pct(t.fields_half[0], half_fields[0]),
+            t.fields_half[1],
+            half_fields[1],
+            pct(t.fields_half[1], half_fields[1]),
             t.tokens as f64 / items.len() as f64,
+            t.forced as f64 / items.len() as f64,
             t.prompt_tokens as f64 / items.len() as f64,
             t.time.as_secs_f64()
         );
     }
     Ok(())
+}
+
+/// 0 for half A, 1 for half B (`bench masks --half`'s rule, on the item id).
+fn half(id: &str) -> usize {
+    match crate::bench::masks::half_of(id) {
+        crate::bench::HalfArg::A => 0,
+        crate::bench::HalfArg::B => 1,
+    }
 }
 
 #[cfg(test)]

@@ -72,6 +72,10 @@ pub struct SourceOptions {
     /// objects as `@unordered(...)`, which is not GBNF.
     #[arg(long)]
     any_key_order: bool,
+    /// With --schema: how JSON is laid out: `flexible` (bounded whitespace runs anywhere
+    /// between tokens), `compact` (none), `pretty` (two-space indentation, nothing else).
+    #[arg(long, value_name = "STYLE", default_value = "flexible", value_parser = ["flexible", "compact", "pretty"])]
+    whitespace: String,
 }
 
 /// A whitespace bound from the command line.
@@ -239,6 +243,7 @@ fn compile_schema(p: &Path, opts: &SourceOptions, limits: &Limits) -> Result<Gra
         strict: opts.strict,
         limits: limits.clone(),
         key_order: if opts.any_key_order { formwork_schema::KeyOrder::Any } else { formwork_schema::KeyOrder::Listed },
+        whitespace: formwork_schema::Whitespace::from_name(&opts.whitespace).unwrap_or_default(),
         ..Default::default()
     };
     let (g, warnings) = formwork_schema::compile_with_warnings(&schema, &so)

@@ -38,6 +38,7 @@ use crate::model::Model;
 use crate::reasoning::{generate_with_reasoning, Piece, Reasoning};
 use crate::retry::{validated, Attempt, RetryError, RetryMode, Validation, Validator};
 use formwork_grammar::{CompiledGrammar, Grammar, Limits};
+pub use formwork_schema::Whitespace;
 use formwork_sampler::SamplerOptions;
 use formwork_vocab::Vocabulary;
 use serde_json::Value;
@@ -90,11 +91,13 @@ pub enum FormatError {
 
 impl Format {
     /// The schema options generation uses: canonical integers (`3`, never `3.0`), plus the
-    /// request's strict mode, first key and limits. The one place they are chosen.
-    pub fn schema_options(strict: bool, first_key: Option<&str>, limits: &Limits) -> formwork_schema::SchemaOptions {
+    /// request's strict mode, first key, whitespace style and limits. The one place they
+    /// are chosen.
+    pub fn schema_options(strict: bool, first_key: Option<&str>, whitespace: Whitespace, limits: &Limits) -> formwork_schema::SchemaOptions {
         formwork_schema::SchemaOptions {
             strict,
             force_first_key: first_key.map(str::to_string),
+            whitespace,
             limits: limits.clone(),
             canonical_integers: true,
             ..Default::default()
@@ -102,24 +105,26 @@ impl Format {
     }
 
     /// The grammar of this format (`None` for free text, an already compiled grammar and a
-    /// custom constraint).
-    pub fn grammar(&self, limits: &Limits) -> Result<Option<Grammar>, FormatError> {
+    /// custom constraint), JSON laid out in `whitespace`.
+    pub fn grammar(&self, limits: &Limits, whitespace: Whitespace) -> Result<Option<Grammar>, FormatError> {
         Ok(match self {
             Format::Text | Format::Compiled(_) | Format::Custom(_) => None,
-            Format::Json => Some(formwork_grammar::json::grammar(&Default::default())),
+            Format::Json if whitespace == Whitespace::default() => Some(formwork_grammar::json::grammar(&Default::default())),
+            // The built-in grammar is flexible; other layouts come from the schema compiler.
+            Format::Json => Some(formwork_schema::compile(&serde_json::json!({"type": "object"}), &Self::schema_options(false, None, whitespace, limits))?),
             Format::JsonSchema { schema, strict, first_key } => {
-                Some(formwork_schema::compile(schema, &Self::schema_options(*strict, first_key.as_deref(), limits))?)
+                Some(formwork_schema::compile(schema, &Self::schema_options(*strict, first_key.as_deref(), whitespace, limits))?)
             }
             Format::Gbnf(text) => Some(formwork_grammar::gbnf::parse(text, limits)?),
         })
     }
 
     /// The grammar compiled for `vocab` (`None` for free text and a custom constraint).
-    pub fn compile(&self, vocab: &Arc<Vocabulary>, limits: &Limits) -> Result<Option<Arc<CompiledGrammar>>, FormatError> {
+    pub fn compile(&self, vocab: &Arc<Vocabulary>, limits: &Limits, whitespace: Whitespace) -> Result<Option<Arc<CompiledGrammar>>, FormatError> {
         if let Format::Compiled(c) = self {
             return Ok(Some(c.clone()));
         }
-        match self.grammar(limits)? {
+        match self.grammar(limits, whitespace)? {
             Some(g) => Ok(Some(CompiledGrammar::new(&g, vocab.clone(), limits)?)),
             None => Ok(None),
         }
@@ -202,6 +207,7 @@ pub struct Request {
     validation: Option<Validation>,
     validate_format: bool,
     limits: Limits,
+    whitespace: Whitespace,
     /// The format's grammar, built by [`Request::prepare`] (vocabulary-independent).
     grammar: Option<Grammar>,
 }
@@ -219,6 +225,7 @@ impl Request {
             validation: None,
             validate_format: true,
             limits: Limits::default(),
+            whitespace: Whitespace::default(),
             grammar: None,
         }
     }
@@ -286,6 +293,12 @@ impl Request {
         self
     }
 
+    /// How JSON answers are laid out (flexible by default; see [`Whitespace`]).
+    pub fn whitespace(mut self, whitespace: Whitespace) -> Self {
+        self.whitespace = whitespace;
+        self
+    }
+
     /// Bounds on compiling the format.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -305,7 +318,7 @@ impl Request {
     /// Builds the format's grammar now (a schema or GBNF that is invalid fails here, before
     /// a model is loaded); [`Request::run`] then only compiles it for the model's vocabulary.
     pub fn prepare(mut self) -> Result<Self, FormatError> {
-        self.grammar = self.format.grammar(&self.limits)?;
+        self.grammar = self.format.grammar(&self.limits, self.whitespace)?;
         Ok(self)
     }
 
@@ -313,7 +326,7 @@ impl Request {
     pub fn compile(&self, vocab: &Arc<Vocabulary>) -> Result<Option<Arc<CompiledGrammar>>, FormatError> {
         match &self.grammar {
             Some(g) => Ok(Some(CompiledGrammar::new(g, vocab.clone(), &self.limits)?)),
-            None => self.format.compile(vocab, &self.limits),
+            None => self.format.compile(vocab, &self.limits, self.whitespace),
         }
     }
 

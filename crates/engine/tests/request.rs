@@ -2,7 +2,7 @@
 //! every combination of format, reasoning and validation composes.
 
 use formwork_engine::reasoning::{Reasoning, ReasoningFormat};
-use formwork_engine::request::{Event, Format, FormatError, Request, RequestError};
+use formwork_engine::request::{Event, Format, FormatError, Request, RequestError, Whitespace};
 use formwork_engine::retry::{Validation, Validator};
 use formwork_engine::testing::{ScriptedAnswers, ScriptedModel};
 use formwork_engine::{ChatMessage, Prompt, SamplerOptions, SchemaPlacement};
@@ -107,11 +107,11 @@ fn the_format_constrains_the_answer_without_validation() {
 fn schema_integers_are_canonical_for_generation() {
     let limits = Limits::default();
     let f = Format::JsonSchema { schema: json!({"type": "integer"}), strict: false, first_key: None };
-    let g = f.grammar(&limits).unwrap().unwrap();
+    let g = f.grammar(&limits, Default::default()).unwrap().unwrap();
     assert!(formwork_grammar::accepts(&g, b"3", &limits).unwrap());
     assert!(!formwork_grammar::accepts(&g, b"3.0", &limits).unwrap(), "3.0 is a valid integer but not one to generate");
     let strict = Format::JsonSchema { schema: json!({"type": "object", "properties": {"a": {"type": "string"}}}), strict: true, first_key: None };
-    let g = strict.grammar(&limits).unwrap().unwrap();
+    let g = strict.grammar(&limits, Default::default()).unwrap().unwrap();
     assert!(!formwork_grammar::accepts(&g, b"{}", &limits).unwrap(), "strict: every listed property is required");
     assert!(formwork_grammar::accepts(&g, b"{\"a\": \"x\"}", &limits).unwrap());
 }
@@ -168,4 +168,19 @@ fn a_cancelled_attempt_is_not_retried() {
     assert_eq!(a.valid, Some(false));
     assert_eq!(a.attempts.len(), 1);
     assert_eq!(a.generation.done_reason, formwork_engine::StopReason::Cancelled);
+}
+
+#[test]
+fn the_whitespace_style_lays_out_json_answers() {
+    let limits = Limits::default();
+    let schema = Format::JsonSchema { schema: json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}), strict: false, first_key: None };
+    let pretty = Whitespace::Pretty { indent: 2 };
+    for f in [schema, Format::Json] {
+        let g = f.grammar(&limits, pretty).unwrap().unwrap();
+        assert!(formwork_grammar::accepts(&g, b"{\n  \"a\": [\n    1,\n    2\n  ]\n}", &limits).unwrap(), "{f:?}");
+        assert!(!formwork_grammar::accepts(&g, b"{\"a\": [1, 2]}", &limits).unwrap(), "{f:?}");
+        let g = f.grammar(&limits, Whitespace::Compact).unwrap().unwrap();
+        assert!(formwork_grammar::accepts(&g, b"{\"a\":[1,2]}", &limits).unwrap(), "{f:?}");
+        assert!(!formwork_grammar::accepts(&g, b"{\"a\": [1,2]}", &limits).unwrap(), "{f:?}");
+    }
 }

@@ -21,8 +21,8 @@ pub struct Grammar {
     warnings: Vec<String>,
 }
 
-/// `whitespace=`: `None`/`"flexible"` (runs of at most 128), `"compact"`, `"unbounded"`, or
-/// an int (the longest run).
+/// `whitespace=`: `None`/`"flexible"` (runs of at most 128), `"compact"`, `"pretty"` (two-space
+/// indentation), `"unbounded"`, or an int (the longest run).
 fn whitespace(w: Option<&Bound<'_, PyAny>>) -> PyResult<Whitespace> {
     let Some(w) = w else { return Ok(Whitespace::default()) };
     if w.is_none() {
@@ -34,9 +34,10 @@ fn whitespace(w: Option<&Bound<'_, PyAny>>) -> PyResult<Whitespace> {
     match w.extract::<String>().ok().as_deref() {
         Some("flexible") => Ok(Whitespace::Flexible { max_run: Some(DEFAULT_MAX_WHITESPACE_RUN) }),
         Some("compact") => Ok(Whitespace::Compact),
+        Some("pretty") => Ok(Whitespace::Pretty { indent: 2 }),
         Some("unbounded") => Ok(Whitespace::Flexible { max_run: None }),
         _ => Err(PyValueError::new_err(
-            "whitespace must be \"flexible\" (the default), \"compact\", \"unbounded\" or an int (the longest run)",
+            "whitespace must be \"flexible\" (the default), \"compact\", \"pretty\", \"unbounded\" or an int (the longest run)",
         )),
     }
 }

@@ -76,6 +76,8 @@ def test_grammar_front_ends_and_refusals():
 
     assert str(formwork.Grammar.from_json_schema(Model)) == str(g)
     assert str(formwork.Grammar.from_json_schema(PERSON, whitespace="compact")) != str(g)
+    pretty = str(formwork.Grammar.from_json_schema(PERSON, whitespace="pretty"))
+    assert '",\\n  "' in pretty and '": "' in pretty, pretty
 
     with pytest.raises(formwork.FormworkError) as e:
         formwork.Grammar.from_json_schema({"type": "object", "properties": {"a": {"unevaluatedItems": False}}})

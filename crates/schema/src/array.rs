@@ -4,13 +4,15 @@
 //! elsewhere refused, or under lenient mode ignored with a warning, which only widens).
 
 use crate::compile::{alt_of, invalid, is_nothing, nothing, seq_of, Cx, Part, R};
+use crate::layout::Seps;
 use crate::string::as_count;
 use formwork_grammar::Expr;
 use serde_json::Value;
 
-pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
-    let ws = cx.ws.clone();
-    let sep = Expr::seq([ws.clone(), Expr::lit(","), ws.clone()]);
+/// The array type of the conjunction `parts`, a container laid out with `seps` (its items
+/// are compiled one level deeper: the caller runs this in [`Cx::nested`]).
+pub(crate) fn compile(cx: &mut Cx, parts: &[Part], seps: &Seps) -> R<Expr> {
+    let sep = seps.comma.clone();
     let (mut min, mut max): (u64, Option<u64>) = (0, None);
     let mut k = 0usize; // positional items
     let mut unique = false;
@@ -84,9 +86,6 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
     for j in 0..k {
         pos.push(cx.schema(at_pos(Some(j)))?);
     }
-    let open = Expr::seq([Expr::lit("["), ws.clone()]);
-    let close = Expr::seq([ws.clone(), Expr::lit("]")]);
-
     if !contains.is_empty() && min_contains > 0 {
         if k > 0 || unique || min > 1 || max.is_some() || min_contains > 1 || contains.len() > 1 {
             cx.refuse("contains", "contains together with positional items, uniqueItems, item counts or minContains > 1", contains[0].at.clone())?;
@@ -100,42 +99,41 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
             let before = Expr::star(Expr::seq([rest.clone(), sep.clone()]));
             let after = Expr::star(Expr::seq([sep.clone(), rest.clone()]));
             let body = if is_nothing(&rest) { hit } else { Expr::seq([before, hit, after]) };
-            return Ok(seq_of(vec![open, body, close]));
+            return Ok(seps.wrap("[", body, false, "]"));
         }
     }
     if unique && max_total.is_none_or(|m| m > 1) {
-        if let Some(e) = unique_items(cx, parts, &rest_parts, k, min, max_total, open.clone(), close.clone(), sep.clone())? {
+        if let Some(e) = unique_items(cx, parts, &rest_parts, k, min, max_total, seps)? {
             return Ok(e);
         }
         // Lenient and not enforced: the array as if `uniqueItems` were absent (wider, never narrower).
     }
-    // Positional items then the rest.
+    // Positional items then the rest: the items when there is at least one, and whether
+    // there may be none.
     let rest_min = min.saturating_sub(k as u64);
     let rest_max = max_total.map(|m| m.saturating_sub(k as u64));
-    let mut tail = if max_total.is_some_and(|m| m <= k as u64) || is_nothing(&rest) {
-        Expr::empty()
-    } else if k == 0 {
-        let more = crate::string::rep(cx, Expr::seq([sep.clone(), rest.clone()]), rest_min.saturating_sub(1), rest_max.map(|m| m.saturating_sub(1)))?;
-        let some = Expr::seq([rest.clone(), more]);
-        if rest_min == 0 {
-            Expr::opt(some)
-        } else {
-            some
+    let no_rest = max_total.is_some_and(|m| m <= k as u64) || is_nothing(&rest);
+    if k == 0 {
+        if no_rest {
+            return Ok(seps.empty("[", "]"));
         }
-    } else {
-        crate::string::rep(cx, Expr::seq([sep.clone(), rest.clone()]), rest_min, rest_max)?
-    };
-    if k > 0 && rest_min > 0 && is_nothing(&rest) {
+        let more = crate::string::rep(cx, Expr::seq([sep.clone(), rest.clone()]), rest_min.saturating_sub(1), rest_max.map(|m| m.saturating_sub(1)))?;
+        return Ok(seps.wrap("[", Expr::seq([rest.clone(), more]), rest_min == 0, "]"));
+    }
+    if rest_min > 0 && is_nothing(&rest) {
         return Ok(nothing());
     }
-    // Build from the last positional item backwards.
+    let mut tail = if no_rest { Expr::empty() } else { crate::string::rep(cx, Expr::seq([sep.clone(), rest.clone()]), rest_min, rest_max)? };
+    // Build from the last positional item backwards; `tail` is what may follow item j.
     let kk = max_total.map_or(k, |m| (m as usize).min(k));
-    for j in (0..kk).rev() {
-        let s = if j == 0 { Expr::empty() } else { sep.clone() };
-        let item = seq_of(vec![s, pos[j].clone(), tail]);
+    if kk == 0 {
+        return Ok(seps.empty("[", "]"));
+    }
+    for j in (1..kk).rev() {
+        let item = seq_of(vec![sep.clone(), pos[j].clone(), tail]);
         tail = if (j as u64) >= min { alt_of(vec![Expr::empty(), item]) } else { item };
     }
-    Ok(seq_of(vec![open, tail, close]))
+    Ok(seps.wrap("[", seq_of(vec![pos[0].clone(), tail]), min == 0, "]"))
 }
 
 /// `uniqueItems` enforced exactly: one rule per set of item values used so far, for a finite
@@ -143,7 +141,7 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
 /// under lenient mode a warning and `None`: the caller then compiles the array without the
 /// keyword, so that an unenforced keyword only widens the grammar.
 #[allow(clippy::too_many_arguments)]
-fn unique_items(cx: &mut Cx, parts: &[Part], rest_parts: &[Part], k: usize, min: u64, max: Option<u64>, open: Expr, close: Expr, sep: Expr) -> R<Option<Expr>> {
+fn unique_items(cx: &mut Cx, parts: &[Part], rest_parts: &[Part], k: usize, min: u64, max: Option<u64>, seps: &Seps) -> R<Option<Expr>> {
     // Finite item domain: enum/const on the items, or boolean/null types.
     let mut cands: Option<Vec<Value>> = None;
     for p in rest_parts {
@@ -197,13 +195,13 @@ fn unique_items(cx: &mut Cx, parts: &[Part], rest_parts: &[Part], k: usize, min:
         let cnt = set.count_ones() as u64;
         let mut alts = Vec::new();
         if cnt >= min {
-            alts.push(Expr::empty());
+            alts.push(if cnt == 0 { Expr::empty() } else { seps.last.clone() });
         }
         if max.is_none_or(|m| cnt < m) {
             for (i, l) in lits.iter().enumerate() {
                 if set & (1 << i) == 0 {
                     let id = cx.b.rule_id(&name(set | (1 << i)));
-                    let s = if cnt == 0 { Expr::empty() } else { sep.clone() };
+                    let s = if cnt == 0 { seps.first.clone() } else { seps.comma.clone() };
                     alts.push(Expr::seq([s, l.clone(), Expr::Rule(id)]));
                 }
             }
@@ -211,5 +209,5 @@ fn unique_items(cx: &mut Cx, parts: &[Part], rest_parts: &[Part], k: usize, min:
         cx.b.define(&name(set), alt_of(alts));
     }
     let start = cx.b.rule_id(&name(0));
-    Ok(Some(seq_of(vec![open, Expr::Rule(start), close])))
+    Ok(Some(Expr::seq([Expr::lit("["), seps.outer_open.clone(), Expr::Rule(start), seps.outer_close.clone(), Expr::lit("]")])))
 }

@@ -100,6 +100,9 @@ pub(crate) struct Cx<'a> {
     /// through its document's validator (it has references).
     local_validators: HashMap<(usize, String, u16), Option<Rc<jsonschema::Validator>>>,
     pub ws: Expr,
+    /// The nesting level of the value being compiled (the root value is 0): pretty
+    /// whitespace indents by it.
+    pub level: u32,
     /// `SchemaOptions::force_first_key`, applied to objects at the root.
     pub force_first: Option<String>,
     /// Some root object listed `force_first` (and starts with it).
@@ -172,7 +175,7 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
     let draft = effective_draft(schema, opts);
     let res = Resolver::new(schema, draft, &opts.remotes);
     let ws = match opts.whitespace {
-        Whitespace::Compact => Expr::empty(),
+        Whitespace::Compact | Whitespace::Pretty { .. } => Expr::empty(),
         Whitespace::Flexible { max_run } => Expr::repeat(Expr::class([(' ', ' '), ('\t', '\t'), ('\n', '\n'), ('\r', '\r')], false), 0, max_run),
     };
     let mut b = GrammarBuilder::new();
@@ -189,6 +192,7 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
         validators: HashMap::new(),
         local_validators: HashMap::new(),
         ws: Expr::Rule(ws_id),
+        level: 0,
         force_first: None,
         force_first_applied: false,
         uid: 0,
@@ -210,6 +214,7 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
     }
     let ws = cx.ws.clone();
     cx.b.define("root", Expr::seq([ws.clone(), body, ws]));
+    // (`ws` is empty unless the style is flexible.)
     let g = cx.b.build("root").map_err(|e| err(SchemaErrorKind::Grammar(e.to_string()), ""))?;
     tracing::debug!(rules = g.rules().len(), warnings = cx.warnings.len(), "compiled JSON schema");
     Ok((g, cx.warnings))
@@ -295,6 +300,19 @@ impl<'a> Cx<'a> {
         Ok(Expr::Rule(id))
     }
 
+    /// The separators of a container at the current level.
+    pub fn seps(&self) -> crate::layout::Seps {
+        crate::layout::Seps::new(self.opts.whitespace, &self.ws, self.level)
+    }
+
+    /// Runs `f` one nesting level deeper (for the members of a container).
+    pub fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.level += 1;
+        let r = f(self);
+        self.level -= 1;
+        r
+    }
+
     /// A synthetic part holding `v`, resolved relative to `like`.
     pub fn synth(&self, v: Value, like: &Part, kw: &str) -> Part {
         // Keep the document root so `$ref`s inside copied subschemas resolve the same way;
@@ -307,7 +325,12 @@ impl<'a> Cx<'a> {
     pub fn schema(&mut self, parts: Vec<Part>) -> R<Expr> {
         let at = parts.first().map(|p| p.at.clone()).unwrap_or_default();
         self.check_limits(&at)?;
-        let key: Option<String> = parts.iter().map(|p| p.key()).collect::<Option<Vec<_>>>().map(|v| v.join("&"));
+        let mut key: Option<String> = parts.iter().map(|p| p.key()).collect::<Option<Vec<_>>>().map(|v| v.join("&"));
+        if let (Some(k), Whitespace::Pretty { .. }) = (&mut key, self.opts.whitespace) {
+            // Indentation depends on the level: one rule per level (capped, past which the
+            // layout is compact and the same at every level, so recursion still closes).
+            k.push_str(&format!("@{}", self.level.min(crate::layout::PRETTY_MAX_LEVEL)));
+        }
         if let Some(k) = &key {
             if let Some(&id) = self.memo.get(k) {
                 return Ok(Expr::Rule(id));
@@ -642,13 +665,15 @@ impl<'a> Cx<'a> {
             if excluded.iter().any(|e| e.is_array()) {
                 self.refuse("not", "excluding particular array values", parts[0].at.clone())?;
             }
-            alts.push(crate::array::compile(self, &parts)?);
+            let seps = self.seps();
+            alts.push(self.nested(|cx| crate::array::compile(cx, &parts, &seps))?);
         }
         if types & T_OBJ != 0 {
             if excluded.iter().any(|e| e.is_object()) {
                 self.refuse("not", "excluding particular object values", parts[0].at.clone())?;
             }
-            alts.push(crate::object::compile(self, &parts)?);
+            let seps = self.seps();
+            alts.push(self.nested(|cx| crate::object::compile(cx, &parts, &seps))?);
         }
         Ok(alt_of(alts))
     }
@@ -745,36 +770,43 @@ impl<'a> Cx<'a> {
         Err(unsupported("enum", "cannot check enum values against this subschema", p.at.clone()))
     }
 
-    /// A JSON value as grammar (whitespace allowed between tokens).
+    /// A JSON value as grammar, laid out in the whitespace style at the current level.
     pub fn literal(&mut self, v: &Value) -> Expr {
         match v {
             Value::Array(a) => {
-                let mut items = vec![Expr::lit("["), self.ws.clone()];
-                for (i, x) in a.iter().enumerate() {
+                let seps = self.seps();
+                let items: Vec<Expr> = self.nested(|cx| a.iter().map(|x| cx.literal(x)).collect());
+                let mut body = Vec::new();
+                for (i, x) in items.into_iter().enumerate() {
                     if i > 0 {
-                        items.extend([self.ws.clone(), Expr::lit(","), self.ws.clone()]);
+                        body.push(seps.comma.clone());
                     }
-                    items.push(self.literal(x));
+                    body.push(x);
                 }
-                items.extend([self.ws.clone(), Expr::lit("]")]);
-                Expr::seq(items)
+                if a.is_empty() {
+                    seps.empty("[", "]")
+                } else {
+                    seps.wrap("[", Expr::seq(body), false, "]")
+                }
             }
             Value::Object(o) => {
+                let seps = self.seps();
+                let members: Vec<(String, Expr, bool)> = self.nested(|cx| o.iter().map(|(k, x)| (k.clone(), cx.literal(x), true)).collect());
                 if self.opts.key_order == crate::KeyOrder::Any && o.len() > 1 {
-                    let members: Vec<(String, Expr, bool)> = o.iter().map(|(k, x)| (k.clone(), self.literal(x), true)).collect();
-                    return crate::object::unordered(&self.ws, &members, Vec::new(), 0, None);
+                    return crate::object::unordered(&seps, &members, Vec::new(), 0, None);
                 }
-                let mut items = vec![Expr::lit("{"), self.ws.clone()];
-                for (i, (k, x)) in o.iter().enumerate() {
+                let mut body = Vec::new();
+                for (i, (k, x, _)) in members.into_iter().enumerate() {
                     if i > 0 {
-                        items.extend([self.ws.clone(), Expr::lit(","), self.ws.clone()]);
+                        body.push(seps.comma.clone());
                     }
-                    items.push(Expr::lit(serde_json::to_string(k).unwrap_or_default()));
-                    items.extend([self.ws.clone(), Expr::lit(":"), self.ws.clone()]);
-                    items.push(self.literal(x));
+                    body.extend([Expr::lit(serde_json::to_string(&k).unwrap_or_default()), seps.colon.clone(), x]);
                 }
-                items.extend([self.ws.clone(), Expr::lit("}")]);
-                Expr::seq(items)
+                if o.is_empty() {
+                    seps.empty("{", "}")
+                } else {
+                    seps.wrap("{", Expr::seq(body), false, "}")
+                }
             }
             Value::Number(n) => {
                 // Integral floats print as `1.0`; accept the integer spelling too.

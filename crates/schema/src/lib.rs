@@ -23,6 +23,8 @@
 //!   exact: candidate values are filtered through the `jsonschema` validator of every
 //!   conjunct's location.
 //! - Each schema location becomes one grammar rule, so recursive `$ref`s are recursive rules.
+//! - `layout`: the separators between tokens in each [`Whitespace`] style (flexible,
+//!   compact, pretty with indentation by nesting level).
 //!
 //! ## Safe subsets (documented, never over-accepting)
 //! - integers are accepted only in canonical integer syntax (`1`, not `1.0` or `1e0`);
@@ -38,6 +40,7 @@ mod array;
 mod compile;
 mod format;
 pub mod keywords;
+mod layout;
 mod negate;
 mod number;
 mod object;
@@ -50,6 +53,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub use compile::{compile, compile_with_warnings};
+pub use layout::{to_layout_string, PRETTY_MAX_LEVEL};
 
 /// Whitespace allowed between JSON tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,8 +63,30 @@ pub enum Whitespace {
         /// Longest run of whitespace characters between two tokens.
         max_run: Option<u32>,
     },
-    /// No whitespace at all.
+    /// No whitespace at all: `{"a":[1,2]}`.
     Compact,
+    /// One canonical layout, as `JSON.stringify(v, null, indent)` and
+    /// `serde_json::to_string_pretty` write it: a newline and `indent` spaces per level before
+    /// each member, `": "` after keys, `{}` and `[]` when empty. Every whitespace token is
+    /// then forced, so it costs no sampling. Containers nested deeper than
+    /// [`PRETTY_MAX_LEVEL`] are written compact (a grammar cannot indent unbounded depth).
+    Pretty {
+        /// Spaces per level.
+        indent: u8,
+    },
+}
+
+impl Whitespace {
+    /// The style named `flexible`, `compact` or `pretty` (two spaces), as the CLI and the
+    /// APIs spell it.
+    pub fn from_name(name: &str) -> Option<Whitespace> {
+        match name {
+            "flexible" => Some(Whitespace::default()),
+            "compact" => Some(Whitespace::Compact),
+            "pretty" => Some(Whitespace::Pretty { indent: 2 }),
+            _ => None,
+        }
+    }
 }
 
 /// The default bound on a whitespace run: enough for any pretty-printed document, and at

@@ -9,6 +9,7 @@
 //! names (so they never repeat a listed key), or from the `patternProperties` patterns.
 
 use crate::compile::{alt_of, invalid, is_nothing, nothing, unsupported, Cx, Part, R};
+use crate::layout::Seps;
 use crate::resolve::escape_ptr;
 use crate::string::as_count;
 use formwork_grammar::{Expr, Unordered};
@@ -77,7 +78,9 @@ fn order_keys(cx: &mut Cx, parts: &[Part], names: &mut Vec<String>, required: &m
     Ok(forced)
 }
 
-pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
+/// The object type of the conjunction `parts`, a container laid out with `seps` (its values
+/// are compiled one level deeper: the caller runs this in [`Cx::nested`]).
+pub(crate) fn compile(cx: &mut Cx, parts: &[Part], seps: &Seps) -> R<Expr> {
     let strict = cx.opts.strict;
     // Listed and required names.
     let mut names: Vec<String> = Vec::new();
@@ -205,28 +208,29 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part]) -> R<Expr> {
         }
     }
     if cx.opts.key_order == crate::KeyOrder::Any && !forced_first {
-        return Ok(unordered(&cx.ws, &members, extra, minp, maxp));
+        return Ok(unordered(seps, &members, extra, minp, maxp));
     }
-    build(cx, &members, extra, minp, maxp, &parts[0].at)
+    build(cx, seps, &members, extra, minp, maxp, &parts[0].at)
 }
 
 /// An object as one unordered group: listed members `(name, value, required)` in any order,
 /// each at most once, additional members `(quoted key, value)` among them (also for
 /// constant objects, `Cx::literal`).
-pub(crate) fn unordered(ws: &Expr, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>) -> Expr {
-    let ws = ws.clone();
-    let kv = |k: Expr, v: &Expr| Expr::seq([k, ws.clone(), Expr::lit(":"), ws.clone(), v.clone()]);
+pub(crate) fn unordered(seps: &Seps, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>) -> Expr {
+    let kv = |k: Expr, v: &Expr| Expr::seq([k, seps.colon.clone(), v.clone()]);
     let listed = members.iter().map(|(k, v, req)| (kv(Expr::lit(serde_json::to_string(k).unwrap_or_default()), v), *req)).collect();
     let extra = (!extra.is_empty()).then(|| alt_of(extra.into_iter().map(|(k, v)| kv(k, &v)).collect()));
     let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-    let group = Unordered {
-        members: listed,
-        extra,
-        sep: Expr::seq([ws.clone(), Expr::lit(","), ws.clone()]),
-        min: clamp(minp),
-        max: maxp.map(clamp),
-    };
-    Expr::seq([Expr::lit("{"), ws.clone(), Expr::Unordered(Box::new(group)), ws, Expr::lit("}")])
+    let group = |min: u64| Unordered { members: listed, extra, sep: seps.comma.clone(), min: clamp(min), max: maxp.map(clamp) };
+    let may_be_empty = minp == 0 && !members.iter().any(|m| m.2);
+    if matches!(seps.first, Expr::Seq(ref v) if v.is_empty()) {
+        // No separator that only a non-empty group has: the group as it is.
+        return seps.wrap("{", Expr::Unordered(Box::new(group(minp))), false, "}");
+    }
+    if maxp == Some(0) {
+        return seps.empty("{", "}");
+    }
+    seps.wrap("{", Expr::Unordered(Box::new(group(minp.max(1)))), may_be_empty, "}")
 }
 
 /// The additional members of an object whose `patternProperties` are in part `pp`: the keys
@@ -318,8 +322,7 @@ fn closed_by_others(parts: &[Part], pp: &Part) -> bool {
     parts.iter().any(|p| !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties") == Some(&Value::Bool(false)))
 }
 
-fn build(cx: &mut Cx, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, at: &str) -> R<Expr> {
-    let ws = cx.ws.clone();
+fn build(cx: &mut Cx, seps: &Seps, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, at: &str) -> R<Expr> {
     let cap: u64 = match maxp {
         Some(m) => m + 1,
         None => minp.max(1),
@@ -342,8 +345,9 @@ fn build(cx: &mut Cx, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>
     // parser follows one path, not one per member that may come next.
     let after_name = |i: usize, n: u64| format!("obj{uid}-{i}-{n}");
     let member_name = |i: usize, n: u64| format!("obj{uid}-{i}-{n}-m");
-    let sep = |n: u64| if n == 0 { Expr::empty() } else { Expr::seq([ws.clone(), Expr::lit(","), ws.clone()]) };
-    let kv = |k: &Expr, v: &Expr| Expr::seq([k.clone(), ws.clone(), Expr::lit(":"), ws.clone(), v.clone()]);
+    // Before member n: the first member's separator (pretty: a newline), then commas.
+    let sep = |n: u64| if n == 0 { seps.first.clone() } else { seps.comma.clone() };
+    let kv = |k: &Expr, v: &Expr| Expr::seq([k.clone(), seps.colon.clone(), v.clone()]);
     let key_lits: Vec<Expr> = members.iter().map(|(k, _, _)| Expr::lit(serde_json::to_string(k).unwrap_or_default())).collect();
     // Indexed by i: is some member from i on required?
     let mut required_from = vec![false; n_members + 1];
@@ -362,7 +366,8 @@ fn build(cx: &mut Cx, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>
         let mut alts = Vec::new();
         if !is_member {
             if !required_from[i] && n >= minp {
-                alts.push(Expr::empty());
+                // The end: after a member, the last separator (pretty: newline, indent).
+                alts.push(if n == 0 { Expr::empty() } else { seps.last.clone() });
             }
             if room(n) && (i < n_members || !extra.is_empty()) {
                 alts.push(Expr::seq([sep(n), Expr::Rule(cx.b.rule_id(&member_name(i, n)))]));
@@ -394,7 +399,7 @@ fn build(cx: &mut Cx, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>
         cx.b.define(&member_name(i, n), body);
     }
     let start = cx.b.rule_id(&after_name(0, 0));
-    Ok(Expr::seq([Expr::lit("{"), ws.clone(), Expr::Rule(start), ws, Expr::lit("}")]))
+    Ok(Expr::seq([Expr::lit("{"), seps.outer_open.clone(), Expr::Rule(start), seps.outer_close.clone(), Expr::lit("}")]))
 }
 
 #[allow(dead_code)]

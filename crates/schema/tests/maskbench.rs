@@ -6,7 +6,7 @@
 mod common;
 
 use formwork_grammar::matcher::accepts;
-use formwork_schema::{compile, KeyOrder, SchemaOptions};
+use formwork_schema::{compile, to_layout_string, KeyOrder, SchemaOptions, Whitespace};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -85,6 +85,48 @@ fn run() {
 #[test]
 fn maskbench_dev_schemas() {
     common::big_stack(run);
+}
+
+/// The compact and pretty styles give the same verdicts as the flexible one, each on the
+/// instances written in its own layout ([`to_layout_string`]), and refuse the other
+/// layout wherever it differs. Every 2nd file in release builds, every 16th in debug.
+fn styles() {
+    let dir = common::data_dir().join("maskbench-dev");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    files.sort();
+    let step = if cfg!(debug_assertions) { 16 } else { 2 };
+    let pretty = Whitespace::Pretty { indent: 2 };
+    let (mut checked, mut wrong) = (0usize, Vec::new());
+    for f in files.iter().step_by(step) {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        for style in [Whitespace::Compact, pretty] {
+            let opts = SchemaOptions { key_order: KeyOrder::Any, whitespace: style, ..Default::default() };
+            let flexible = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
+            let (Ok(g), Ok(fg)) = (compile(&v["schema"], &opts), compile(&v["schema"], &flexible)) else { continue };
+            for t in v["tests"].as_array().into_iter().flatten() {
+                let text = to_layout_string(&t["data"], style);
+                let expected = accepts(&fg, serde_json::to_string(&t["data"]).unwrap().as_bytes(), &opts.limits).unwrap_or(false);
+                let got = accepts(&g, text.as_bytes(), &opts.limits).unwrap_or(false);
+                checked += 1;
+                if got != expected {
+                    wrong.push(format!("{name} {style:?}: accepted {got}, flexible {expected}: {}", &text[..text.len().min(200)]));
+                }
+                let other = to_layout_string(&t["data"], if style == pretty { Whitespace::Compact } else { pretty });
+                if other != text && accepts(&g, other.as_bytes(), &opts.limits).unwrap_or(false) {
+                    wrong.push(format!("{name} {style:?}: accepted the other layout: {}", &other[..other.len().min(200)]));
+                }
+            }
+        }
+    }
+    eprintln!("styles: {checked} instances checked");
+    assert!(checked > 100);
+    assert!(wrong.is_empty(), "{} wrong:\n{}", wrong.len(), wrong[..wrong.len().min(20)].join("\n"));
+}
+
+#[test]
+fn compact_and_pretty_styles_agree_with_the_flexible_one() {
+    common::big_stack(styles);
 }
 
 /// Token masks on real schemas equal the brute-force answer: after each structural byte of

@@ -154,6 +154,32 @@ pub struct Job {
     /// masked distribution (see `formwork_engine::GenerateOptions::logprobs`), streamed as
     /// [`Piece::Logprobs`] and returned in [`Outcome::logprobs`].
     pub logprobs: Option<u8>,
+    /// How JSON answers are laid out (the `whitespace` request field).
+    pub whitespace: JsonLayout,
+}
+
+/// How a JSON answer is laid out (the `whitespace` request field, a formwork extension).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum JsonLayout {
+    /// Whitespace between tokens as the model likes, in bounded runs.
+    #[default]
+    Flexible,
+    /// No whitespace at all.
+    Compact,
+    /// One canonical indentation (two spaces): every whitespace token is forced.
+    Pretty,
+}
+
+impl JsonLayout {
+    /// The layout spelled `flexible`, `compact` or `pretty`.
+    pub fn from_name(name: &str) -> Option<JsonLayout> {
+        match name {
+            "flexible" => Some(JsonLayout::Flexible),
+            "compact" => Some(JsonLayout::Compact),
+            "pretty" => Some(JsonLayout::Pretty),
+            _ => None,
+        }
+    }
 }
 
 /// Where the schema instruction goes (the `schema_in_prompt` request field: `true` or

@@ -9,12 +9,12 @@
 
 use crate::tools;
 use crate::backend::{
-    Backend, BackendError, ChatTurn, ConstraintRequest, DoneReason, Job, Outcome, Piece, PromptSpec, Sampling, SchemaInPrompt,
+    Backend, BackendError, ChatTurn, ConstraintRequest, JsonLayout, DoneReason, Job, Outcome, Piece, PromptSpec, Sampling, SchemaInPrompt,
     Think, ToolDef,
 };
 use formwork_engine::reasoning::{Reasoning, ReasoningFormat};
 use formwork_engine::batch::Batcher;
-use formwork_engine::request::{Event, Format, Request, RequestError};
+use formwork_engine::request::{Event, Format, Request, RequestError, Whitespace};
 use formwork_engine::retry::RetryError;
 use formwork_engine::{ChatMessage, EngineError, GenerateOptions, Model, ModelError, Prompt, StopReason};
 use formwork_grammar::matcher::CompiledGrammar;
@@ -167,15 +167,22 @@ impl EngineBackend {
         Some(Reasoning { format, think, budget: None })
     }
 
-    fn compile(&self, c: &ConstraintRequest) -> Result<Option<Arc<CompiledGrammar>>, BackendError> {
+    /// The constraint's grammar for this model, from the cache; JSON answers laid out in
+    /// `layout` (tool calls always flexible: the server reads them back).
+    fn compile(&self, c: &ConstraintRequest, layout: JsonLayout) -> Result<Option<Arc<CompiledGrammar>>, BackendError> {
         let vocab = self.vocab().clone();
         let fp = vocab.fingerprint();
+        let whitespace = match (c, layout) {
+            (ConstraintRequest::ToolCalls { .. }, _) | (_, JsonLayout::Flexible) => Whitespace::default(),
+            (_, JsonLayout::Compact) => Whitespace::Compact,
+            (_, JsonLayout::Pretty) => Whitespace::Pretty { indent: 2 },
+        };
         // `calls`: the most call envelopes in a row (tool calls), else one document.
         let (key, schema, strict, calls) = match c {
             ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } | ConstraintRequest::Custom(_) => return Ok(None),
-            ConstraintRequest::Json => (format!("{fp:016x}|json"), None, false, 1),
+            ConstraintRequest::Json => (format!("{fp:016x}|json|{whitespace:?}"), None, false, 1),
             ConstraintRequest::Schema { schema, strict } => {
-                (format!("{fp:016x}|schema|{strict}|{schema}"), Some(schema.clone()), *strict, 1)
+                (format!("{fp:016x}|schema|{strict}|{whitespace:?}|{schema}"), Some(schema.clone()), *strict, 1)
             }
             ConstraintRequest::ToolCalls { call_schema, max_calls } => {
                 (format!("{fp:016x}|calls|{max_calls}|{call_schema}"), Some(call_schema.clone()), false, *max_calls)
@@ -191,7 +198,7 @@ impl EngineBackend {
                     Some(schema) => Format::JsonSchema { schema: Value::clone(&schema), strict, first_key: None },
                 };
                 let grammar = format
-                    .grammar(&limits)
+                    .grammar(&limits, whitespace)
                     .map_err(|e| BackendError::BadRequest { message: e.to_string(), param: None })?
                     .expect("a JSON format has a grammar");
                 let grammar = if calls > 1 {
@@ -427,7 +434,7 @@ impl Backend for EngineBackend {
         if let ConstraintRequest::TextOrCall { call_schema, max_calls } = &job.constraint {
             return self.text_or_call(job, &prompt, call_schema.clone(), *max_calls, on_text);
         }
-        let grammar = self.compile(&job.constraint)?;
+        let grammar = self.compile(&job.constraint, job.whitespace)?;
         let reasoning = self.reasoning_for(job, None);
         let g = self.run(job, &prompt, grammar.as_ref(), reasoning.as_ref(), on_text)?;
         // For a reasoning model `text` is the answer: validation applies to it alone.
@@ -477,7 +484,7 @@ impl EngineBackend {
         }
         tracing::debug!("model chose a tool call after {:?}; generating it constrained", started.elapsed());
         let constraint = ConstraintRequest::ToolCalls { call_schema, max_calls };
-        let grammar = self.compile(&constraint)?;
+        let grammar = self.compile(&constraint, JsonLayout::Flexible)?;
         let reasoning = g.thinking.clone().and_then(|t| self.reasoning_for(job, Some(t)));
         let g2 = self.run(job, prompt, grammar.as_ref(), reasoning.as_ref(), &mut |_| ControlFlow::Continue(()))?;
         let text = g2.text.clone();

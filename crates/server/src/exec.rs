@@ -204,6 +204,18 @@ pub(crate) fn job(
         schema_in_prompt: None,
         think: None,
         logprobs: None,
+        whitespace: Default::default(),
+    }
+}
+
+/// The `whitespace` request field: absent or `null` = flexible; `"flexible"`, `"compact"`
+/// or `"pretty"`.
+pub(crate) fn whitespace(v: Option<&serde_json::Value>) -> Result<crate::backend::JsonLayout, ApiError> {
+    use serde_json::Value;
+    match v {
+        None | Some(Value::Null) => Ok(Default::default()),
+        Some(Value::String(s)) if crate::backend::JsonLayout::from_name(s).is_some() => Ok(crate::backend::JsonLayout::from_name(s).unwrap_or_default()),
+        Some(other) => Err(ApiError::bad_request(format!("invalid whitespace {other}: use \"flexible\", \"compact\" or \"pretty\"")).param("whitespace")),
     }
 }
 

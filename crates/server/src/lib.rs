@@ -66,7 +66,7 @@ pub mod util;
 pub mod wire;
 pub mod worker;
 
-pub use backend::{Backend, BackendError, ConstraintRequest, Job, ModelMeta, Outcome, Piece, SchemaInPrompt, Think};
+pub use backend::{Backend, BackendError, ConstraintRequest, Job, JsonLayout, ModelMeta, Outcome, Piece, SchemaInPrompt, Think};
 pub use config::ServerConfig;
 pub use error::{ApiError, ApiJson, Dialect, ErrorKind, Flavor, OllamaApi, OpenAiApi};
 pub use worker::{ModelWorker, SubmitError};

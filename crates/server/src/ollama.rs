@@ -339,6 +339,7 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
         num_ctx,
     );
     job.schema_in_prompt = exec::schema_in_prompt(req.schema_in_prompt.as_ref())?;
+    job.whitespace = exec::whitespace(req.whitespace.as_ref())?;
     job.think = think;
     job.logprobs = logprobs(req.logprobs, req.top_logprobs)?;
     let asked = job.logprobs.is_some();
@@ -455,6 +456,7 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
     let (sampling, num_predict, stop, num_ctx) = options(req.options, cfg);
     let mut job = exec::job(cfg, received, prompt, constraint, sampling, num_predict, stop, num_ctx);
     job.schema_in_prompt = exec::schema_in_prompt(req.schema_in_prompt.as_ref())?;
+    job.whitespace = exec::whitespace(req.whitespace.as_ref())?;
     job.think = think;
     job.logprobs = logprobs(req.logprobs, req.top_logprobs)?;
     let asked = job.logprobs.is_some();

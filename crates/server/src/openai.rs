@@ -286,6 +286,7 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
     let num_predict = exec::num_predict(req.max_completion_tokens.or(req.max_tokens).map(i64::from), &cfg);
     let stop = req.stop.map(crate::wire::ollama::StopField::into_vec).unwrap_or_default();
     let schema_in_prompt = exec::schema_in_prompt(req.schema_in_prompt.as_ref())?;
+    let whitespace = exec::whitespace(req.whitespace.as_ref())?;
     let think = reasoning_effort(req.reasoning_effort.as_deref(), wk.meta().supports_thinking)?;
     let logprobs = chat_logprobs_request(req.logprobs, req.top_logprobs)?;
     let asked = logprobs.is_some();
@@ -297,6 +298,7 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
             s.seed = s.seed.map(|x| x.wrapping_add(u64::from(i)));
             let mut job = exec::job(&cfg, received, prompt.clone(), constraint.clone(), s, num_predict, stop.clone(), None);
             job.schema_in_prompt = schema_in_prompt;
+            job.whitespace = whitespace;
             job.think = think.clone();
             job.logprobs = logprobs;
             job

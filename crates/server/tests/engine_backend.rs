@@ -109,6 +109,32 @@ async fn tight_budgets_close_the_document_and_too_small_ones_are_400() {
     assert!(v["error"]["message"].as_str().unwrap().contains("raise it to at least"), "{v}");
 }
 
+#[tokio::test]
+async fn the_whitespace_field_lays_out_json_answers_on_both_apis() {
+    // Under `pretty` the grammar allows one layout only: the script follows it (the
+    // scripted model cannot step around forced tokens it did not plan).
+    let pretty = "{\n  \"name\": \"Ada\",\n  \"age\": 36\n}";
+    let (app, cache) = router(pretty);
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "who"}], "format": person_schema(),
+                     "stream": false, "options": {"temperature": 0}, "whitespace": "pretty"});
+    let (s, v) = post(&app, "/api/chat", req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["message"]["content"], pretty, "{v}");
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "who"}], "temperature": 0, "whitespace": "pretty",
+                     "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": person_schema()}}});
+    let (s, v) = post(&app, "/v1/chat/completions", req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], pretty, "{v}");
+    assert_eq!(cache.stats(), (1, 1), "the same schema and layout are compiled once");
+    let (app, _) = router(r#"{"name":"Ada","age":36}"#);
+    let (s, v) = post(&app, "/api/generate", json!({"model": "smollm2", "prompt": "x", "format": "json", "stream": false, "whitespace": "compact"})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["response"], r#"{"name":"Ada","age":36}"#);
+    let (s, v) = post(&app, "/api/generate", json!({"model": "smollm2", "prompt": "x", "whitespace": "tidy"})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("pretty"), "{v}");
+}
+
 /// Parameters as `openai.pydantic_function_tool` writes them for a model with nested models
 /// and an enum: `$defs` at the parameters' root, `$ref`s to it, one `$def` referring to another.
 fn query_parameters() -> Value {

@@ -418,7 +418,7 @@ fn corpus(
 /// The half a file belongs to: `A` when the low bit of the first byte of sha256(`name`) is
 /// 0, else `B` (bench/common.py `half_of`; not the digest's last bit, whose parity is the
 /// dev split's own `int(sha256) % 100 < 15` rule and would split it 8:7).
-fn half_of(name: &str) -> HalfArg {
+pub(crate) fn half_of(name: &str) -> HalfArg {
     use sha2::{Digest, Sha256};
     if Sha256::digest(name.as_bytes())[0] & 1 == 0 {
         HalfArg::A

@@ -27,7 +27,7 @@ use formwork_vocab::{TokenId, TokenMask, Vocabulary};
 use serde_json::{json, Value};
 
 mod lark;
-mod masks;
+pub(crate) mod masks;
 #[cfg(feature = "llguidance-peer")]
 mod peer;
 mod report;

@@ -147,6 +147,10 @@ pub struct ChatRequest {
     /// `"user"`: end of the last user message; `"system"`: system message). Off by default.
     #[serde(default)]
     pub schema_in_prompt: Option<Value>,
+    /// formwork extension: how a JSON answer is laid out, `"flexible"` (default),
+    /// `"compact"` or `"pretty"`.
+    #[serde(default)]
+    pub whitespace: Option<Value>,
     /// Return each generated token's log-probability ([`Logprob`]).
     #[serde(default)]
     pub logprobs: Option<bool>,
@@ -194,6 +198,9 @@ pub struct GenerateRequest {
     /// [`ChatRequest::schema_in_prompt`]).
     #[serde(default)]
     pub schema_in_prompt: Option<Value>,
+    /// How a JSON answer is laid out (see [`ChatRequest::whitespace`]).
+    #[serde(default)]
+    pub whitespace: Option<Value>,
     /// Images; not supported by text models.
     #[serde(default)]
     pub images: Option<Vec<String>>,

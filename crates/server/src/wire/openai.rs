@@ -206,6 +206,10 @@ pub struct ChatCompletionRequest {
     /// `response_format` schema in the prompt: `true`/`"user"` or `"system"`. Off by default.
     #[serde(default)]
     pub schema_in_prompt: Option<Value>,
+    /// formwork extension (`extra_body`): how a JSON answer is laid out, `"flexible"`
+    /// (default), `"compact"` or `"pretty"`.
+    #[serde(default)]
+    pub whitespace: Option<Value>,
     /// Reasoning models: `"none"` answers directly; `"minimal"`, `"low"`, `"medium"`,
     /// `"high"` reason first (the effort goes to templates that take one). Ignored by other
     /// models.
