@@ -2,7 +2,9 @@
 //!
 //! A model is named (`smollm2`) or given as a path to any GGUF file. Named models live in
 //! the model cache, `$FORMWORK_HOME/models/` (`FORMWORK_HOME` defaults to
-//! `~/.cache/formwork`), and are fetched on first use.
+//! `~/.cache/formwork`), and are fetched on first use. Models people already have are used
+//! by name where they are, read-only and never copied: Ollama's store ([`ollama`]:
+//! `llama3.2:1b`) and GGUF files in the Hugging Face cache ([`hf`]: `hf.co/org/repo:Q4_K_M`).
 //!
 //! ## Key items
 //! - [`registry`]: the known names ([`KnownModel`], [`known_models`], [`lookup`],
@@ -11,6 +13,10 @@
 //! - [`Cache`]: one model cache directory. [`Cache::resolve`] turns a name or a path into
 //!   a GGUF file on disk (pulling a missing named model); [`Cache::pull`] fetches a named
 //!   model and verifies it.
+//!   [`Cache::resolve_model`] says where it was found ([`LocalModel`], [`Source`]) and
+//!   the defaults it carries ([`Defaults`]: system prompt, [`Parameters`]);
+//!   [`Cache::find`] looks without pulling; [`Cache::list`] lists every model found.
+//! - [`OllamaStore`], [`HfCache`]: the other stores, read in place.
 //! - [`resolve`] and [`pull`]: the same on the cache chosen by the environment.
 //! - [`check_gguf`]: is this file a GGUF file (by its magic bytes)?
 //! - [`ModelsError`]: every failure, each with a message that says how to fix it.
@@ -36,9 +42,15 @@
 mod cache;
 mod error;
 mod extract;
+pub mod hf;
+mod local;
+pub mod ollama;
 mod pip;
 pub mod registry;
 
 pub use cache::{check_gguf, default_home, pull, resolve, Cache, Progress, Pulled, GGUF_MAGIC};
 pub use error::ModelsError;
+pub use hf::HfCache;
+pub use local::{Defaults, LocalModel, Parameters, Source, PARAMETER_NAMES};
+pub use ollama::{OllamaName, OllamaStore};
 pub use registry::{known_models, lookup, KnownModel, DEFAULT_MODEL};
