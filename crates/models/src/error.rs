@@ -41,14 +41,14 @@ pub enum ModelsError {
         reason: String,
     },
     /// The model belongs to another tool; formwork reads it but never changes it.
-    #[error("`{name}` is read-only: owned by {owner}; remove it with {how}")]
+    #[error("`{name}` is read-only: owned by {owner}, remove it with {how}")]
     ReadOnly {
         /// The model.
         name: String,
         /// Who owns it (`Ollama`, `the Hugging Face cache`, `you (a file)`).
         owner: &'static str,
         /// The command that removes it.
-        how: &'static str,
+        how: String,
     },
     /// An alias of that name exists already.
     #[error("a model called `{name}` exists already; delete it first (`formwork rm {name}`) or pick another name")]

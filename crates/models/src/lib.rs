@@ -17,6 +17,9 @@
 //!   the defaults it carries ([`Defaults`]: system prompt, [`Parameters`]);
 //!   [`Cache::find`] looks without pulling; [`Cache::list`] lists every model found.
 //! - [`OllamaStore`], [`HfCache`]: the other stores, read in place.
+//! - [`alias`]: local aliases in `$FORMWORK_HOME/manifests` ([`Cache::create_alias`],
+//!   [`Cache::copy`], [`Cache::delete`], which refuses what other tools own);
+//!   [`Modelfile`]: the `FROM` / `SYSTEM` / `TEMPLATE` / `PARAMETER` subset they are made from.
 //! - [`resolve`] and [`pull`]: the same on the cache chosen by the environment.
 //! - [`check_gguf`]: is this file a GGUF file (by its magic bytes)?
 //! - [`ModelsError`]: every failure, each with a message that says how to fix it.
@@ -39,18 +42,22 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod alias;
 mod cache;
 mod error;
 mod extract;
 pub mod hf;
 mod local;
+pub mod modelfile;
 pub mod ollama;
 mod pip;
 pub mod registry;
 
 pub use cache::{check_gguf, default_home, pull, resolve, Cache, Progress, Pulled, GGUF_MAGIC};
 pub use error::ModelsError;
+pub use alias::{alias_name, looks_like_path, Alias};
 pub use hf::HfCache;
+pub use modelfile::Modelfile;
 pub use local::{Defaults, LocalModel, Parameters, Source, PARAMETER_NAMES};
 pub use ollama::{OllamaName, OllamaStore};
 pub use registry::{known_models, lookup, KnownModel, DEFAULT_MODEL};

@@ -208,7 +208,7 @@ impl Parameters {
 }
 
 /// A `"quoted"` value unquoted (JSON string escapes), else the text as is.
-fn unquote(v: &str) -> String {
+pub(crate) fn unquote(v: &str) -> String {
     if v.len() >= 2 && v.starts_with('"') && v.ends_with('"') {
         if let Ok(s) = serde_json::from_str::<String>(v) {
             return s;
