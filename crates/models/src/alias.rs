@@ -113,6 +113,9 @@ impl Cache {
     pub fn create_alias(&self, name: &str, from: &str, defaults: &Defaults) -> Result<Alias, ModelsError> {
         let (model, tag) = alias_name(name)?;
         let canonical = format!("{model}:{tag}");
+        if tag == DEFAULT_TAG && lookup(&model).is_some() {
+            return Err(ModelsError::InvalidName { name: name.to_string(), reason: format!("`{model}` is a model formwork knows (and pulls); pick another name") });
+        }
         let from = match self.find(from)? {
             Some(m) if m.source == Source::File => fs::canonicalize(&m.path).map_err(ModelsError::io("cannot resolve", &m.path))?.to_string_lossy().into_owned(),
             Some(_) => from.to_string(),
@@ -275,6 +278,7 @@ mod tests {
         assert!(matches!(cache.create_alias("x", "nothing-here", &Defaults::default()), Err(ModelsError::UnknownModel { .. })));
         assert!(matches!(cache.copy("nothing-here", "x"), Err(ModelsError::UnknownModel { .. })));
         assert!(matches!(cache.create_alias("../evil", "pirate", &Defaults::default()), Err(ModelsError::InvalidName { .. })));
+        assert!(matches!(cache.create_alias("smollm2", "pirate", &Defaults::default()), Err(ModelsError::InvalidName { .. })), "a known name is not shadowed");
         cache.create_alias("over-pirate", "pirate", &Defaults::default()).unwrap();
         for from in ["over-pirate", "pirate", "pirate:latest"] {
             let e = cache.create_alias("pirate", from, &Defaults::default()).unwrap_err();
@@ -293,6 +297,16 @@ mod tests {
         // The alias over the deleted one now says what is wrong.
         let e = cache.find("deep").unwrap_err().to_string();
         assert!(e.contains("alias `deep:latest` is over `pirate2:v1`"), "{e}");
+    }
+
+    #[test]
+    fn an_alias_over_a_known_model_not_yet_pulled_pulls_it() {
+        let (_tmp, cache) = cache();
+        cache.create_alias("small", "smollm2", &Defaults::default()).unwrap();
+        assert!(cache.find("small").is_err(), "find never pulls");
+        // resolve pulls the base (here python is missing: the pull's own error, via the alias).
+        let e = cache.resolve_model("small", Progress::Quiet).unwrap_err().to_string();
+        assert!(e.contains("over `smollm2`") && e.contains("needs Python"), "{e}");
     }
 
     #[test]

@@ -204,8 +204,14 @@ impl Cache {
 
     /// [`Cache::resolve_model`] inside `depth` aliases (whose bases may be paths).
     pub(crate) fn resolve_depth(&self, name_or_path: &str, progress: Progress, depth: usize, allow_path: bool) -> Result<LocalModel, ModelsError> {
-        if let Some(a) = self.alias(name_or_path)? {
-            return self.alias_model(a, depth, Some(progress));
+        // As in `find_depth`: a file, then formwork's cached known model, come before aliases.
+        let shadowed = (allow_path && !name_or_path.is_empty() && Path::new(name_or_path).exists())
+            || lookup(strip_latest(name_or_path)).is_some_and(|m| self.is_cached(m));
+        if !shadowed {
+            if let Some(a) = self.alias(name_or_path)? {
+                // Resolved here rather than in `find_depth`, so that a known base is pulled.
+                return self.alias_model(a, depth, Some(progress));
+            }
         }
         if let Some(found) = self.find_depth(name_or_path, depth, allow_path)? {
             return Ok(found);
