@@ -137,7 +137,10 @@ impl Cache {
         let dir = path.parent().expect("an alias file has a directory");
         fs::create_dir_all(dir).map_err(ModelsError::io("cannot create", dir))?;
         let json = serde_json::to_vec_pretty(&AliasFile { from: from.clone(), defaults: defaults.clone() }).expect("an alias serializes");
-        let tmp = dir.join(format!(".{tag}.json.tmp-{}", std::process::id()));
+        // Unique per write, so that two writers of one alias (server requests) never share it.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".{tag}.json.tmp-{}-{n}", std::process::id()));
         fs::write(&tmp, json).map_err(ModelsError::io("cannot write", &tmp))?;
         fs::rename(&tmp, &path).map_err(ModelsError::io("cannot write", &path))?;
         Ok(Alias { name: canonical, from, defaults: defaults.clone(), manifest: path })

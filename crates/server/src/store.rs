@@ -35,6 +35,13 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 /// A models error as the API answers it: 404 for what does not exist, 400 for a request
 /// that cannot be done (a bad name, another tool's model), 500 for the rest.
 pub(crate) fn store_error(e: ModelsError) -> ApiError {
+    // An unknown name: the models found, but not where the server looked (its paths).
+    if let ModelsError::UnknownModel { name, known, found } = &e {
+        let found = if found.starts_with("found:") { format!(" ({found})") } else { String::new() };
+        return ApiError::new(ErrorKind::NotFound, format!("model '{name}' not found on this server's machine{found}; names formwork can pull: {known}"))
+            .param("model")
+            .flavor(FL);
+    }
     let kind = match &e {
         ModelsError::UnknownModel { .. } | ModelsError::FileNotFound { .. } => ErrorKind::NotFound,
         ModelsError::InvalidName { .. }

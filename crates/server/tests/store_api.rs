@@ -140,6 +140,8 @@ async fn errors_name_the_problem_and_never_touch_paths() {
     let (s, v) = post(&f.app, "/api/copy", json!({"source": "nope", "destination": "x"})).await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
     assert_ollama_error(&v);
+    let msg = v["error"].as_str().unwrap();
+    assert!(msg.contains("llama3.2:1b") && !msg.contains(f.tmp.path().to_str().unwrap()), "names, not the server's paths: {msg}");
     for dst in ["../evil", "a/b", ""] {
         let (s, v) = post(&f.app, "/api/copy", json!({"source": "smollm2", "destination": dst})).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{dst}: {v}");
