@@ -7,6 +7,8 @@
 //! |---|---|---|
 //! | `run` | `run` | generate with a model, optionally constrained by `--format` / `--grammar` |
 //! | `pull` | `pull` | fetch a named model into the cache |
+//! | `list`, `show`, `rm`, `cp`, `create` | `models_cmd` | the models on this machine (formwork's cache and aliases, Ollama's store, the Hugging Face cache); aliases with a system prompt and parameters |
+//! | `ps` | `models_cmd` | the models a running server has loaded (`GET /api/ps`) |
 //! | `grammar` | `grammar_cmd` | `check`, `print`, `compile` grammars and schemas |
 //! | `bench` | `bench`, `bench_e2e`, `bench_extract` | `masks`, `mask-engine`, `e2e`, `extract`, `serve` |
 //! | `serve` | `serve` | the Ollama- and OpenAI-compatible HTTP server |
@@ -24,6 +26,7 @@ mod bench_e2e;
 mod bench_extract;
 mod embed_cmd;
 mod grammar_cmd;
+mod models_cmd;
 mod pull;
 mod repair_cmd;
 mod run;
@@ -44,6 +47,20 @@ enum Command {
     Run(run::Args),
     /// Fetch a named model into the model cache.
     Pull(pull::Args),
+    /// List the models on this machine: formwork's cache and aliases, Ollama's store, the
+    /// Hugging Face cache.
+    #[command(alias = "ls")]
+    List(models_cmd::ListArgs),
+    /// Show a model: where it is, its GGUF header, an alias's system prompt and parameters.
+    Show(models_cmd::ShowArgs),
+    /// Delete an alias or a model formwork pulled (never another tool's).
+    Rm(models_cmd::RmArgs),
+    /// Copy a model to a new alias.
+    Cp(models_cmd::CpArgs),
+    /// Create an alias from a Modelfile (FROM, SYSTEM, TEMPLATE, PARAMETER).
+    Create(models_cmd::CreateArgs),
+    /// The models a running server has loaded.
+    Ps(models_cmd::PsArgs),
     /// Grammar and schema tools: check, print, compile.
     #[command(subcommand)]
     Grammar(grammar_cmd::Command),
@@ -71,6 +88,12 @@ fn main() {
     let result = match cli.command {
         Command::Run(a) => run::main(a),
         Command::Pull(a) => pull::main(a),
+        Command::List(a) => models_cmd::list(a),
+        Command::Show(a) => models_cmd::show(a),
+        Command::Rm(a) => models_cmd::rm(a),
+        Command::Cp(a) => models_cmd::cp(a),
+        Command::Create(a) => models_cmd::create(a),
+        Command::Ps(a) => models_cmd::ps(a),
         Command::Grammar(c) => grammar_cmd::main(c),
         Command::Bench(c) => bench::main(c),
         Command::Serve(a) => serve::main(a),

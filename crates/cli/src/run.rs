@@ -13,13 +13,16 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+mod defaults;
 mod retry;
 mod think;
 
 /// Flags of `formwork run`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model: a known name (`smollm2`, fetched on first use) or a path to a GGUF file.
+    /// Model: a known name (`smollm2`, fetched on first use), a model on this machine
+    /// (`formwork list`: an alias, an Ollama or Hugging Face cache model) or a path to a GGUF
+    /// file. An alias's system prompt and parameters are defaults; flags given win.
     #[arg(long, short, env = "FORMWORK_MODEL", default_value = formwork_models::DEFAULT_MODEL)]
     pub model: String,
     /// System prompt.
@@ -110,6 +113,8 @@ enum ConstraintSource {
 #[derive(Debug)]
 struct Settings {
     model: String,
+    /// The model's file when it was found while resolving (with its defaults).
+    model_path: Option<PathBuf>,
     prompt: Prompt,
     options: GenerateOptions,
     threads: Option<usize>,
@@ -127,7 +132,11 @@ struct Settings {
 }
 
 impl Settings {
-    fn resolve(args: Args) -> Result<Settings> {
+    fn resolve(mut args: Args) -> Result<Settings> {
+        let found = defaults::find(&args.model)?;
+        if let Some(m) = &found {
+            defaults::apply(&mut args, &m.defaults);
+        }
         let text = if args.prompt == "-" {
             let mut s = String::new();
             std::io::stdin().read_to_string(&mut s).context("reading the prompt from stdin")?;
@@ -191,6 +200,7 @@ impl Settings {
         let retry = args.retry.resolve(matches!(constraint, Some(ConstraintSource::Json | ConstraintSource::Schema(_))))?;
         Ok(Settings {
             model: args.model,
+            model_path: found.map(|m| m.path),
             prompt,
             options: GenerateOptions {
                 sampler,
@@ -250,7 +260,10 @@ pub fn main(args: Args) -> Result<()> {
     };
     let request = request.prepare().map_err(|e| anyhow::anyhow!("{source}{e}"))?;
 
-    let path = formwork_models::resolve(&s.model)?;
+    let path = match &s.model_path {
+        Some(p) => p.clone(),
+        None => formwork_models::resolve(&s.model)?,
+    };
     let t_load = Instant::now();
     let load = formwork_llama::LoadOptions { n_ctx: s.ctx_size, n_threads: s.threads, ..Default::default() };
     let mut model = formwork_llama::LlamaModel::load(&path, load)

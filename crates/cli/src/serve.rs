@@ -84,6 +84,7 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         max_num_predict: args.max_num_predict,
         default_num_predict: args.max_num_predict.min(ServerConfig::default().default_num_predict),
         max_wall_time: Duration::from_secs(args.max_wall_time),
+        store: Some(formwork_models::Cache::from_env()?),
         ..ServerConfig::default()
     };
     let names = if args.models.is_empty() { vec!["smollm2".to_string()] } else { args.models.clone() };
@@ -112,7 +113,10 @@ pub fn main(args: Args) -> anyhow::Result<()> {
 }
 
 fn load(name: &str, args: &Args, config: &ServerConfig, cache: Arc<GrammarCache>) -> anyhow::Result<ModelWorker> {
-    let path = formwork_models::resolve(name).with_context(|| format!("cannot find model {name:?}"))?;
+    let found = formwork_models::Cache::from_env()?
+        .resolve_model(name, formwork_models::Progress::Stderr)
+        .with_context(|| format!("cannot find model {name:?}"))?;
+    let path = found.path.clone();
     let display = if Path::new(name).exists() || name.ends_with(".gguf") {
         path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| name.to_string())
     } else {
@@ -130,7 +134,8 @@ fn load(name: &str, args: &Args, config: &ServerConfig, cache: Arc<GrammarCache>
     let load_time = t.elapsed();
     let threads = model.n_threads();
     let batcher = formwork_engine::batch::Batcher::new(Box::new(model), Default::default());
-    let meta = meta(&display, &path, batcher.info());
+    let mut meta = meta(&display, &path, batcher.info());
+    meta.defaults = found.defaults;
     eprintln!(
         "loaded {display} from {} in {:.1?}: {parallel} slots of {} tokens, {threads} threads",
         path.display(),
@@ -157,11 +162,12 @@ fn meta(name: &str, path: &PathBuf, info: &formwork_engine::ModelInfo) -> ModelM
         supports_tools: formwork_server::capabilities::supports_tools(info.chat_template.as_deref()),
         supports_thinking: info.chat_template.as_deref().and_then(formwork_engine::reasoning::ReasoningFormat::detect).is_some(),
         family,
+        defaults: Default::default(),
     }
 }
 
 /// GGUF `general.file_type` in llama.cpp's names.
-fn quantization(t: i128) -> &'static str {
+pub(crate) fn quantization(t: i128) -> &'static str {
     match t {
         0 => "F32",
         1 => "F16",

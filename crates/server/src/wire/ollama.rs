@@ -448,3 +448,111 @@ pub struct EmbeddingsResponse {
     /// The vector (unit length; empty for an empty prompt).
     pub embedding: Vec<f32>,
 }
+
+/// `POST /api/pull` request (`model`, or the older `name`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct PullRequest {
+    /// The model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Older clients send `name`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Stream progress lines (default `true`).
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// Accepted, ignored (formwork pulls over pip's HTTPS).
+    #[serde(default)]
+    pub insecure: Option<bool>,
+}
+
+/// `POST /api/copy` request.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct CopyRequest {
+    /// The model to copy.
+    #[serde(default)]
+    pub source: String,
+    /// The new alias's name.
+    #[serde(default)]
+    pub destination: String,
+}
+
+/// `DELETE /api/delete` request (`model`, or the older `name`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct DeleteRequest {
+    /// The model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Older clients send `name`.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// `POST /api/create` request: the new model's name, its base (`from`, a model name) and
+/// its defaults, or the legacy `modelfile` text. `quantize`, `files` and `adapters` are
+/// refused (formwork makes aliases, it does not build weights).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct CreateRequest {
+    /// The new model's name.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Older clients send `name`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The base model's name.
+    #[serde(default)]
+    pub from: Option<String>,
+    /// The system prompt.
+    #[serde(default)]
+    pub system: Option<String>,
+    /// A prompt template (kept and shown; formwork renders the GGUF's chat template).
+    #[serde(default)]
+    pub template: Option<String>,
+    /// Generation parameters (`temperature`, `top_k`, `stop`, ...).
+    #[serde(default)]
+    pub parameters: Option<Value>,
+    /// The legacy form: a Modelfile's text.
+    #[serde(default)]
+    pub modelfile: Option<String>,
+    /// Stream progress lines (default `true`).
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// Refused: formwork does not quantize.
+    #[serde(default)]
+    pub quantize: Option<String>,
+    /// Refused: models are made from names, never from uploaded files.
+    #[serde(default)]
+    pub files: Option<Value>,
+    /// Refused: adapters are not supported.
+    #[serde(default)]
+    pub adapters: Option<Value>,
+    /// Accepted, ignored.
+    #[serde(default)]
+    pub license: Option<Value>,
+    /// Refused when non-empty: preset messages are not supported.
+    #[serde(default)]
+    pub messages: Option<Value>,
+}
+
+/// One progress line of `/api/pull` and `/api/create` (and their non-streamed answer).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgressResponse {
+    /// `pulling manifest`, `downloading`, `verifying sha256 digest`, `success`...
+    pub status: String,
+    /// The layer being downloaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Its size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// Bytes done so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed: Option<u64>,
+}
+
+impl ProgressResponse {
+    /// A line with only a status.
+    pub fn status(s: impl Into<String>) -> Self {
+        ProgressResponse { status: s.into(), ..Default::default() }
+    }
+}

@@ -1,0 +1,306 @@
+//! The model store over the Ollama API: `/api/pull`, `/api/copy`, `DELETE /api/delete`,
+//! `/api/create`, and the store's models in `/api/tags`.
+//!
+//! They work on [`ServerConfig::store`](crate::ServerConfig::store), a
+//! [`formwork_models::Cache`] taken **names only**: a client names models, never files on
+//! the server (a `from` that reads as a path is refused, saying to run `formwork create` on
+//! the server's machine). What they can change is formwork's own: aliases, and the known
+//! models formwork pulled; Ollama's store and the Hugging Face cache are read-only (a delete
+//! is refused naming the tool that owns the model). Every file-system step runs off the
+//! async runtime (`spawn_blocking`).
+//!
+//! A created alias of a served model is usable at once on `/api/chat` and `/api/generate`
+//! with its system prompt and parameters as defaults ([`AppState::model_and_defaults`]);
+//! the server serves the models loaded at start, so an alias of a model it did not load is
+//! a 404 saying to restart `formwork serve --model NAME`.
+
+use crate::error::{ApiError, ApiJson, ErrorKind, Flavor, OllamaApi};
+use crate::ollama::digest_of;
+use crate::util::rfc3339;
+use crate::wire::ollama as w;
+use crate::AppState;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use formwork_models::{lookup, Cache, Defaults, LocalModel, Modelfile, ModelsError, Parameters, Progress, Source};
+use std::convert::Infallible;
+use std::time::Duration;
+
+const FL: Flavor = Flavor::Ollama;
+/// How often a streamed pull reports the bytes written.
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// A models error as the API answers it: 404 for what does not exist, 400 for a request
+/// that cannot be done (a bad name, another tool's model), 500 for the rest.
+pub(crate) fn store_error(e: ModelsError) -> ApiError {
+    // An unknown name: the models found, but not where the server looked (its paths).
+    if let ModelsError::UnknownModel { name, known, found } = &e {
+        let found = if found.starts_with("found:") { format!(" ({found})") } else { String::new() };
+        return ApiError::new(ErrorKind::NotFound, format!("model '{name}' not found on this server's machine{found}; names formwork can pull: {known}"))
+            .param("model")
+            .flavor(FL);
+    }
+    let kind = match &e {
+        ModelsError::UnknownModel { .. } | ModelsError::FileNotFound { .. } => ErrorKind::NotFound,
+        ModelsError::InvalidName { .. }
+        | ModelsError::ReadOnly { .. }
+        | ModelsError::Ambiguous { .. }
+        | ModelsError::Modelfile { .. }
+        | ModelsError::Exists { .. } => ErrorKind::BadRequest,
+        _ => ErrorKind::Internal,
+    };
+    ApiError::new(kind, e.to_string()).flavor(FL)
+}
+
+/// Runs `f` on the blocking pool.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("the store task failed: {e}")).flavor(FL))
+}
+
+fn required(model: Option<String>, name: Option<String>, field: &str) -> Result<String, ApiError> {
+    model
+        .or(name)
+        .filter(|n| !n.trim().is_empty())
+        .ok_or_else(|| ApiError::bad_request(format!("{field} is required")).param(field).flavor(FL))
+}
+
+fn ndjson_lines(lines: Vec<w::ProgressResponse>) -> Response {
+    let mut body = Vec::new();
+    for l in lines {
+        body.extend(serde_json::to_vec(&l).unwrap_or_default());
+        body.push(b'\n');
+    }
+    ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
+}
+
+/// `POST /api/pull`: a model already on this machine is a quick success; a known name is
+/// pulled into formwork's cache (progress: the bytes written, every half second); anything
+/// else is 404 (formwork pulls its known models only; Ollama's come with `ollama pull`).
+pub async fn pull(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::PullRequest, OllamaApi>) -> Result<Response, ApiError> {
+    let name = required(req.model, req.name, "model")?;
+    let cache = state.store()?;
+    let stream = req.stream.unwrap_or(true);
+    let present = {
+        let (cache, name) = (cache.clone(), name.clone());
+        blocking(move || cache.find(&name)).await?.map_err(store_error)?
+    };
+    if present.is_some() {
+        let done = vec![w::ProgressResponse::status("pulling manifest"), w::ProgressResponse::status("success")];
+        return Ok(if stream { ndjson_lines(done) } else { Json(w::ProgressResponse::status("success")).into_response() });
+    }
+    let Some(known) = lookup(name.strip_suffix(":latest").unwrap_or(&name)) else {
+        let known: Vec<&str> = formwork_models::known_models().iter().map(|m| m.name).collect();
+        return Err(ApiError::new(
+            ErrorKind::NotFound,
+            format!(
+                "pull model manifest: `{name}` is not on this machine and not a model formwork can pull (it pulls {}); Ollama's models come with `ollama pull` on the server's machine and are then found in place",
+                known.join(", ")
+            ),
+        )
+        .param("model")
+        .flavor(FL));
+    };
+    let job = {
+        let cache = cache.clone();
+        tokio::task::spawn_blocking(move || cache.pull_model(known, Progress::Quiet))
+    };
+    if !stream {
+        job.await.map_err(|e| ApiError::internal(format!("the pull failed: {e}")).flavor(FL))?.map_err(store_error)?;
+        return Ok(Json(w::ProgressResponse::status("success")).into_response());
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, Infallible>>(16);
+    tokio::spawn(async move {
+        let line = |v: &dyn erased::Ser| -> Result<bytes::Bytes, Infallible> { Ok(bytes::Bytes::from(v.line())) };
+        let digest = format!("sha256:{}", known.sha256);
+        let progress = |completed: u64| w::ProgressResponse {
+            status: format!("pulling {}", &known.sha256[..12]),
+            digest: Some(digest.clone()),
+            total: Some(known.size),
+            completed: Some(completed),
+        };
+        // A client that goes away does not stop the pull (it finishes into the cache).
+        let _ = tx.send(line(&w::ProgressResponse::status("pulling manifest"))).await;
+        let _ = tx.send(line(&progress(0))).await;
+        let mut job = job;
+        let result = loop {
+            tokio::select! {
+                r = &mut job => break r,
+                () = tokio::time::sleep(PROGRESS_EVERY) => {
+                    let _ = tx.send(line(&progress(cache.pull_written(known)))).await;
+                }
+            }
+        };
+        match result {
+            Ok(Ok(_)) => {
+                for l in [progress(known.size), w::ProgressResponse::status("verifying sha256 digest"), w::ProgressResponse::status("writing manifest"), w::ProgressResponse::status("success")] {
+                    let _ = tx.send(line(&l)).await;
+                }
+            }
+            Ok(Err(e)) => {
+                let _ = tx.send(line(&store_error(e).body())).await;
+            }
+            Err(e) => {
+                let _ = tx.send(line(&ApiError::internal(format!("the pull failed: {e}")).flavor(FL).body())).await;
+            }
+        }
+    });
+    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
+}
+
+/// The base a new alias names: `from` itself when the store has it; a served model the
+/// store does not know (loaded from a path) by its path, which the server chose, not the
+/// client.
+async fn base_of(state: &AppState, cache: &Cache, from: &str) -> Result<(String, Cache), ApiError> {
+    let found = {
+        let (cache, from) = (cache.clone(), from.to_string());
+        blocking(move || cache.find(&from)).await?
+    };
+    if !matches!(found, Ok(Some(_))) {
+        if let Some(path) = state.served(from).and_then(|w| w.meta().path.clone()) {
+            return Ok((path.display().to_string(), state.trusted_store()?));
+        }
+    }
+    found.map_err(store_error)?;
+    Ok((from.to_string(), cache.clone()))
+}
+
+/// `POST /api/copy`: 200 with an empty body; 404 for an unknown source.
+pub async fn copy(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::CopyRequest, OllamaApi>) -> Result<Response, ApiError> {
+    let (src, dst) = (req.source, req.destination);
+    if src.trim().is_empty() || dst.trim().is_empty() {
+        return Err(ApiError::bad_request("source and destination are required").flavor(FL));
+    }
+    let cache = state.store()?;
+    let is_alias = {
+        let (cache, src) = (cache.clone(), src.clone());
+        blocking(move || cache.alias(&src)).await?.map_err(store_error)?.is_some()
+    };
+    let result = if is_alias {
+        blocking(move || cache.copy(&src, &dst)).await?
+    } else {
+        let (from, cache) = base_of(&state, &cache, &src).await?;
+        blocking(move || cache.create_alias(&dst, &from, &Defaults::default())).await?
+    };
+    result.map_err(store_error)?;
+    Ok(axum::http::StatusCode::OK.into_response())
+}
+
+/// `DELETE /api/delete`: an alias, or a model formwork pulled; 404 when missing, 400 for a
+/// model another tool owns.
+pub async fn delete(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::DeleteRequest, OllamaApi>) -> Result<Response, ApiError> {
+    let name = required(req.model, req.name, "model")?;
+    let cache = state.store()?;
+    blocking(move || cache.delete(&name)).await?.map_err(store_error)?;
+    Ok(axum::http::StatusCode::OK.into_response())
+}
+
+/// `POST /api/create`: an alias over a model name, with a system prompt, template and
+/// parameters (or the legacy `modelfile` text).
+pub async fn create(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::CreateRequest, OllamaApi>) -> Result<Response, ApiError> {
+    let bad = |m: String, p: &str| ApiError::bad_request(m).param(p).flavor(FL);
+    let name = required(req.model, req.name, "model")?;
+    let not_empty = |v: &Option<serde_json::Value>| v.as_ref().is_some_and(|v| !v.is_null() && v != &serde_json::json!({}) && v != &serde_json::json!([]));
+    if not_empty(&req.files) || not_empty(&req.adapters) {
+        return Err(bad(
+            "formwork makes models from model names only; it takes no uploaded files or adapters (a GGUF file on the server's machine is made a model there with `formwork create NAME -f Modelfile`)".into(),
+            "files",
+        ));
+    }
+    if req.quantize.as_deref().is_some_and(|q| !q.is_empty()) {
+        return Err(bad("formwork does not quantize models; create from a GGUF that is quantized already".into(), "quantize"));
+    }
+    if not_empty(&req.messages) {
+        return Err(bad("preset messages are not supported; use `system` for the instructions".into(), "messages"));
+    }
+    let from_modelfile = match req.modelfile.as_deref().filter(|m| !m.trim().is_empty()) {
+        Some(text) => Some(Modelfile::parse(text).map_err(|e| bad(e.to_string(), "modelfile"))?),
+        None => None,
+    };
+    let from = req
+        .from
+        .filter(|f| !f.trim().is_empty())
+        .or_else(|| from_modelfile.as_ref().map(|m| m.from.clone()))
+        .ok_or_else(|| bad("from is required: the name of the model to build on".into(), "from"))?;
+    if formwork_models::looks_like_path(&from) {
+        return Err(bad(
+            format!("`from` must be a model name, not a path ({from:?}): a client never names files on the server; to make a model from a GGUF file, run `formwork create NAME -f Modelfile` on the server's machine"),
+            "from",
+        ));
+    }
+    let parameters = match &req.parameters {
+        None | Some(serde_json::Value::Null) => Parameters::default(),
+        Some(v) => Parameters::from_json(v).map_err(|m| bad(m, "parameters"))?,
+    };
+    let own = Defaults { system: req.system, template: req.template, parameters };
+    let defaults = match &from_modelfile {
+        Some(m) => own.or(&m.defaults),
+        None => own,
+    };
+    let cache = state.store()?;
+    let (from, cache) = base_of(&state, &cache, &from).await?;
+    blocking(move || cache.create_alias(&name, &from, &defaults)).await?.map_err(store_error)?;
+    let lines = vec![w::ProgressResponse::status("reading model metadata"), w::ProgressResponse::status("writing manifest"), w::ProgressResponse::status("success")];
+    Ok(if req.stream.unwrap_or(true) { ndjson_lines(lines) } else { Json(w::ProgressResponse::status("success")).into_response() })
+}
+
+/// The store's models as `/api/tags` entries, skipping names in `served` (listed already).
+pub(crate) async fn tag_entries(state: &AppState, served: &[String]) -> Vec<w::ModelEntry> {
+    let Ok(cache) = state.store() else { return Vec::new() };
+    let models = blocking(move || cache.list()).await.unwrap_or_default();
+    models
+        .into_iter()
+        .map(|m| (tag_name(&m), m))
+        .filter(|(name, _)| !served.contains(name))
+        .map(|(name, m)| w::ModelEntry {
+            model: name.clone(),
+            modified_at: m.modified.map(rfc3339).unwrap_or_default(),
+            size: m.size,
+            digest: digest(&m),
+            details: w::ModelDetails {
+                parent_model: m.base.clone().unwrap_or_default(),
+                format: "gguf".into(),
+                family: String::new(),
+                families: vec![],
+                parameter_size: String::new(),
+                quantization_level: String::new(),
+            },
+            name,
+        })
+        .collect()
+}
+
+/// A name with its tag, as `/api/tags` lists names (`smollm2:latest`).
+fn tag_name(m: &LocalModel) -> String {
+    let last = m.name.rsplit('/').next().unwrap_or(&m.name);
+    if last.contains(':') {
+        m.name.clone()
+    } else {
+        format!("{}:latest", m.name)
+    }
+}
+
+/// Ollama's blobs are named by their sha256; other files get a stable stand-in.
+fn digest(m: &LocalModel) -> String {
+    let blob = m.path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix("sha256-"));
+    match blob {
+        Some(hex) if m.source == Source::Ollama && hex.len() == 64 => hex.to_string(),
+        _ => digest_of(&format!("{}\0{}\0{}", m.name, m.path.display(), m.size)),
+    }
+}
+
+/// Object-safe serialization to one NDJSON line.
+mod erased {
+    pub trait Ser {
+        fn line(&self) -> Vec<u8>;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn line(&self) -> Vec<u8> {
+            let mut b = serde_json::to_vec(self).unwrap_or_else(|e| format!("{{\"error\":\"serialization failed: {e}\"}}").into_bytes());
+            b.push(b'\n');
+            b
+        }
+    }
+}
