@@ -66,6 +66,18 @@ fn chat_with_format_json_then_bye() {
     let out = until_prompt(&mut p);
     assert!(out.contains("error: unknown command `/frobnicate`"), "{out}");
 
+    // SmolLM2's chat template has no reasoning section.
+    send_line(&mut p, "/set think");
+    let out = until_prompt(&mut p);
+    assert!(out.contains("error: this model's chat template shows no reasoning section"), "{out}");
+
+    // A system message over several lines, between triple quotes (`... ` prompts in between).
+    send_line(&mut p, "/set system \"\"\"You are terse.");
+    p.expect("... ").expect("the continuation prompt");
+    send_line(&mut p, "You answer in JSON.\"\"\"");
+    let out = until_prompt(&mut p);
+    assert!(out.contains("Set system message."), "{out}");
+
     send_line(&mut p, "/set format json");
     let out = until_prompt(&mut p);
     assert!(out.contains("Set format to json."), "{out}");
@@ -84,6 +96,7 @@ fn chat_with_format_json_then_bye() {
     let out = until_prompt(&mut p);
     assert!(out.contains("Conversation: 2 message(s)") && out.contains("Format: json"), "{out}");
     assert!(out.contains("temperature") && out.contains("num_predict      120"), "{out}");
+    assert!(out.contains("System: You are terse.\nYou answer in JSON."), "{out}");
     send_line(&mut p, "/clear");
     assert!(until_prompt(&mut p).contains("Cleared the conversation."));
 

@@ -43,7 +43,7 @@ pub(super) fn run(
     load_duration: Duration,
     reasoning: Option<Reasoning>,
 ) -> Result<()> {
-    let mut session = Session::new(s, model_path, model, reasoning)?;
+    let mut session = Session::new(s, model_path, model, reasoning, load_duration)?;
     if let Err(e) = ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst)) {
         eprintln!("warning: Ctrl-C cannot stop an answer ({e}); it will end formwork");
     }
@@ -52,9 +52,6 @@ pub(super) fn run(
     let history = formwork_models::default_home().ok().map(|h| h.join("history"));
     if let Some(h) = &history {
         let _ = editor.load_history(h);
-    }
-    if session.verbose {
-        eprintln!("loaded {} in {}", session.model_name, super::fmt_duration(load_duration));
     }
     eprintln!("Chatting with {}. Type /? for help, /bye or Ctrl-D to leave.", session.model_name);
     let mut multi = MultiLine::new();
@@ -138,10 +135,18 @@ struct Session {
     reasoning: Option<Reasoning>,
     think_budget: Option<usize>,
     verbose: bool,
+    /// How long the model took to load, reported (with `--verbose`) after the first answer.
+    load_duration: Option<Duration>,
 }
 
 impl Session {
-    fn new(s: Settings, model_path: &Path, model: &dyn Model, reasoning: Option<Reasoning>) -> Result<Self> {
+    fn new(
+        s: Settings,
+        model_path: &Path,
+        model: &dyn Model,
+        reasoning: Option<Reasoning>,
+        load_duration: Duration,
+    ) -> Result<Self> {
         let system = match &s.prompt {
             Prompt::Chat { messages, .. } => messages.iter().find(|m| m.role == "system").map(|m| m.content.clone()),
             Prompt::Raw(_) => None,
@@ -176,6 +181,7 @@ impl Session {
             reasoning,
             think_budget: s.think.think_budget,
             verbose: s.verbose,
+            load_duration: Some(load_duration),
         })
     }
 
@@ -224,7 +230,7 @@ impl Session {
         }
         let _ = writeln!(out);
         drop(out);
-        let answer = match result {
+        let mut answer = match result {
             Ok(a) => a,
             Err(e) => {
                 let hint = if e.to_string().contains("context") { " (/clear forgets the conversation)" } else { "" };
@@ -236,6 +242,7 @@ impl Session {
             eprintln!("(stopped)");
         }
         if self.verbose {
+            answer.generation.load_duration = self.load_duration.take().unwrap_or_default();
             print_stats(&answer.generation, answer.matcher.as_ref());
         }
         if cancelled && answer.text.is_empty() {
