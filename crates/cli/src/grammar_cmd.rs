@@ -489,7 +489,7 @@ mod tests {
         let p = dir.join("s.json");
         std::fs::write(&p, r#"{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a"]}"#).unwrap();
         let l = Limits::default();
-        let mut opts = SourceOptions { any_value: false, max_ws_run: WsRun(Some(20)), lenient: false, strict: false, any_key_order: false };
+        let mut opts = SourceOptions { any_value: false, max_ws_run: WsRun(Some(20)), lenient: false, strict: false, any_key_order: false, whitespace: "flexible".into() };
         let listed = compile_schema(&p, &opts, &l).unwrap();
         assert!(!check(&listed, br#"{"b":"x","a":1}"#, &l).unwrap().accepted());
         opts.any_key_order = true;

@@ -3,6 +3,7 @@
 //! Two stages: [`Args`] are the raw flags; [`Settings::resolve`] reads the prompt, checks
 //! the flags against each other and builds the engine's options; [`main`] resolves and
 //! loads the model, compiles the constraint against its vocabulary and runs the loop.
+//! Without a prompt, on a terminal, it opens a chat instead (`chat`).
 
 use anyhow::{bail, Context, Result};
 use formwork_engine::request::{Event, Format, Request};
@@ -13,6 +14,7 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+mod chat;
 mod defaults;
 mod retry;
 mod think;
@@ -94,8 +96,9 @@ pub struct Args {
     /// Print timings, token counts and rates, and the stop reason to stderr.
     #[arg(long, short)]
     pub verbose: bool,
-    /// The prompt; `-` reads it from stdin.
-    pub prompt: String,
+    /// The prompt; `-` reads it from stdin, as does no prompt when stdin is not a terminal.
+    /// With no prompt on a terminal: a chat (type `/?` in it for its commands).
+    pub prompt: Option<String>,
 }
 
 /// Where the constraint comes from.
@@ -129,6 +132,8 @@ struct Settings {
     /// Reasoning flags (resolved against the model once it is loaded).
     think: think::ThinkArgs,
     verbose: bool,
+    /// An interactive chat: `prompt` holds only the `--system` message.
+    chat: bool,
 }
 
 impl Settings {
@@ -137,15 +142,21 @@ impl Settings {
         if let Some(m) = &found {
             defaults::apply(&mut args, &m.defaults);
         }
-        let text = if args.prompt == "-" {
-            let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).context("reading the prompt from stdin")?;
-            s
-        } else {
-            args.prompt
+        let chat = args.prompt.is_none() && std::io::stdin().is_terminal();
+        let text = match args.prompt.take() {
+            _ if chat => String::new(),
+            Some(p) if p != "-" => p,
+            _ => {
+                let mut s = String::new();
+                std::io::stdin().read_to_string(&mut s).context("reading the prompt from stdin")?;
+                s
+            }
         };
-        if text.trim().is_empty() {
-            bail!("the prompt is empty; give it as an argument, or `-` to read it from stdin");
+        if !chat && text.trim().is_empty() {
+            bail!("the prompt is empty; give it as an argument, or `-` (or nothing) to read it from stdin");
+        }
+        if chat && args.raw {
+            bail!("--raw needs a prompt (the chat uses the chat template)");
         }
         let prompt = if args.raw {
             if args.system.is_some() {
@@ -157,7 +168,9 @@ impl Settings {
             if let Some(s) = args.system {
                 messages.push(ChatMessage::new("system", s));
             }
-            messages.push(ChatMessage::new("user", text));
+            if !chat {
+                messages.push(ChatMessage::new("user", text));
+            }
             Prompt::Chat { messages, tools: None }
         };
         let d = SamplerOptions::default();
@@ -198,6 +211,9 @@ impl Settings {
             w => Some(w.parse::<SchemaPlacement>().map_err(anyhow::Error::msg)?),
         };
         let retry = args.retry.resolve(matches!(constraint, Some(ConstraintSource::Json | ConstraintSource::Schema(_))))?;
+        if chat && retry.is_some() {
+            bail!("--retries, --rules, --check and --repair need a prompt; the chat does not validate answers");
+        }
         Ok(Settings {
             model: args.model,
             model_path: found.map(|m| m.path),
@@ -219,6 +235,7 @@ impl Settings {
             whitespace: formwork_engine::request::Whitespace::from_name(&args.whitespace).unwrap_or_default(),
             think: args.think,
             verbose: args.verbose,
+            chat,
         })
     }
 }
@@ -270,6 +287,9 @@ pub fn main(args: Args) -> Result<()> {
         .with_context(|| format!("loading the model {}", path.display()))?;
     let load_duration = t_load.elapsed();
     let reasoning = s.think.reasoning(&model, matches!(s.prompt, Prompt::Raw(_)))?;
+    if s.chat {
+        return chat::run(s, &path, &mut model, load_duration, reasoning);
+    }
     let request = request.reasoning(reasoning);
 
     if let Some(plan) = &s.retry {
