@@ -398,8 +398,9 @@ impl<'a> Cx<'a> {
         let mut queue: std::collections::VecDeque<Part> = parts.into();
         let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
         while let Some(mut p) = queue.pop_front() {
-            if out.len() + queue.len() > 10_000 {
-                return Err(err(SchemaErrorKind::Limit { limit: "max_elements", why: "allOf/$ref expansion too large".into() }, p.at.clone()));
+            let max = self.opts.limits.max_elements;
+            if out.len() + queue.len() > max {
+                return Err(err(SchemaErrorKind::Limit { limit: "max_elements", why: format!("allOf/$ref expansion has more than {max} conjuncts") }, p.at.clone()));
             }
             match p.value() {
                 Value::Bool(true) => continue,
@@ -606,9 +607,6 @@ impl<'a> Cx<'a> {
             if let Some(t) = p.get("type") {
                 types &= type_bits(t).ok_or_else(|| invalid("type", "must be a type name or an array of them", p.kw_ptr("type")))?;
             }
-        }
-        if self.opts.strict {
-            // nothing type-specific here; handled in object.
         }
         // enum / const: exact, through the validators.
         let mut cands: Option<Vec<Value>> = None;
