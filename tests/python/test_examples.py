@@ -47,6 +47,9 @@ SKIP = {
     "ollama/thinking-levels.py": "a reasoning model",
     "ollama/gpt-oss-tools.py": "gpt-oss (a reasoning model with Harmony channels)",
     "ollama/gpt-oss-tools-stream.py": "gpt-oss (a reasoning model with Harmony channels)",
+    "ollama/multi-tool.py": "a reasoning model (think=True; on a model without thinking formwork, like Ollama, answers 400)",
+    # Ollama's systemone API (/v1/systemone) with its own `nimble` model.
+    "ollama/systemone.py": "Ollama's systemone API and its nimble model",
     # Fill-in-the-middle needs a code model's FIM template.
     "ollama/fill-in-middle.py": "a fill-in-the-middle model",
 }
@@ -64,6 +67,14 @@ OPENAI_EXAMPLES = [
     "responses/structured_outputs.py",
     "responses/structured_outputs_tools.py",
 ]
+# Examples that assume the model chooses to call a tool (`tool_choice` auto, sampled at the
+# default temperature): the 135M default model sometimes answers in text instead. They run,
+# and a pass is reported as such (not strict).
+MODEL_CHOICE = {
+    "openai/parsing_tools.py": "the model must choose to call the tool (tool_choice auto)",
+    "openai/responses/structured_outputs_tools.py": "the model must choose to call the tool (tool_choice auto)",
+}
+
 # Interactive examples: one line of input, then end of input ends them (with EOFError from
 # `input()`, which is how such a loop ends when stdin closes): they pass when the answer to the
 # line was printed before that.
@@ -106,8 +117,10 @@ def _examples():
         out.append(pytest.param(key, p, id=key, marks=marks))
     for name in OPENAI_EXAMPLES:
         p = openai_dir / name
+        key = f"openai/{name}"
+        marks = [pytest.mark.xfail(reason=MODEL_CHOICE[key], strict=False)] if key in MODEL_CHOICE else []
         if p.exists():
-            out.append(pytest.param(f"openai/{name}", p, id=f"openai/{name}"))
+            out.append(pytest.param(key, p, id=key, marks=marks))
     return out
 
 
