@@ -63,20 +63,21 @@ fn llama3_tokenizer_json() {
     assert_eq!(v.eos_tokens(), &[TokenId(128_001)]);
 }
 
-fn gguf_path() -> Option<PathBuf> {
+/// The default model's GGUF in the model cache; a missing file fails the test with how to
+/// get it (a test that skips when its fixture is absent would pass without checking anything).
+fn gguf_path() -> PathBuf {
     let home = std::env::var_os("FORMWORK_HOME")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/formwork")))?;
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/formwork")))
+        .expect("neither FORMWORK_HOME nor HOME is set: cannot find the model cache");
     let p = home.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    p.is_file().then_some(p)
+    assert!(p.is_file(), "{} is missing: fetch it with `formwork pull smollm2` (scripts/test does)", p.display());
+    p
 }
 
 #[test]
 fn smollm2_gguf_matches_tokenizer_json() {
-    let Some(path) = gguf_path() else {
-        println!("skipping: model not pulled");
-        return;
-    };
+    let path = gguf_path();
     let f = GgufFile::open(&path).unwrap();
     assert!(matches!(f.version(), 2 | 3));
     assert_eq!(f.architecture(), Some("llama"));
