@@ -26,8 +26,9 @@ def test_chat_format_json(model):
         format="json",
         options={"temperature": 0, "num_predict": 200},
     )
-    if response.done_reason == "stop":
-        assert isinstance(json.loads(response.message.content), dict)
+    # Truncation-proof: a budget-closed answer (done_reason "length") parses too.
+    assert response.done_reason in ("stop", "length")
+    assert isinstance(json.loads(response.message.content), dict)
 
 
 def test_chat_streaming(model):

@@ -63,8 +63,9 @@ def test_json_object(oai, model):
         max_tokens=200,
         temperature=0,
     )
-    if r.choices[0].finish_reason == "stop":
-        assert isinstance(json.loads(r.choices[0].message.content), dict)
+    # Truncation-proof: a budget-closed answer (finish_reason "length") parses too.
+    assert r.choices[0].finish_reason in ("stop", "length")
+    assert isinstance(json.loads(r.choices[0].message.content), dict)
 
 
 def test_streaming(oai, model):
