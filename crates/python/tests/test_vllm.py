@@ -183,6 +183,13 @@ def test_batch_updates_move_the_matchers_with_their_requests(llm):
     proc.update_state(None)
     assert proc._rows[0].matcher.is_terminated()
     assert torch.isfinite(step()[0]).all()
+    # A token the grammar refuses (another processor overrode the mask) cannot be undone:
+    # the request may only stop now, never run on unconstrained.
+    out1 = []
+    proc.update_state(BatchUpdate(batch_size=2, removed=[1], added=[(1, digits, [1], out1)], moved=[]))
+    out1.append(letter_tok)
+    proc.update_state(None)
+    assert allowed(step(), 1) == {eos}
 
 
 @pytest.fixture(scope="module")

@@ -273,10 +273,15 @@ def parse_request_spec(value: Any) -> _Grammar:
 @dataclass
 class _Row:
     """A constrained request in the persistent batch: its matcher, and how many of its
-    output tokens (a live reference to vLLM's list) the matcher has seen."""
+    output tokens (a live reference to vLLM's list) the matcher has seen. `matcher` is None
+    when its grammar failed to compile here; `broken` once a token the grammar refuses was
+    produced anyway (another processor overrode the mask). Either way the request can no
+    longer be constrained, and a logits processor cannot fail one request alone, so from
+    then on only its stop tokens are allowed: it ends at once, never unconstrained."""
 
-    matcher: Matcher
+    matcher: Optional[Matcher]
     output_ids: List[int]
+    stop_token_ids: List[int]
     seen: int = 0
     broken: bool = False
 
@@ -288,10 +293,8 @@ class _Row:
             if self.matcher.is_terminated():
                 continue
             if not self.matcher.accept_token(t):
-                # Another processor (or a forced token) overrode the mask: stop
-                # constraining this request rather than fail the whole batch.
                 self.broken = True
-                logger.error("formwork: row %d: token %s is not allowed by the request's grammar; the row is no longer constrained", index, t)
+                logger.error("formwork: row %d: token %s is not allowed by the request's grammar; ending the request", index, t)
 
 
 class LogitsProcessor(_VllmLogitsProcessor):
@@ -330,11 +333,15 @@ class LogitsProcessor(_VllmLogitsProcessor):
         extra = getattr(params, "extra_args", None) or {}
         if EXTRA_ARGS_KEY not in extra:
             return None
-        grammar = parse_request_spec(extra[EXTRA_ARGS_KEY])
         compilers = self._compiler_set()
-        stops = getattr(params, "all_stop_token_ids", None)
-        compiled = compilers.get(stops).compile(grammar)
-        return _Row(Matcher(compiled), output_ids)
+        stops = sorted(getattr(params, "all_stop_token_ids", None) or compilers.default_stops)
+        try:
+            grammar = parse_request_spec(extra[EXTRA_ARGS_KEY])
+            compiled = compilers.get(stops).compile(grammar)
+        except (ValueError, FormworkError) as e:  # validate_params let it through
+            logger.error("formwork: the request's grammar does not compile (%s); ending the request", e)
+            return _Row(None, output_ids, stops, broken=True)
+        return _Row(Matcher(compiled), output_ids, stops)
 
     def update_state(self, batch_update: Optional[BatchUpdate]) -> None:
         rows = self._rows
@@ -362,7 +369,14 @@ class LogitsProcessor(_VllmLogitsProcessor):
         live = []
         for index, row in self._rows.items():
             row.catch_up(index)
-            if not row.broken and not row.matcher.is_terminated() and index < logits.shape[0]:
+            if index >= logits.shape[0]:
+                continue
+            if row.broken:
+                stops = torch.tensor(row.stop_token_ids, dtype=torch.long, device=logits.device)
+                kept = logits[index, stops].clone()
+                logits[index] = float("-inf")
+                logits[index, stops] = kept
+            elif not row.matcher.is_terminated():
                 live.append(index)
         if not live:
             return logits
