@@ -41,7 +41,9 @@ or a fork. The registration itself is one branch in `StructuredOutputManager.gra
 and for the name to get that far, `"formwork"` added to `StructuredOutputsBackend` in
 `vllm/config/structured_outputs.py` and an `elif backend == "formwork": pass` before the
 `else` (the "auto" branch) of `SamplingParams._validate_structured_outputs` in
-`vllm/sampling_params.py`. Then `--structured-outputs-config.backend formwork`.
+`vllm/sampling_params.py` (and to the backends `StructuredOutputsConfig`'s validator allows
+`disable_any_whitespace` for, to use that). Then `--structured-outputs-config.backend formwork`.
+(Lines as of vLLM 0.32.)
 
 Request types: JSON (a schema), JSON_OBJECT (any object), REGEX (Rust regex syntax), GRAMMAR
 (GBNF; Lark grammars are refused), CHOICE. STRUCTURAL_TAG is refused with an error.
