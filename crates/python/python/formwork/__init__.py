@@ -14,7 +14,9 @@ llguidance::
     formwork.apply_token_bitmask_inplace(logits, bitmask)  # disallowed logits -> -inf
     matcher.accept_token(next_token)
 
-`formwork.hf.LogitsProcessor` does this inside transformers' `model.generate(...)`.
+`formwork.hf.LogitsProcessor` does this inside transformers' `model.generate(...)`;
+`formwork.vllm` inside vLLM (a logits processor loaded by name, and a structured-output
+backend); `formwork.sglang` is SGLang's `--grammar-backend formwork`.
 """
 
 from __future__ import annotations
