@@ -83,22 +83,24 @@ fn small_budgets_give_valid_json() {
     for (name, schema) in schemas().into_iter().filter(|(n, _)| ["person", "nested", "order"].contains(n)) {
         let path = dir.join(format!("{name}.json"));
         std::fs::write(&path, schema.to_string()).unwrap();
-        for n in [24, 32] {
+        // Flexible whitespace with budgets near its shortest outputs; pretty (the CLI's
+        // default) forces its indentation, so its shortest outputs are longer.
+        for (style, n) in [("flexible", 24), ("flexible", 32), ("pretty", 40), ("pretty", 48)] {
             for seed in ["1", "2"] {
                 let out = Command::new(env!("CARGO_BIN_EXE_formwork"))
                     .arg("run")
                     .arg("--model")
                     .arg(model_path())
-                    .args(["--threads", "1", "--format", path.to_str().unwrap(), "--temperature", "0.8"])
+                    .args(["--threads", "1", "--format", path.to_str().unwrap(), "--temperature", "0.8", "--whitespace", style])
                     .args(["--seed", seed, "-n", &n.to_string(), "--verbose", &prompt_for(name, &schema)])
                     .stdin(Stdio::null())
                     .output()
                     .unwrap();
                 let text = String::from_utf8_lossy(&out.stdout);
                 let err = String::from_utf8_lossy(&out.stderr);
-                assert!(out.status.success(), "{name} -n {n}: {err}");
+                assert!(out.status.success(), "{name} {style} -n {n}: {err}");
                 if let Err(e) = formwork_schema::validate(&schema, text.trim()) {
-                    panic!("{name} -n {n} seed {seed}: invalid output {text:?}: {e:?}\n{err}");
+                    panic!("{name} {style} -n {n} seed {seed}: invalid output {text:?}: {e:?}\n{err}");
                 }
             }
         }
