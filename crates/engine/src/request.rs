@@ -90,7 +90,8 @@ pub enum FormatError {
 }
 
 impl Format {
-    /// The schema options generation uses: canonical integers (`3`, never `3.0`), plus the
+    /// The schema options generation uses: canonical integers (`3`, never `3.0`), no
+    /// whitespace around the root value, plus the
     /// request's strict mode, first key, whitespace style and limits. The one place they
     /// are chosen.
     pub fn schema_options(strict: bool, first_key: Option<&str>, whitespace: Whitespace, limits: &Limits) -> formwork_schema::SchemaOptions {
@@ -98,6 +99,7 @@ impl Format {
             strict,
             force_first_key: first_key.map(str::to_string),
             whitespace,
+            root_whitespace: false,
             limits: limits.clone(),
             canonical_integers: true,
             ..Default::default()

@@ -85,7 +85,9 @@ fn reasoning_composes_with_retries_each_attempt_reasons_then_answers_valid_json(
     // The retry saw the failed answer and the errors, and opened a reasoning section again.
     let seq = m.last_sequence();
     assert!(seq.contains("Your answer did not pass validation:"), "{seq}");
-    assert!(seq.contains("<think>\nOlder.</think>{\"age\": 30}"), "{seq}");
+    // (The closing brace completes the answer — nothing may follow the root value — so it
+    // ends the generation without being evaluated.)
+    assert!(seq.contains("<think>\nOlder.</think>{\"age\": 30"), "{seq}");
 }
 
 #[test]
@@ -183,4 +185,14 @@ fn the_whitespace_style_lays_out_json_answers() {
         assert!(formwork_grammar::accepts(&g, b"{\"a\":[1,2]}", &limits).unwrap(), "{f:?}");
         assert!(!formwork_grammar::accepts(&g, b"{\"a\": [1,2]}", &limits).unwrap(), "{f:?}");
     }
+}
+
+#[test]
+fn generation_grammars_have_no_whitespace_around_the_root_value() {
+    let limits = Limits::default();
+    let f = Format::JsonSchema { schema: json!({"type": "object", "properties": {"a": {"type": "integer"}}}), strict: false, first_key: None };
+    let g = f.grammar(&limits, Whitespace::default()).unwrap().unwrap();
+    assert!(formwork_grammar::accepts(&g, b"{ \"a\": 1 }", &limits).unwrap(), "whitespace inside stays flexible");
+    assert!(!formwork_grammar::accepts(&g, b"{\"a\": 1}\n\n", &limits).unwrap(), "nothing after the answer");
+    assert!(!formwork_grammar::accepts(&g, b"\n{\"a\": 1}", &limits).unwrap(), "nothing before it");
 }

@@ -212,9 +212,9 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
             "",
         ));
     }
-    let ws = cx.ws.clone();
-    cx.b.define("root", Expr::seq([ws.clone(), body, ws]));
     // (`ws` is empty unless the style is flexible.)
+    let ws = if opts.root_whitespace { cx.ws.clone() } else { Expr::empty() };
+    cx.b.define("root", Expr::seq([ws.clone(), body, ws]));
     let g = cx.b.build("root").map_err(|e| err(SchemaErrorKind::Grammar(e.to_string()), ""))?;
     tracing::debug!(rules = g.rules().len(), warnings = cx.warnings.len(), "compiled JSON schema");
     Ok((g, cx.warnings))

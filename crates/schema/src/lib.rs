@@ -178,6 +178,11 @@ pub struct SchemaOptions {
     pub strict: bool,
     /// Whitespace between tokens.
     pub whitespace: Whitespace,
+    /// Whitespace (in the [`whitespace`](SchemaOptions::whitespace) style's runs) allowed
+    /// before and after the root value, as JSON allows. On by default, for checking
+    /// documents; generation turns it off: whitespace around an answer is never wanted, and
+    /// a model that keeps writing newlines after the closing brace spends its budget on them.
+    pub root_whitespace: bool,
     /// Bounds on the work done for this schema.
     pub limits: Limits,
     /// When set, objects at the root must start with this key (for tool-call names).
@@ -214,6 +219,7 @@ impl Default for SchemaOptions {
             lenient: false,
             strict: false,
             whitespace: Whitespace::default(),
+            root_whitespace: true,
             limits: Limits::default(),
             force_first_key: None,
             unknown_formats_as_annotations: true,
