@@ -4,6 +4,8 @@
 //! `measure_budget_closing` (ignored; run it with `--ignored --nocapture`) compares the
 //! loop with and without budget steering over schemas × budgets × seeds and prints a table.
 
+mod common;
+use common::model_path;
 use formwork_engine::{
     generate, ChatMessage, Constraint, GenerateOptions, GrammarConstraint, Model, Prompt, SamplerOptions, StopDetail,
     StopReason,
@@ -12,18 +14,8 @@ use formwork_grammar::{matcher::CompiledGrammar, Limits};
 use formwork_vocab::{TokenId, TokenMask};
 use serde_json::{json, Value};
 use std::ops::ControlFlow;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
-fn model_path() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        formwork_models::resolve(formwork_models::DEFAULT_MODEL)
-            .unwrap_or_else(|e| panic!("the default model is needed for these tests and could not be resolved: {e}"))
-    })
-    .clone()
-}
 
 /// Schemas with required string, number, boolean and array fields, flat and nested.
 fn schemas() -> Vec<(&'static str, Value)> {

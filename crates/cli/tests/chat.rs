@@ -5,24 +5,16 @@
 //! editing escape sequences to parse around. Timeouts are
 //! generous and sampling is greedy with a bounded answer: CI runs these on 2 slow cores.
 
+mod common;
+use common::model_path;
 use expectrl::process::unix::{PtyStream, UnixProcess, WaitStatus};
 use expectrl::{ControlCode, Eof, Expect, Regex, Session};
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 type Chat = Session<UnixProcess, PtyStream>;
 
-fn model_path() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        formwork_models::resolve(formwork_models::DEFAULT_MODEL)
-            .unwrap_or_else(|e| panic!("the default model is needed for these tests and could not be resolved: {e}"))
-    })
-    .clone()
-}
 
 /// `formwork run --model M --threads 1 ARGS` on a pseudo-terminal, with a fresh
 /// `FORMWORK_HOME` (the chat keeps its line history there).

@@ -2,14 +2,11 @@
 //! dimensions): one unit vector per input, identical inputs give identical vectors, stdin
 //! lines as inputs, and the `--json` shape.
 
+mod common;
+use common::model_path;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-fn model_path() -> PathBuf {
-    formwork_models::resolve(formwork_models::DEFAULT_MODEL)
-        .unwrap_or_else(|e| panic!("the default model is needed for these tests and could not be resolved: {e}"))
-}
 
 fn embed(args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_formwork"));

@@ -5,19 +5,11 @@
 //! then passes its path with `--model`. One thread per run: tests run in parallel on small
 //! machines, and over-subscribed llama.cpp threads collapse throughput.
 
+mod common;
+use common::model_path;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
-fn model_path() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        formwork_models::resolve(formwork_models::DEFAULT_MODEL)
-            .unwrap_or_else(|e| panic!("the default model is needed for these tests and could not be resolved: {e}"))
-    })
-    .clone()
-}
 
 fn formwork(args: &[&str]) -> Output {
     formwork_with_stdin(args, None)

@@ -1,17 +1,10 @@
 //! `formwork run --retries/--rules/--check/--repair` end to end on the default model.
 
+mod common;
+use common::model_path;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
-fn model_path() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        formwork_models::resolve(formwork_models::DEFAULT_MODEL)
-            .unwrap_or_else(|e| panic!("the default model is needed for these tests and could not be resolved: {e}"))
-    })
-    .clone()
-}
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_formwork"))

@@ -1,13 +1,11 @@
 //! `formwork sql` and `formwork grammar sql` end to end: a SQLite file built here, the real
 //! default model (SmolLM2-135M-Instruct), the real binary.
 
+mod common;
+use common::model_path;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn model_path() -> PathBuf {
-    formwork_models::resolve(formwork_models::DEFAULT_MODEL)
-        .unwrap_or_else(|e| panic!("the default model is needed for these tests and could not be resolved: {e}"))
-}
 
 /// A shop: customers and their orders, with a foreign key, a hidden column and a rule.
 fn shop(dir: &Path) -> (PathBuf, PathBuf) {
