@@ -49,7 +49,7 @@ use super::error::{CompileError, MatchError};
 use super::index::TokenIndex;
 use super::lower::lower;
 use super::lower::ByteSet;
-use super::mask::{repeat_split, walk_from, Accel, CiMask, SubCi};
+use super::mask::{repeat_split, same_within, walk_from, Accel, Chain, CiMask, SubCi};
 use super::slots::Slots;
 use crate::{Grammar, Limits};
 use formwork_vocab::{TokenId, TokenMask, Vocabulary};
@@ -66,6 +66,11 @@ const MASK_CACHE_BYTES: usize = 64 << 20;
 const TRUNCATE_DEPTH: usize = 4;
 /// Fewest first bytes leading to one looping state for [`CompiledGrammar::dispatch_ci`].
 const DISPATCH_MIN: usize = 16;
+/// Bytes within which two states must become one for a first byte to join a dispatch group
+/// (the rest of a UTF-8 character).
+const SAME_DEPTH: u32 = 3;
+/// Fewest trie nodes under a first byte for it to try joining a dispatch group.
+const JOIN_MIN_NODES: usize = 128;
 /// Frames below the top two of a stack are replaced by their loop equivalents only from
 /// this budget on (see `Builder::canonical`).
 const DEEP_MIN_BUDGET: u32 = 16;
@@ -143,7 +148,10 @@ struct CiCache {
     /// Indexed by (looping target, the first bytes leading to it): that group's part of a
     /// first-byte dispatch.
     group: Mutex<FxHashMap<(u32, ByteSet), Arc<CiMask>>>,
-    /// Bytes of all three.
+    /// Truncated states with no cheaper way than a plain walk (no accelerator, dispatch or
+    /// chain), so that a full state's chain is tried instead (see `ci_mask`).
+    plain: Mutex<rustc_hash::FxHashSet<u32>>,
+    /// Bytes of the first three.
     budget: Budget,
 }
 
@@ -455,7 +463,7 @@ impl CompiledGrammar {
         // budget, so that the walk of the longer tokens stays short (below the vocabulary's
         // split budget it would visit more than an eighth of the trie).
         let split = self.index.split_min_budget();
-        let deep = split.max(DEEP_MIN_BUDGET);
+        let deep = self.deep_min_budget();
         let (mut c, mut budget) = st.canonical(s, 0, deep);
         if c != s && budget < split && self.masks.masks.get(c).is_none() {
             (c, budget) = st.canonical(s, split, deep);
@@ -470,6 +478,12 @@ impl CompiledGrammar {
         Some((m, walked + w))
     }
 
+    /// The budget from which canonical states replace deep frames (see `canon`): one value
+    /// per grammar, since deep frames are memoized.
+    fn deep_min_budget(&self) -> u32 {
+        self.index.split_min_budget().max(DEEP_MIN_BUDGET)
+    }
+
     /// The context-independent mask of state `t` (cached by state), and the trie nodes
     /// walked to build it (0 on a hit). A state that loops on many bytes is built with its
     /// accelerator; one that does not, but whose first bytes lead to a looping state, by
@@ -477,15 +491,24 @@ impl CompiledGrammar {
     /// Unless `nested` (inside another one's computation), one that another thread is
     /// computing is waited for ([`claim`](Self::claim)).
     fn ci_of(&self, st: &mut Stepper<'_>, t: u32, nested: bool) -> (Arc<CiMask>, usize) {
+        self.ci_of_walk(st, t, nested, true).expect("a plain walk is allowed")
+    }
+
+    /// [`ci_of`](Self::ci_of); unless `plain`, `None` (and nothing cached) when only a
+    /// plain walk of the trie would do.
+    fn ci_of_walk(&self, st: &mut Stepper<'_>, t: u32, nested: bool, plain: bool) -> Option<(Arc<CiMask>, usize)> {
         let cache = &self.ci;
         if let Some(c) = cache.ci.get(t) {
-            return (c.clone(), 0);
+            return Some((c.clone(), 0));
+        }
+        if !plain && locked(&cache.plain).contains(&t) {
+            return None;
         }
         let _mark = if nested {
             None
         } else {
             match self.claim(Work::Ci, t, || cache.ci.get(t).cloned(), || st.release()) {
-                Claim::Done(c) => return (c, 0),
+                Claim::Done(c) => return Some((c, 0)),
                 Claim::Mine(mark) => Some(mark),
             }
         };
@@ -494,15 +517,22 @@ impl CompiledGrammar {
             Some(a) => CiMask::build(st, &self.index, t, Some(&a)),
             None => match self.dispatch_ci(st, t) {
                 Some(c) => c,
-                None => CiMask::build(st, &self.index, t, None),
+                None => match Chain::for_state(st, &self.index, t, self.deep_min_budget()) {
+                    Some(ch) => CiMask::build_chain(st, &self.index, t, &ch),
+                    None if !plain => {
+                        locked(&cache.plain).insert(t);
+                        return None;
+                    }
+                    None => CiMask::build(st, &self.index, t, None),
+                },
             },
         };
         let walked = c.walked;
         let c = Arc::new(c);
         if !cache.budget.reserve(c.memory_usage()) {
-            return (c, walked);
+            return Some((c, walked));
         }
-        (cache.ci.set(t, c).clone(), walked)
+        Some((cache.ci.set(t, c).clone(), walked))
     }
 
     /// The context-independent mask of `t` by first-byte dispatch, when `t` is not a loop
@@ -551,6 +581,24 @@ impl CompiledGrammar {
         groups.retain(|g| g.1.len() >= DISPATCH_MIN as u32);
         if groups.is_empty() {
             return None;
+        }
+        // Other first bytes (the lead bytes of multi-byte characters, mostly) join a group
+        // when the state after them is, for the rest of any token, the state after them
+        // from the group's target: then their subtrees are the target's too. Without this
+        // a 128k vocabulary walks ~30,000 nodes of non-ASCII tokens on every dispatch.
+        let mut proven = Vec::new();
+        for &(node, b, x) in &kids {
+            // A small subtree is cheaper to walk than to prove the same.
+            if trie.end(node) - node < JOIN_MIN_NODES || x == DEAD || x == OVERFLOW || groups.iter().any(|g| g.1.contains(b)) {
+                continue;
+            }
+            for g in groups.iter_mut() {
+                let y = aut.step(g.0, b);
+                if same_within(aut, x, y, SAME_DEPTH, &mut proven) {
+                    g.1.insert(b);
+                    break;
+                }
+            }
         }
         let vocab = self.index.vocab();
         let mut ci = CiMask::empty(vocab.len());
@@ -626,7 +674,19 @@ impl CompiledGrammar {
         let vocab = self.index.vocab();
         let trie = self.index.trie();
         let t = aut.truncate(s, TRUNCATE_DEPTH);
-        let (ci, mut walked) = self.ci_of(aut, t, false);
+        let (ci, mut walked) = match self.ci_of_walk(aut, t, false, false) {
+            Some(r) => r,
+            None => {
+                // The truncated state would be walked whole (its chain may run into the
+                // context, which the full state has): try the full state's chain.
+                if let Some(ch) = Chain::for_state(aut, &self.index, s, self.deep_min_budget()) {
+                    let c = CiMask::build_chain(aut, &self.index, s, &ch);
+                    debug_assert!(c.nodes.is_empty() && c.tokens.is_empty(), "a full state reached CTX");
+                    return (c.mask, c.walked);
+                }
+                self.ci_of(aut, t, false)
+            }
+        };
         let mut m = ci.mask.clone();
         for (node, prefix) in &ci.nodes {
             let mut x = s;
@@ -976,3 +1036,4 @@ pub fn accepts(g: &Grammar, input: &[u8], limits: &Limits) -> Result<bool, Compi
     }
     Ok(aut.info(s).accepting)
 }
+

@@ -24,6 +24,8 @@ pub struct TokenIndex {
     trie: TokenTrie,
     /// `None` for a class not worth an index (see [`class_index`](Self::class_index)).
     classes: Mutex<FxHashMap<ClassKey, Option<Arc<ClassIndex>>>>,
+    /// The same with counts, for chains (see [`counted_index`](Self::counted_index)).
+    counted: Mutex<FxHashMap<ClassKey, Option<Arc<CountedIndex>>>>,
     /// Per byte `b`: the text tokens whose first byte is `b` (built with the index).
     first_byte: std::sync::OnceLock<Vec<TokenMask>>,
     /// Indexed by trie node: the length of the longest token in its subtree (saturated).
@@ -56,6 +58,33 @@ pub(crate) struct ClassIndex {
 impl ClassIndex {
     pub(crate) fn memory_usage(&self) -> usize {
         self.all_in.memory_usage() + self.exits.memory_usage()
+    }
+}
+
+/// A [`ClassIndex`] that also counts characters, for a chain (`mask::Chain`): a state that
+/// does not loop on `C` but moves, on every character of `C`, to one next state, and so on
+/// (a string body before its `minLength`; the first character of a length-bounded one).
+/// A token's fate there depends on how many characters of `C` it starts with, so the
+/// tokens are kept by that count.
+#[derive(Debug)]
+pub(crate) struct CountedIndex {
+    /// Text tokens whose every character is in `C`.
+    pub all_in: TokenMask,
+    /// The same tokens with their character counts, most characters first.
+    pub all_in_by_count: Vec<(u16, TokenId)>,
+    /// The other text tokens that start with a byte in `enters`: the root's child `k`
+    /// holds, below it, the suffixes (from the first byte outside `C`) of the tokens that
+    /// have `k` characters of `C` before it.
+    pub exits: TokenTrie,
+    /// As [`ClassIndex::enters`].
+    pub enters: ByteSet,
+    /// The most characters of `C` any token starts with (the chain length needed).
+    pub max_count: usize,
+}
+
+impl CountedIndex {
+    pub(crate) fn memory_usage(&self) -> usize {
+        self.all_in.memory_usage() + self.all_in_by_count.len() * 8 + self.exits.memory_usage()
     }
 }
 
@@ -96,6 +125,7 @@ impl TokenIndex {
             vocab,
             trie,
             classes: Mutex::new(FxHashMap::default()),
+            counted: Mutex::new(FxHashMap::default()),
             first_byte: std::sync::OnceLock::new(),
             subtree_max,
             by_len,
@@ -192,6 +222,64 @@ impl TokenIndex {
                         .sum::<usize>()
                 })
                 .unwrap_or(0)
+            + self
+                .counted
+                .lock()
+                .map(|c| c.values().flatten().map(|x| x.memory_usage()).sum::<usize>())
+                .unwrap_or(0)
+    }
+
+    /// The counted class index of `c` (built on first use, then shared; see
+    /// [`CountedIndex`]), on the terms of [`class_index`](Self::class_index): `None` when
+    /// more than a quarter of the text tokens enter the class and leave it again, or when a
+    /// token starts with more than 255 characters of it.
+    pub(crate) fn counted_index(&self, c: ByteSet, utf8: bool) -> Option<Arc<CountedIndex>> {
+        if let Some(x) = self.counted.lock().unwrap_or_else(|e| e.into_inner()).get(&(c, utf8)) {
+            return x.clone();
+        }
+        let v = &self.vocab;
+        let enters = enters_of(&c, utf8);
+        let mut all_in = TokenMask::new(v.len());
+        let mut all_in_by_count = Vec::new();
+        let mut keyed: Vec<(Vec<u8>, TokenId)> = Vec::new();
+        let (mut n_text, mut max_count, mut too_long) = (0, 0, false);
+        for t in v.ids() {
+            if !v.is_text(t) {
+                continue;
+            }
+            n_text += 1;
+            let b = v.token_bytes(t);
+            if b.first().is_none_or(|&x| !enters.contains(x)) {
+                continue;
+            }
+            let (exit, count) = first_exit_counted(b, &c, utf8);
+            max_count = max_count.max(count);
+            too_long |= count > 255;
+            match exit {
+                None => {
+                    all_in.insert(t);
+                    all_in_by_count.push((count as u16, t));
+                }
+                Some(k) => {
+                    let mut key = Vec::with_capacity(b.len() - k + 1);
+                    key.push(count.min(255) as u8);
+                    key.extend_from_slice(&b[k..]);
+                    keyed.push((key, t));
+                }
+            }
+        }
+        let x = (keyed.len() * 4 <= n_text && !too_long).then(|| {
+            let mut items: Vec<(&[u8], TokenId)> = keyed.iter().map(|(k, t)| (k.as_slice(), *t)).collect();
+            let exits = TokenTrie::from_items(&mut items, v.len());
+            all_in_by_count.sort_unstable_by_key(|&(n, _)| std::cmp::Reverse(n));
+            Arc::new(CountedIndex { all_in, all_in_by_count, exits, enters, max_count })
+        });
+        let mut counted = self.counted.lock().unwrap_or_else(|e| e.into_inner());
+        if counted.len() >= MAX_CLASSES {
+            counted.clear();
+        }
+        counted.insert((c, utf8), x.clone());
+        x
     }
 
     /// The class index of `c` (built on first use, then shared). With `utf8`, every
@@ -210,12 +298,7 @@ impl TokenIndex {
             return x.clone();
         }
         let v = &self.vocab;
-        let mut enters = ByteSet::default();
-        for b in 0..=255u8 {
-            if (utf8 && b >= 0x80) || c.contains(b) {
-                enters.insert(b);
-            }
-        }
+        let enters = enters_of(&c, utf8);
         let mut all_in = TokenMask::new(v.len());
         let mut items: Vec<(&[u8], TokenId)> = Vec::new();
         let mut n_text = 0;
@@ -228,7 +311,7 @@ impl TokenIndex {
             if b.first().is_none_or(|&x| !enters.contains(x)) {
                 continue;
             }
-            match first_exit(b, &c, utf8) {
+            match first_exit_counted(b, &c, utf8).0 {
                 None => all_in.insert(t),
                 Some(k) => items.push((&b[k..], t)),
             }
@@ -250,31 +333,46 @@ impl TokenIndex {
     }
 }
 
-/// The index of the first byte of `b` outside the class: a byte not in `c`, or (with
-/// `utf8`) the start of an invalid or incomplete multi-byte character.
-fn first_exit(b: &[u8], c: &ByteSet, utf8: bool) -> Option<usize> {
-    let mut i = 0;
+/// First bytes of the tokens a class index holds: the bytes of `c` and, with `utf8`,
+/// every byte from 0x80 (so that a character is never split).
+fn enters_of(c: &ByteSet, utf8: bool) -> ByteSet {
+    let mut enters = ByteSet::default();
+    for b in 0..=255u8 {
+        if (utf8 && b >= 0x80) || c.contains(b) {
+            enters.insert(b);
+        }
+    }
+    enters
+}
+
+/// The index of the first byte of `b` outside the class — a byte not in `c`, or (with
+/// `utf8`) the start of an invalid or incomplete multi-byte character — and the number of
+/// characters before it.
+fn first_exit_counted(b: &[u8], c: &ByteSet, utf8: bool) -> (Option<usize>, usize) {
+    let (mut i, mut count) = (0, 0);
     while i < b.len() {
         let x = b[i];
         if x < 0x80 || !utf8 {
             if !c.contains(x) {
-                return Some(i);
+                return (Some(i), count);
             }
             i += 1;
+            count += 1;
             continue;
         }
         let len = match x {
             0xC2..=0xDF => 2,
             0xE0..=0xEF => 3,
             0xF0..=0xF4 => 4,
-            _ => return Some(i),
+            _ => return (Some(i), count),
         };
         if i + len > b.len() || std::str::from_utf8(&b[i..i + len]).is_err() {
-            return Some(i);
+            return (Some(i), count);
         }
         i += len;
+        count += 1;
     }
-    None
+    (None, count)
 }
 
 /// Indexed by node of `t`: the length of the longest token in its subtree (saturated).

@@ -188,9 +188,15 @@ impl Accel {
     }
 }
 
-/// Does every valid multi-byte UTF-8 character lead from `s` back to `s`? Checked exactly
-/// (per lead byte, every continuation byte of its valid range must give one same state).
+/// Does every valid multi-byte UTF-8 character lead from `s` back to `s`?
 fn utf8_loops(aut: &mut Stepper<'_>, s: u32) -> bool {
+    utf8_to(aut, s, s)
+}
+
+/// Does every valid multi-byte UTF-8 character lead from `s` to `to` (with `to` =
+/// [`DEAD`]: is every one rejected)? Checked exactly: per lead byte, every continuation
+/// byte of its valid range must give one same state, level by level.
+fn utf8_to(aut: &mut Stepper<'_>, s: u32, to: u32) -> bool {
     // (lead bytes, ranges of the following bytes), from the UTF-8 definition.
     type Seq = ((u8, u8), &'static [(u8, u8)]);
     const SEQS: &[Seq] = &[
@@ -206,9 +212,9 @@ fn utf8_loops(aut: &mut Stepper<'_>, s: u32) -> bool {
     for &((lo, hi), rest) in SEQS {
         for lead in lo..=hi {
             let mut x = aut.step(s, lead);
-            for (k, &(a, b)) in rest.iter().enumerate() {
+            for &(a, b) in rest {
                 if x == DEAD || x == OVERFLOW {
-                    return false;
+                    break;
                 }
                 let next = aut.step(x, a);
                 for byte in a..=b {
@@ -217,13 +223,166 @@ fn utf8_loops(aut: &mut Stepper<'_>, s: u32) -> bool {
                     }
                 }
                 x = next;
-                if k + 1 == rest.len() && x != s {
-                    return false;
-                }
+            }
+            // A character rejected part way is rejected whole.
+            if x != to {
+                return false;
             }
         }
     }
     true
+}
+
+/// Are states `a` and `b` the same for a walk: within `depth` bytes, every byte either
+/// leads both to one state, or both to states that are again the same within one byte less
+/// (neither rejected, both or neither in the context)? Then any token is consumed from `a`
+/// exactly as from `b`, with the same uncertain nodes. `proven` memoizes pairs found the
+/// same with at least the depth they were asked for.
+pub(crate) fn same_within(aut: &mut Stepper<'_>, a: u32, b: u32, depth: u32, proven: &mut Vec<(u32, u32, u32)>) -> bool {
+    if a == b {
+        return true;
+    }
+    if depth == 0 || a == DEAD || b == DEAD || a == OVERFLOW || b == OVERFLOW || aut.is_ctx(a) != aut.is_ctx(b) {
+        return false;
+    }
+    if proven.iter().any(|&(x, y, d)| x == a && y == b && d >= depth) {
+        return true;
+    }
+    aut.step_all(a);
+    aut.step_all(b);
+    let (ea, eb) = (aut.entry(a), aut.entry(b));
+    for y in 0..=255u8 {
+        let p = aut.step_from(ea, a, y);
+        let q = aut.step_from(eb, b, y);
+        if p != q && !same_within(aut, p, q, depth - 1, proven) {
+            return false;
+        }
+    }
+    proven.push((a, b, depth));
+    true
+}
+
+/// Longest chain worth following (states built along it).
+const MAX_CHAIN: usize = 64;
+
+/// The chain accelerator of a state `t` that does not loop on a class `C` but moves, on
+/// every character of `C`, to one next state, and from there on every character of `C` to
+/// one next state again, until a state that loops on `C` (or rejects all of it):
+/// `t = S₀ → S₁ → … → Sₙ`. A string body before its `minLength`, the first characters of
+/// one under a large `maxLength` (nested repetitions), a pattern's counted class. A token
+/// that starts with `k` characters of `C` and then leaves it at byte `i` is consumed from
+/// `t` exactly as its suffix from `i` is from `S_min(k,n)`; so `mask(t)` = the tokens all in
+/// `C` (whose end state is some live `Sₖ`) ∪ the exit suffixes walked from `Sₖ`, by count
+/// ([`CountedIndex`](super::index::CountedIndex)) ∪ the main trie's subtrees under the
+/// bytes that do not enter `C` — a few thousand trie steps instead of the whole trie.
+///
+/// A bounded repetition's states never repeat (`Sₖ` counts), so the chain goes through
+/// canonical states (see `canon`): `Sₖ` is replaced by its canonical state when the
+/// canonical state's budget covers every byte a token can still have after `k`
+/// characters, and a canonical state loops.
+#[derive(Debug)]
+pub(crate) struct Chain {
+    class: std::sync::Arc<super::index::CountedIndex>,
+    /// `states[k]`: the state after `k` characters of `C` (`states[0] = t`); the last one
+    /// stands for every larger count, unless `dead`.
+    states: Vec<u32>,
+    /// Counts from `states.len()` on are rejected.
+    dead: bool,
+}
+
+impl Chain {
+    /// The chain of `t`, when its first bytes have one large group leading to one state and
+    /// the chain from there closes within [`MAX_CHAIN`] states. `deep_min` is the budget
+    /// from which canonical states replace deep frames (the same on every call).
+    pub(crate) fn for_state(
+        aut: &mut Stepper<'_>,
+        index: &super::index::TokenIndex,
+        t: u32,
+        deep_min: u32,
+    ) -> Option<Chain> {
+        let info = aut.info(t);
+        if info.first.len() < MIN_CLASS {
+            return None;
+        }
+        aut.step_all(t);
+        let entry = aut.entry(t);
+        // ASCII first bytes by the state they lead to (a lead byte completes no character).
+        let mut groups: Vec<(u32, super::lower::ByteSet)> = Vec::new();
+        for b in 0..0x80u8 {
+            if !info.first.contains(b) {
+                continue;
+            }
+            let x = aut.step_from(entry, t, b);
+            if x == DEAD || x == OVERFLOW || x == t {
+                continue;
+            }
+            match groups.iter_mut().find(|g| g.0 == x) {
+                Some(g) => g.1.insert(b),
+                None => groups.push((x, super::lower::ByteSet::single(b))),
+            }
+        }
+        let (x1, class) = groups.into_iter().max_by_key(|g| g.1.len())?;
+        if class.len() < MIN_CLASS || aut.is_ctx(x1) {
+            return None;
+        }
+        let utf8 = utf8_to(aut, t, x1);
+        let counted = index.counted_index(class, utf8)?;
+        let longest = index.max_token_len();
+        let mut states = vec![t, x1];
+        let mut dead = false;
+        loop {
+            let j = states.len() - 1;
+            if j >= counted.max_count {
+                break;
+            }
+            // Every token has at most `longest - j` bytes left after `j` characters.
+            let need = longest.saturating_sub(j) as u32;
+            let (c, budget) = aut.canonical(states[j], need, deep_min);
+            if c != states[j] && budget >= need && !aut.is_ctx(c) {
+                states[j] = c;
+            }
+            let cur = states[j];
+            aut.step_all(cur);
+            let e = aut.entry(cur);
+            let mut next = None;
+            for b in (0..0x80u8).filter(|&b| class.contains(b)) {
+                let x = aut.step_from(e, cur, b);
+                match next {
+                    None => next = Some(x),
+                    Some(y) if y != x => return None,
+                    _ => {}
+                }
+            }
+            let next = next?;
+            if next == OVERFLOW || (next != DEAD && aut.is_ctx(next)) {
+                return None;
+            }
+            if utf8 && !utf8_to(aut, cur, next) {
+                return None;
+            }
+            if next == cur {
+                break;
+            }
+            if next == DEAD {
+                dead = true;
+                break;
+            }
+            if states.len() >= MAX_CHAIN {
+                return None;
+            }
+            states.push(next);
+        }
+        Some(Chain { class: counted, states, dead })
+    }
+
+    /// The state after `k` characters of the class; `None` when they are rejected.
+    fn state(&self, k: usize) -> Option<u32> {
+        match self.states.get(k) {
+            Some(&s) => Some(s),
+            None if self.dead => None,
+            None => self.states.last().copied(),
+        }
+    }
 }
 
 /// The context-independent part of a truncated state's mask (see module docs).
@@ -283,6 +442,42 @@ impl CiMask {
             }
             None => {
                 ci.walked = walk_ci(aut, index.trie(), t, None, &mut ci.mask, &mut ci.nodes);
+            }
+        }
+        ci
+    }
+
+    /// Computes the context-independent mask of truncated state `t` through its chain
+    /// (see [`Chain`]).
+    pub(crate) fn build_chain(aut: &mut Stepper<'_>, index: &super::index::TokenIndex, t: u32, ch: &Chain) -> CiMask {
+        let mut ci = CiMask::empty(index.vocab().len());
+        let ix = &ch.class;
+        ci.mask.words_mut().copy_from_slice(ix.all_in.words());
+        if ch.dead {
+            for &(n, tok) in &ix.all_in_by_count {
+                if (n as usize) < ch.states.len() {
+                    break;
+                }
+                ci.mask.remove(tok);
+            }
+        }
+        // Tokens whose first byte does not enter the class: the main trie, from `t`.
+        ci.walked = walk_ci(aut, index.trie(), t, Some(&ix.enters), &mut ci.mask, &mut ci.nodes);
+        // The others by count: each root child's subtree from the state after that count.
+        let exits = &ix.exits;
+        let mut nodes = Vec::new();
+        let mut i = 1;
+        while i < exits.len() {
+            if let Some(s) = ch.state(exits.byte(i) as usize) {
+                let words = ci.mask.words_mut();
+                ci.walked += 1 + walk_ci_below(aut, exits, i, &[], s, None, |tok| words[tok.index() / 64] |= 1 << (tok.index() % 64), &mut nodes);
+            }
+            i = exits.end(i);
+        }
+        for (node, _) in nodes {
+            let node = node as usize;
+            for j in node..exits.end(node) {
+                ci.tokens.extend_from_slice(exits.tokens_at(j));
             }
         }
         ci
@@ -419,3 +614,4 @@ fn walk_ci_below(
     }
     visited
 }
+

@@ -19,8 +19,11 @@
 //!    dies. States whose self-loop class `C = {b : δ(S,b) = S}` is large (string bodies) use
 //!    an accelerator shared per vocabulary and class: the tokens made only of bytes in `C`
 //!    (a precomputed bitset) plus a walk of the other tokens' suffixes from their first byte
-//!    outside `C` — a few thousand trie steps instead of the whole vocabulary. Whole masks
-//!    are cached per state.
+//!    outside `C` — a few thousand trie steps instead of the whole vocabulary. A state that
+//!    does not loop but counts through `C` (a string before its `minLength`, under a large
+//!    `maxLength`) uses a chain: the same, with the exit suffixes kept by how many
+//!    characters of `C` precede them, each walked from the state after that many. Whole
+//!    masks are cached per state.
 //! 4. **Sharing**: a [`CompiledGrammar`] holds the automaton and the mask caches, so all
 //!    requests using the grammar share the warm-up (the built-in JSON grammar compiled once
 //!    per vocabulary is warm after the first few requests) — without a lock around them:

@@ -1,0 +1,87 @@
+//! Token masks inside strings equal the brute-force answer at every byte, on both real
+//! vocabularies: strings before their `minLength` and under a large `maxLength` (the chain
+//! accelerator), strings that run out (a chain into a dead end), patterns and formats, and
+//! non-ASCII text and keys (lead bytes joining a first-byte dispatch group). Brute force:
+//! each token's bytes stepped through a second copy of the grammar that never computes a
+//! mask. Both key orders, since any-order objects truncate states at their group frames.
+
+mod common;
+
+use formwork_grammar::matcher::CompiledGrammar;
+use formwork_schema::{compile, KeyOrder, SchemaOptions};
+use formwork_vocab::{TokenMask, Vocabulary};
+use serde_json::json;
+use std::sync::Arc;
+
+fn vocab(name: &str) -> Arc<Vocabulary> {
+    Arc::new(Vocabulary::from_tokenizer_json_file(common::data_dir().join("tokenizers").join(name), None).unwrap())
+}
+
+/// Schemas and documents they accept, each with strings that exercise one mask path.
+fn cases() -> Vec<(serde_json::Value, &'static str)> {
+    let obj = |s: serde_json::Value| json!({"type": "object", "properties": {"a": s, "b": {"type": "string"}}, "required": ["a"]});
+    vec![
+        (obj(json!({"type": "string", "minLength": 8, "maxLength": 2048})), r#"{"a":"héllo wörld, 日本語 😀 ok","b":"x"}"#),
+        (obj(json!({"type": "string", "maxLength": 32767})), r#"{"a":"abc \"q\" \u00e9 日本","b":""}"#),
+        (obj(json!({"type": "string", "minLength": 3, "maxLength": 5})), r#"{"a":"añb日"}"#),
+        (obj(json!({"type": "string", "minLength": 2})), r#"{"a":"éé","b":"ü"}"#),
+        (obj(json!({"type": "string", "pattern": "[a-z\\d-]+"})), r#"{"a":"--Zé9-x"}"#),
+        (obj(json!({"type": "string", "format": "email"})), r#"{"a":"jo.doe@example.com"}"#),
+        (obj(json!({"type": "string", "format": "date-time"})), r#"{"a":"2024-01-02T03:04:05Z"}"#),
+        (
+            json!({"type": "object", "additionalProperties": {"type": "string", "minLength": 4}}),
+            r#"{"clé":"日本語です","ключ":"значение","k":"vvvv"}"#,
+        ),
+        (
+            json!({"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 12000}}),
+            r#"["a","日本","long string with spaces"]"#,
+        ),
+    ]
+}
+
+fn check(v: &Arc<Vocabulary>, every: usize) {
+    let mut checked = 0;
+    for (schema, doc) in cases() {
+        for key_order in [KeyOrder::Any, KeyOrder::Listed] {
+            let opts = SchemaOptions { key_order, ..Default::default() };
+            let g = compile(&schema, &opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
+            let cg = Arc::new(CompiledGrammar::new(&g, v.clone(), &opts.limits).unwrap());
+            let oracle = Arc::new(CompiledGrammar::new(&g, v.clone(), &opts.limits).unwrap());
+            let (mut m, mut o) = (cg.matcher(), oracle.matcher());
+            let mut mask = TokenMask::new(v.len());
+            let text = doc.as_bytes();
+            for i in 0..=text.len() {
+                if i % every == 0 || text.get(i.wrapping_sub(1)) == Some(&b'"') {
+                    m.compute_mask(&mut mask);
+                    for u in v.ids() {
+                        assert_eq!(
+                            mask.contains(u),
+                            o.is_allowed(u),
+                            "{schema} ({key_order:?}): token {:?} after {:?}",
+                            String::from_utf8_lossy(v.token_bytes(u)),
+                            String::from_utf8_lossy(&text[..i])
+                        );
+                    }
+                    checked += 1;
+                }
+                if i < text.len() {
+                    m.commit_bytes(&text[i..=i]).unwrap_or_else(|e| panic!("{schema}: {e} at {i} of {doc}"));
+                    o.commit_bytes(&text[i..=i]).unwrap();
+                }
+            }
+            assert!(m.is_accepting(), "{schema}: {doc} not accepted");
+        }
+    }
+    eprintln!("{checked} masks equal brute force");
+}
+
+#[test]
+fn string_masks_equal_brute_force_smollm2() {
+    check(&vocab("smollm2.json"), 1);
+}
+
+#[test]
+fn string_masks_equal_brute_force_llama3() {
+    // 128k tokens per mask: every 3rd byte (and every byte after a quote).
+    check(&vocab("llama3_1.json"), if cfg!(debug_assertions) { 16 } else { 3 });
+}
