@@ -144,6 +144,13 @@ impl TokenTrie {
         &self.tokens[self.tok_start[i] as usize..self.tok_start[i + 1] as usize]
     }
 
+    /// Tokens whose bytes end anywhere in the subtree of node `i` (the node included): one
+    /// slice, since nodes and their tokens are in depth-first order.
+    #[inline]
+    pub fn tokens_below(&self, i: usize) -> &[TokenId] {
+        &self.tokens[self.tok_start[i] as usize..self.tok_start[self.end(i)] as usize]
+    }
+
     /// The node where `t` ends, if `t` is in the trie.
     pub fn node_of(&self, t: TokenId) -> Option<usize> {
         self.node_of

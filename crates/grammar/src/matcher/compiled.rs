@@ -613,10 +613,24 @@ impl CompiledGrammar {
                     let (cx, w) = self.ci_of(aut, *x, true);
                     ci.walked += w;
                     let mut part = CiMask::empty(vocab.len());
-                    let out = part.mask.words_mut();
-                    for b in (0..=255u8).filter(|&b| bytes.contains(b)) {
-                        for ((o, a), f) in out.iter_mut().zip(cx.mask.words()).zip(fb[b as usize].words()) {
-                            *o |= a & f;
+                    // `x`'s tokens restricted to these first bytes: its mask minus the
+                    // tokens under the other first bytes, or the union of its mask and each
+                    // byte's first-byte mask, whichever touches less memory.
+                    let others: usize = kids.iter().filter(|k| !bytes.contains(k.1)).map(|k| trie.tokens_below(k.0).len()).sum();
+                    if others < bytes.len() as usize * part.mask.words().len() {
+                        part.mask.words_mut().copy_from_slice(cx.mask.words());
+                        for &(node, b, _) in kids.iter().filter(|k| !bytes.contains(k.1)) {
+                            debug_assert!(!bytes.contains(b));
+                            for &tok in trie.tokens_below(node) {
+                                part.mask.remove(tok);
+                            }
+                        }
+                    } else {
+                        let out = part.mask.words_mut();
+                        for b in (0..=255u8).filter(|&b| bytes.contains(b)) {
+                            for ((o, a), f) in out.iter_mut().zip(cx.mask.words()).zip(fb[b as usize].words()) {
+                                *o |= a & f;
+                            }
                         }
                     }
                     part.nodes.extend(cx.nodes.iter().filter(|(_, p)| bytes.contains(p[0])).cloned());
@@ -676,16 +690,13 @@ impl CompiledGrammar {
         let t = aut.truncate(s, TRUNCATE_DEPTH);
         let (ci, mut walked) = match self.ci_of_walk(aut, t, false, false) {
             Some(r) => r,
-            None => {
-                // The truncated state would be walked whole (its chain may run into the
-                // context, which the full state has): try the full state's chain.
-                if let Some(ch) = Chain::for_state(aut, &self.index, s, self.deep_min_budget()) {
-                    let c = CiMask::build_chain(aut, &self.index, s, &ch);
-                    debug_assert!(c.nodes.is_empty() && c.tokens.is_empty(), "a full state reached CTX");
-                    return (c.mask, c.walked);
-                }
-                self.ci_of(aut, t, false)
-            }
+            // The truncated state would be walked whole: its loop or chain may run into
+            // the context, which the full state has. Try the full state's own (cached by
+            // the full state; nothing in it is uncertain), else walk the truncated one.
+            None => match self.ci_of_walk(aut, s, false, false) {
+                Some(r) => r,
+                None => self.ci_of(aut, t, false),
+            },
         };
         let mut m = ci.mask.clone();
         for (node, prefix) in &ci.nodes {
