@@ -209,6 +209,8 @@ fn utf8_to(aut: &mut Stepper<'_>, s: u32, to: u32) -> bool {
         ((0xF1, 0xF3), &[(0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
         ((0xF4, 0xF4), &[(0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)]),
     ];
+    // Each state's transitions at once: bytes taken by the same stacks share a closure.
+    aut.step_all(s);
     for &((lo, hi), rest) in SEQS {
         for lead in lo..=hi {
             let mut x = aut.step(s, lead);
@@ -216,6 +218,7 @@ fn utf8_to(aut: &mut Stepper<'_>, s: u32, to: u32) -> bool {
                 if x == DEAD || x == OVERFLOW {
                     break;
                 }
+                aut.step_all(x);
                 let next = aut.step(x, a);
                 for byte in a..=b {
                     if aut.step(x, byte) != next {
