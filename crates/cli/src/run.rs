@@ -60,7 +60,8 @@ pub struct Args {
     /// Stop when this text appears (not printed); repeatable.
     #[arg(long)]
     pub stop: Vec<String>,
-    /// Evaluation threads (default: physical cores, at most 8).
+    /// Evaluation threads (default: up to the physical cores, at most 8, fewer while other
+    /// processes keep cores busy; a number given here is used as is).
     #[arg(long, short = 't')]
     pub threads: Option<usize>,
     /// Context length in tokens (default: the model's, at most 8192).

@@ -39,7 +39,8 @@ pub struct Args {
     /// Requests that may wait for a slot; past this a request gets 503 with Retry-After.
     #[arg(long, default_value_t = 256)]
     pub max_queue: usize,
-    /// Threads per model (default: physical cores, at most 8).
+    /// Threads per model (default: up to the physical cores, at most 8, fewer while other
+    /// processes keep cores busy; a number given here is used as is).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Largest request body in bytes.

@@ -79,7 +79,8 @@ pub struct Args {
     /// Most tokens of one query.
     #[arg(long, short = 'n', default_value_t = 256)]
     pub num_predict: usize,
-    /// Evaluation threads (default: physical cores).
+    /// Evaluation threads (default: up to the physical cores, fewer while other processes
+    /// keep cores busy; a number given here is used as is).
     #[arg(long, short = 't')]
     pub threads: Option<usize>,
 }

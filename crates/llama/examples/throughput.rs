@@ -4,8 +4,10 @@
 //! cargo run --release -p formwork-llama --example throughput -- [MODEL] [THREADS,...] [PROMPT_TOKENS] [GEN_TOKENS]
 //! cargo run --release -p formwork-llama --example throughput -- smollm2 1,2 256 128
 //! ```
-//! MODEL is a name or a GGUF path (default `smollm2`, pulled if missing). Each thread count
-//! is measured three times; the best run is printed (the machine may be shared).
+//! MODEL is a name or a GGUF path (default `smollm2`, pulled if missing). A thread count of
+//! `auto` is the default, which follows the machine's load. Each thread count is measured
+//! three times; the best run is printed (the machine may be shared), with the count `auto`
+//! settled on.
 
 use formwork_engine::Model;
 use formwork_llama::{LlamaModel, LoadOptions};
@@ -20,7 +22,13 @@ fn argmax(logits: &[f32]) -> TokenId {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let model = args.first().map(String::as_str).unwrap_or("smollm2");
-    let threads: Vec<usize> = args.get(1).map(String::as_str).unwrap_or("1,2").split(',').map(str::parse).collect::<Result<_, _>>()?;
+    let threads: Vec<Option<usize>> = args
+        .get(1)
+        .map(String::as_str)
+        .unwrap_or("1,2")
+        .split(',')
+        .map(|t| if t == "auto" { Ok(None) } else { t.parse().map(Some) })
+        .collect::<Result<_, _>>()?;
     let n_prompt: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(256);
     let n_gen: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(128);
     let path = formwork_models::resolve(model)?;
@@ -29,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{:>7} {:>13} {:>13} {:>9}", "threads", "prompt tok/s", "gen tok/s", "load ms");
     for &t in &threads {
         let started = Instant::now();
-        let mut m = LlamaModel::load(&path, LoadOptions { n_ctx: Some(n_prompt + n_gen + 8), n_threads: Some(t), ..Default::default() })?;
+        let mut m = LlamaModel::load(&path, LoadOptions { n_ctx: Some(n_prompt + n_gen + 8), n_threads: t, ..Default::default() })?;
         let load_ms = started.elapsed().as_secs_f64() * 1e3;
         let text = "The history of the printing press begins in the fifteenth century, when movable type changed how books were made and read. ".repeat(n_prompt / 10 + 1);
         let mut prompt = m.tokenize(&text, m.info().add_bos, false)?;
@@ -50,7 +58,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             best_p = best_p.max(p);
             best_g = best_g.max(g);
         }
-        println!("{t:>7} {best_p:>13.1} {best_g:>13.1} {load_ms:>9.0}");
+        let name = t.map_or_else(|| format!("auto:{}", m.n_threads()), |t| t.to_string());
+        println!("{name:>7} {best_p:>13.1} {best_g:>13.1} {load_ms:>9.0}");
     }
     Ok(())
 }

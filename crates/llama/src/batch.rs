@@ -65,9 +65,11 @@ impl LlamaBatchModel {
         })
     }
 
-    /// The number of threads evaluation uses.
+    /// The number of threads evaluation uses: the configured count, or with the default
+    /// count (no `LoadOptions::n_threads`) the one it follows the machine's load to, at
+    /// most the default (see the crate docs).
     pub fn n_threads(&self) -> usize {
-        self.n_threads
+        self.engine.threads_now().unwrap_or(self.n_threads)
     }
 }
 
@@ -170,7 +172,7 @@ impl BatchModel for LlamaBatchModel {
         if self.batch.n_tokens() == 0 {
             return Ok(());
         }
-        self.engine.ctx.decode(&mut self.batch).map_err(|e| ModelError::Decode(format!("llama.cpp decode failed ({e})")))
+        self.engine.decode(&mut self.batch).map_err(|e| ModelError::Decode(format!("llama.cpp decode failed ({e})")))
     }
 
     fn logits(&self, i: usize) -> &[f32] {

@@ -55,6 +55,7 @@ mod batch;
 mod embed;
 mod model;
 mod options;
+mod threads;
 
 pub use backend::LOG_ENV;
 pub use batch::LlamaBatchModel;

@@ -38,6 +38,10 @@ pub(crate) struct Engine {
     pub(crate) ctx: ManuallyDrop<LlamaContext<'static>>,
     /// The weights; never moved (the `Arc`'s heap block), alive while any clone is.
     model: Arc<llama_cpp_2::model::LlamaModel>,
+    /// With the default thread count: the raw context, the count that follows the
+    /// machine's load (see `threads`) and the count set on the context; `None` with
+    /// `--threads` given, or when the context pointer cannot be read.
+    governor: Option<(*mut llama_cpp_sys_2::llama_context, crate::threads::Governor, usize)>,
 }
 
 // SAFETY: `llama_cpp_2::model::LlamaModel` is `Send + Sync` and `LlamaContext` is `Send`
@@ -56,11 +60,55 @@ impl Engine {
         let model_ref: &'static llama_cpp_2::model::LlamaModel = unsafe { &*Arc::as_ptr(&model) };
         debug_assert!(Arc::strong_count(&model) >= 1);
         match model_ref.new_context(backend, params) {
-            Ok(ctx) => Ok(Engine { ctx: ManuallyDrop::new(ctx), model }),
+            Ok(ctx) => Ok(Engine { ctx: ManuallyDrop::new(ctx), model, governor: None }),
             Err(e) => Err(ModelError::Load(format!(
                 "llama.cpp could not create a context ({e}); the context length may be too large for the memory available — try a smaller --ctx-size (or fewer --parallel slots)"
             ))),
         }
+    }
+
+    /// Lets the thread count follow the machine's load, at most `max` (see `threads`).
+    /// Returns whether it will (the context pointer was found and checked).
+    pub(crate) fn adapt_threads(&mut self, max: usize) -> bool {
+        match crate::threads::raw_context(&self.ctx, max) {
+            Some(p) if max > 1 => {
+                self.governor = Some((p, crate::threads::Governor::new(max), max));
+                true
+            }
+            Some(_) => false,
+            None => {
+                tracing::warn!("cannot read llama.cpp's context pointer; the thread count stays fixed");
+                false
+            }
+        }
+    }
+
+    /// The thread count settled on, when it follows the machine's load.
+    pub(crate) fn threads_now(&self) -> Option<usize> {
+        self.governor.as_ref().map(|g| g.1.current())
+    }
+
+    /// Evaluates `batch` (timed for the thread governor, when there is one).
+    pub(crate) fn decode(&mut self, batch: &mut LlamaBatch<'static>) -> Result<(), llama_cpp_2::DecodeError> {
+        let n_tokens = usize::try_from(batch.n_tokens()).unwrap_or(0);
+        let Some((p, g, set)) = &mut self.governor else {
+            return self.ctx.decode(batch);
+        };
+        let n = g.threads();
+        if n != *set {
+            crate::threads::set_threads(*p, n);
+            *set = n;
+        }
+        let started = std::time::Instant::now();
+        let r = self.ctx.decode(batch);
+        if r.is_ok() {
+            let before = g.current();
+            g.record(n, n_tokens, started.elapsed().as_secs_f64());
+            if g.current() != before {
+                tracing::info!(from = before, to = g.current(), "evaluation threads changed with the machine's load");
+            }
+        }
+        r
     }
 
     /// An embedder over the same weights (its context is made on first use).
@@ -158,6 +206,7 @@ pub(crate) fn load(path: &Path, options: LoadOptions, n_seq: usize) -> Result<Lo
     if n_ctx > trained {
         tracing::warn!(n_ctx, trained, "context length is beyond what the model was trained for; quality may degrade");
     }
+    let adapt = options.n_threads.is_none();
     let n_threads = options.n_threads.unwrap_or_else(default_threads).clamp(1, 512);
     let n_batch = options.n_batch.unwrap_or(DEFAULT_BATCH).clamp(1, n_ctx * n_seq);
 
@@ -185,7 +234,10 @@ pub(crate) fn load(path: &Path, options: LoadOptions, n_seq: usize) -> Result<Lo
         .with_kv_unified(false)
         .with_n_threads(to_i32(n_threads))
         .with_n_threads_batch(to_i32(n_threads));
-    let engine = Engine::new(Arc::new(model), params)?;
+    let mut engine = Engine::new(Arc::new(model), params)?;
+    if adapt {
+        engine.adapt_threads(n_threads);
+    }
     let actual_ctx = engine.ctx.n_ctx() as usize / n_seq;
     let n_ctx = n_ctx.min(actual_ctx);
 
@@ -265,9 +317,11 @@ impl LlamaModel {
         })
     }
 
-    /// The number of threads evaluation uses.
+    /// The number of threads evaluation uses: the configured count, or with the default
+    /// count (no `LoadOptions::n_threads`) the one it follows the machine's load to, at
+    /// most the default (see the crate docs).
     pub fn n_threads(&self) -> usize {
-        self.n_threads
+        self.engine.threads_now().unwrap_or(self.n_threads)
     }
 
     /// Evaluates `tokens` at positions `n_past..`, in batches; on failure the KV cache is
@@ -295,7 +349,7 @@ impl LlamaModel {
                     .add(LlamaToken(t.0 as i32), pos, &[SEQ], want_logits)
                     .map_err(|e| ModelError::Decode(format!("batch: {e}")))?;
             }
-            if let Err(e) = self.engine.ctx.decode(&mut self.batch) {
+            if let Err(e) = self.engine.decode(&mut self.batch) {
                 self.rollback(start);
                 return Err(ModelError::Decode(format!("llama.cpp decode failed ({e})")));
             }

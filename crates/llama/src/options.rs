@@ -13,7 +13,8 @@ pub struct LoadOptions {
     /// Context length in tokens. Default: the model's trained context length, capped at
     /// [`DEFAULT_MAX_CONTEXT`].
     pub n_ctx: Option<usize>,
-    /// Threads for evaluation (prompt and generation). Default: [`default_threads`].
+    /// Threads for evaluation (prompt and generation), used as given. Default: up to
+    /// [`default_threads`], fewer while the machine is busy (see [`default_threads`]).
     pub n_threads: Option<usize>,
     /// Most tokens evaluated in one llama.cpp batch; longer prompts are split. Default 512.
     pub n_batch: Option<usize>,
@@ -29,10 +30,12 @@ pub struct LoadOptions {
 /// another process keeps a core busy, a worker that is descheduled holds the others up.
 /// Measured on 2 cores (SmolLM2, `examples/throughput`): idle, 1 thread 66 and 2 threads
 /// 134 tokens/s; with one busy process, 1 thread 80–84 and 2 threads 36 tokens/s (an
-/// OpenMP build: 8). The barrier is inside ggml and the thread count cannot be changed on a
-/// live context through llama-cpp-2, so on a busy machine pass `--threads` below the cores
-/// that are free. (The default used to be one fewer than the cores on 2-4 core machines:
-/// half the speed of every idle 2-core machine.)
+/// OpenMP build: 8). So a model loaded without `LoadOptions::n_threads` starts at this
+/// count and follows the machine's load below it, step by step (the crate's `threads`
+/// module: 2 threads collapsed to 19 tokens/s with a busy core where the default settled
+/// on 1 thread and did 47, against 53 for 1 thread; idle, 110 against 114 for 2). A count
+/// given is used as is. (The default used to be one fewer than the cores on 2-4 core
+/// machines: half the speed of every idle 2-core machine.)
 pub fn default_threads() -> usize {
     let logical = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let physical = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| physical_cores(&s)).unwrap_or(logical);

@@ -35,6 +35,18 @@ fn greedy(m: &mut LlamaModel, prompt: &[TokenId], n: usize) -> Vec<TokenId> {
 
 const CHAT: &str = "<|im_start|>user\nName three colours.<|im_end|>\n<|im_start|>assistant\n";
 
+/// The default thread count follows the machine's load (`threads` module): decoding with
+/// it works and settles on a count between 1 and the default.
+#[test]
+fn the_default_thread_count_adapts_within_its_bounds() {
+    let mut m = LlamaModel::load(model_path(), LoadOptions { n_ctx: Some(512), ..Default::default() }).unwrap();
+    let prompt = m.tokenize(CHAT, m.info().add_bos, true).unwrap();
+    let out = greedy(&mut m, &prompt, 150);
+    assert_eq!(out.len(), 150);
+    let n = m.n_threads();
+    assert!((1..=formwork_llama::default_threads()).contains(&n), "{n} threads");
+}
+
 #[test]
 fn info_comes_from_the_gguf_metadata() {
     let m = load(512);
