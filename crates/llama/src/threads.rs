@@ -17,7 +17,10 @@
 //! the neighbour becomes the current count. A step slower than [`COLLAPSE`] times its
 //! average starts a trial at once, so a collapse costs a few steps, not a stretch. Trials
 //! cost at most `EXPLORE_STEPS / EXPLORE_EVERY` (6 %) of steps at a worse count; on an idle
-//! machine the neighbours lose and nothing changes.
+//! machine the neighbours lose and nothing changes; each trial that changes nothing doubles
+//! the wait before the next, up to [`EXPLORE_MAX`] steps, so a settled machine spends well
+//! under 1 % of its steps on trials (and takes up to that many steps to notice that a busy
+//! core has freed: a few seconds).
 //!
 //! ## The context pointer
 //! `llama_set_n_threads` changes the count of a live context, but llama-cpp-2 0.1.160 keeps
@@ -31,8 +34,10 @@
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_sys_2::llama_context;
 
-/// Steps on the current count between two explorations.
+/// Steps on the current count before the first trial, and after a trial that switched.
 pub(crate) const EXPLORE_EVERY: u32 = 48;
+/// Each trial that changes nothing doubles the steps before the next, up to this.
+pub(crate) const EXPLORE_MAX: u32 = 768;
 /// Steps an exploration lasts.
 pub(crate) const EXPLORE_STEPS: u32 = 3;
 /// A neighbour must be this much faster (median step time over the current average).
@@ -56,8 +61,9 @@ pub(crate) struct Governor {
     current: usize,
     /// Indexed by thread count - 1, then bucket: average seconds per step.
     avg: Vec<[Option<f64>; BUCKETS]>,
-    /// Steps on `current` since the last trial.
+    /// Steps on `current` since the last trial, and how many the next one waits for.
     since: u32,
+    every: u32,
     trial: Option<Trial>,
     /// The next trial goes down (else up).
     down_next: bool,
@@ -77,7 +83,7 @@ impl Governor {
     /// Starts at `max` threads, never above it.
     pub(crate) fn new(max: usize) -> Self {
         let max = max.max(1);
-        Governor { max, current: max, avg: vec![[None; BUCKETS]; max], since: 0, trial: None, down_next: true }
+        Governor { max, current: max, avg: vec![[None; BUCKETS]; max], since: 0, every: EXPLORE_EVERY, trial: None, down_next: true }
     }
 
     /// The count the settled steps use.
@@ -113,6 +119,9 @@ impl Governor {
                 if t.ours.len() as u32 >= EXPLORE_STEPS {
                     if median(&mut t.theirs) < SWITCH_GAIN * median(&mut t.ours) {
                         self.current = t.n;
+                        self.every = EXPLORE_EVERY;
+                    } else {
+                        self.every = (self.every * 2).min(EXPLORE_MAX);
                     }
                     self.trial = None;
                     self.since = 0;
@@ -125,7 +134,7 @@ impl Governor {
         }
         self.since += 1;
         let collapsed = ratio.is_some_and(|r| r > COLLAPSE);
-        if self.since >= EXPLORE_EVERY || collapsed {
+        if self.since >= self.every || collapsed {
             self.start_trial(collapsed);
         }
     }
@@ -199,7 +208,7 @@ mod tests {
         let used = run(&mut g, 1000, 1, |n| if n == 2 { 0.008 } else { 0.015 });
         assert_eq!(g.current(), 2);
         let share = used.iter().filter(|&&n| n == 2).count() as f64 / used.len() as f64;
-        assert!(share > 0.93, "{share}");
+        assert!(share > 0.97, "{share}");
     }
 
     #[test]
@@ -215,8 +224,8 @@ mod tests {
         // Stays there while the core is busy.
         run(&mut g, 500, 1, |n| if n == 2 { 0.028 } else { 0.012 });
         assert_eq!(g.current(), 1);
-        // The core frees: back to 2 within a few explorations.
-        run(&mut g, 300, 1, |n| if n == 2 { 0.008 } else { 0.015 });
+        // The core frees: back to 2 at the next trial, at most `EXPLORE_MAX` steps on.
+        run(&mut g, EXPLORE_MAX as usize + 2 * EXPLORE_STEPS as usize, 1, |n| if n == 2 { 0.008 } else { 0.015 });
         assert_eq!(g.current(), 2);
     }
 
