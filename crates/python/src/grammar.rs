@@ -62,11 +62,14 @@ impl Grammar {
     /// `"any"` (each key at most once, any order: for checking documents); `strict`: OpenAI
     /// strict mode (every property required, no others); `lenient`: keywords formwork cannot
     /// enforce become `warnings` instead of errors; `formats_as_annotations`: `format` is not
-    /// checked; `canonical_integers`: integers as `3`, never `3.0`.
+    /// checked; `canonical_integers`: integers as `3`, never `3.0`; `root_whitespace`:
+    /// whitespace may come before and after the value (off by default, as for generation:
+    /// the output ends at its closing brace, where a model could otherwise write newlines
+    /// until its token limit; on to check documents that have it).
     ///
     /// Raises `FormworkError` naming the keyword and its JSON pointer on a refusal.
     #[staticmethod]
-    #[pyo3(signature = (schema, *, whitespace=None, key_order="listed", strict=false, lenient=false, formats_as_annotations=false, canonical_integers=false))]
+    #[pyo3(signature = (schema, *, whitespace=None, key_order="listed", strict=false, lenient=false, formats_as_annotations=false, canonical_integers=false, root_whitespace=false))]
     #[allow(clippy::too_many_arguments)]
     fn from_json_schema(
         py: Python<'_>,
@@ -77,6 +80,7 @@ impl Grammar {
         lenient: bool,
         formats_as_annotations: bool,
         canonical_integers: bool,
+        root_whitespace: bool,
     ) -> PyResult<Self> {
         let text = schema_text(schema)?;
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| error(format!("the schema is not valid JSON: {e}")))?;
@@ -92,6 +96,7 @@ impl Grammar {
             key_order,
             formats_as_annotations,
             canonical_integers,
+            root_whitespace,
             ..SchemaOptions::default()
         };
         let compiled = py.detach(|| formwork_schema::compile_with_warnings(&value, &opts));

@@ -184,6 +184,29 @@ def test_matcher_operations(smollm2_info, smollm2_tokenizers):
     assert t.accept_string("yes") and t.is_terminated()
 
 
+def test_root_whitespace_only_when_asked(smollm2_info, smollm2_tokenizers):
+    """A schema grammar ends at its closing brace (generation: no newlines until the token
+    limit); `root_whitespace=True` allows whitespace around the value, to check documents."""
+    info = smollm2_info
+    c = formwork.GrammarCompiler(info)
+    doc = '{"name":"Ada","age":36}'
+    toks = smollm2_tokenizers.encode(doc, add_special_tokens=False).ids
+    newline = smollm2_tokenizers.encode("\n", add_special_tokens=False).ids
+    assert len(newline) == 1
+    bitmask = formwork.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    for root_ws, expect_newline in [(False, False), (True, True)]:
+        g = formwork.Grammar.from_json_schema(PERSON, root_whitespace=root_ws)
+        m = formwork.Matcher(c.compile(g))
+        assert m.accept_tokens(toks)
+        m.fill_next_token_bitmask(bitmask)
+        ok = allowed(bitmask, 0, info.vocab_size)
+        assert 2 in ok
+        assert (newline[0] in ok) == expect_newline, (root_ws, sorted(ok)[:10])
+    assert formwork.Matcher(c.compile(formwork.Grammar.from_json_schema(PERSON, root_whitespace=True))).accept_tokens(
+        smollm2_tokenizers.encode(" " + doc + "\n", add_special_tokens=False).ids
+    )
+
+
 def test_wider_logit_rows_and_bad_bitmasks(smollm2_info):
     wide = formwork.TokenizerInfo.from_tokenizer_json(str(SMOLLM2_JSON), vocab_size=49216, stop_token_ids=[2])
     m = formwork.Matcher(formwork.GrammarCompiler(wide).compile_builtin_json_grammar())
