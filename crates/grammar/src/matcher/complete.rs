@@ -30,7 +30,8 @@
 //! most `n` tokens — the cheap check a generation loop uses far from its budget.
 
 use super::automaton::{Automaton, Builder, BOTTOM, CTX, DEAD, OVERFLOW};
-use super::compiled::{CompiledGrammar, Matcher, ENDED};
+use super::compiled::{CompiledGrammar, ENDED};
+use super::matching::Matcher;
 use super::index::TokenIndex;
 use super::lower::{ByteSet, Elem, Flat};
 use super::slots::Slots;

@@ -77,10 +77,12 @@ mod error;
 mod index;
 mod lower;
 mod mask;
+mod matching;
 mod slots;
 
 pub use cache::GrammarCache;
-pub use compiled::{accepts, CompiledGrammar, MatchStats, Matcher};
+pub use compiled::{accepts, CompiledGrammar};
+pub use matching::{MatchStats, Matcher};
 pub use error::{CompileError, MatchError};
 pub use index::TokenIndex;
 
