@@ -234,52 +234,34 @@ impl TokenIndex {
     /// more than a quarter of the text tokens enter the class and leave it again, or when a
     /// token starts with more than 255 characters of it.
     pub(crate) fn counted_index(&self, c: ByteSet, utf8: bool) -> Option<Arc<CountedIndex>> {
-        if let Some(x) = self.counted.lock().unwrap_or_else(|e| e.into_inner()).get(&(c, utf8)) {
-            return x.clone();
-        }
-        let v = &self.vocab;
-        let enters = enters_of(&c, utf8);
-        let mut all_in = TokenMask::new(v.len());
-        let mut all_in_by_count = Vec::new();
-        let mut keyed: Vec<(Vec<u8>, TokenId)> = Vec::new();
-        let (mut n_text, mut max_count, mut too_long) = (0, 0, false);
-        for t in v.ids() {
-            if !v.is_text(t) {
-                continue;
-            }
-            n_text += 1;
-            let b = v.token_bytes(t);
-            if b.first().is_none_or(|&x| !enters.contains(x)) {
-                continue;
-            }
-            let (exit, count) = first_exit_counted(b, &c, utf8);
-            max_count = max_count.max(count);
-            too_long |= count > 255;
-            match exit {
-                None => {
-                    all_in.insert(t);
-                    all_in_by_count.push((count as u16, t));
+        memo(&self.counted, (c, utf8), || {
+            let n = self.vocab.len();
+            let mut all_in = TokenMask::new(n);
+            let mut all_in_by_count = Vec::new();
+            let mut keyed: Vec<(Vec<u8>, TokenId)> = Vec::new();
+            let mut max_count = 0;
+            let n_text = self.scan_class(&c, utf8, |t, b, exit, count| {
+                max_count = max_count.max(count);
+                match exit {
+                    None => {
+                        all_in.insert(t);
+                        all_in_by_count.push((count.min(u16::MAX as usize) as u16, t));
+                    }
+                    Some(k) => {
+                        let mut key = Vec::with_capacity(b.len() - k + 1);
+                        key.push(count.min(255) as u8);
+                        key.extend_from_slice(&b[k..]);
+                        keyed.push((key, t));
+                    }
                 }
-                Some(k) => {
-                    let mut key = Vec::with_capacity(b.len() - k + 1);
-                    key.push(count.min(255) as u8);
-                    key.extend_from_slice(&b[k..]);
-                    keyed.push((key, t));
-                }
-            }
-        }
-        let x = (keyed.len() * 4 <= n_text && !too_long).then(|| {
-            let mut items: Vec<(&[u8], TokenId)> = keyed.iter().map(|(k, t)| (k.as_slice(), *t)).collect();
-            let exits = TokenTrie::from_items(&mut items, v.len());
-            all_in_by_count.sort_unstable_by_key(|&(n, _)| std::cmp::Reverse(n));
-            Arc::new(CountedIndex { all_in, all_in_by_count, exits, enters, max_count })
-        });
-        let mut counted = self.counted.lock().unwrap_or_else(|e| e.into_inner());
-        if counted.len() >= MAX_CLASSES {
-            counted.clear();
-        }
-        counted.insert((c, utf8), x.clone());
-        x
+            });
+            (keyed.len() * 4 <= n_text && max_count <= 255).then(|| {
+                let mut items: Vec<(&[u8], TokenId)> = keyed.iter().map(|(k, t)| (k.as_slice(), *t)).collect();
+                let exits = TokenTrie::from_items(&mut items, n);
+                all_in_by_count.sort_unstable_by_key(|&(n, _)| std::cmp::Reverse(n));
+                Arc::new(CountedIndex { all_in, all_in_by_count, exits, enters: enters_of(&c, utf8), max_count })
+            })
+        })
     }
 
     /// The class index of `c` (built on first use, then shared). With `utf8`, every
@@ -289,18 +271,27 @@ impl TokenIndex {
     /// again: their exit trie would cost several ms to build (sorting tens of thousands of
     /// suffixes) and save little over walking the main trie.
     pub(crate) fn class_index(&self, c: ByteSet, utf8: bool) -> Option<Arc<ClassIndex>> {
-        if let Some(x) = self
-            .classes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&(c, utf8))
-        {
-            return x.clone();
-        }
+        memo(&self.classes, (c, utf8), || {
+            let v = &self.vocab;
+            let mut all_in = TokenMask::new(v.len());
+            let mut items: Vec<(&[u8], TokenId)> = Vec::new();
+            let n_text = self.scan_class(&c, utf8, |t, b, exit, _| match exit {
+                None => all_in.insert(t),
+                Some(k) => items.push((&b[k..], t)),
+            });
+            (items.len() * 4 <= n_text).then(|| {
+                let exits = TokenTrie::from_items(&mut items, v.len());
+                Arc::new(ClassIndex { all_in, exits, enters: enters_of(&c, utf8) })
+            })
+        })
+    }
+
+    /// Hands `f` every text token whose first byte enters class `c` (see
+    /// [`enters_of`]): its id, bytes, first exit (see [`first_exit_counted`]) and the
+    /// characters before it. Returns how many text tokens there are in all.
+    fn scan_class<'v>(&'v self, c: &ByteSet, utf8: bool, mut f: impl FnMut(TokenId, &'v [u8], Option<usize>, usize)) -> usize {
         let v = &self.vocab;
-        let enters = enters_of(&c, utf8);
-        let mut all_in = TokenMask::new(v.len());
-        let mut items: Vec<(&[u8], TokenId)> = Vec::new();
+        let enters = enters_of(c, utf8);
         let mut n_text = 0;
         for t in v.ids() {
             if !v.is_text(t) {
@@ -311,26 +302,26 @@ impl TokenIndex {
             if b.first().is_none_or(|&x| !enters.contains(x)) {
                 continue;
             }
-            match first_exit_counted(b, &c, utf8).0 {
-                None => all_in.insert(t),
-                Some(k) => items.push((&b[k..], t)),
-            }
+            let (exit, count) = first_exit_counted(b, c, utf8);
+            f(t, b, exit, count);
         }
-        let x = (items.len() * 4 <= n_text).then(|| {
-            let exits = TokenTrie::from_items(&mut items, v.len());
-            Arc::new(ClassIndex {
-                all_in,
-                exits,
-                enters,
-            })
-        });
-        let mut classes = self.classes.lock().unwrap_or_else(|e| e.into_inner());
-        if classes.len() >= MAX_CLASSES {
-            classes.clear();
-        }
-        classes.insert((c, utf8), x.clone());
-        x
+        n_text
     }
+}
+
+/// The value of `key` in `map`, built by `build` on first use; a map of
+/// [`MAX_CLASSES`] entries is emptied before it takes another.
+fn memo<V: Clone>(map: &Mutex<FxHashMap<ClassKey, V>>, key: ClassKey, build: impl FnOnce() -> V) -> V {
+    if let Some(x) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return x.clone();
+    }
+    let x = build();
+    let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+    if m.len() >= MAX_CLASSES {
+        m.clear();
+    }
+    m.insert(key, x.clone());
+    x
 }
 
 /// First bytes of the tokens a class index holds: the bytes of `c` and, with `utf8`,
