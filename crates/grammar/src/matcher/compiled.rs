@@ -152,8 +152,9 @@ struct CiCache {
     /// Indexed by (looping target, the first bytes leading to it): that group's part of a
     /// first-byte dispatch.
     group: Mutex<FxHashMap<(u32, ByteSet), Arc<CiMask>>>,
-    /// Truncated states with no cheaper way than a plain walk (no accelerator, dispatch or
-    /// chain), so that a full state's chain is tried instead (see `ci_mask`).
+    /// States with no cheaper way than a plain walk (no accelerator, dispatch or chain),
+    /// so that a truncated state's full state is tried instead, and neither twice (see
+    /// `ci_mask`).
     plain: Mutex<rustc_hash::FxHashSet<u32>>,
     /// Bytes of the first three.
     budget: Budget,
@@ -487,8 +488,8 @@ impl CompiledGrammar {
     /// The context-independent mask of state `t` (cached by state), and the trie nodes
     /// walked to build it (0 on a hit). A state that loops on many bytes is built with its
     /// accelerator; one that does not, but whose first bytes lead to a looping state, by
-    /// first-byte dispatch ([`dispatch_ci`](Self::dispatch_ci)); any other by a plain walk.
-    /// Unless `nested` (inside another one's computation), one that another thread is
+    /// first-byte dispatch ([`dispatch_ci`](Self::dispatch_ci)); one that counts through a
+    /// class to a loop by its chain (`mask::Chain`); any other by a plain walk. Unless `nested` (inside another one's computation), one that another thread is
     /// computing is waited for ([`claim`](Self::claim)).
     fn ci_of(&self, st: &mut Stepper<'_>, t: u32, nested: bool) -> (Arc<CiMask>, usize) {
         self.ci_of_walk(st, t, nested, true).expect("a plain walk is allowed")
