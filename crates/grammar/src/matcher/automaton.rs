@@ -223,6 +223,19 @@ impl Automaton {
         self.builder.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The state after `bytes` from `s`: [`DEAD`] or [`OVERFLOW`] as soon as a byte gives it.
+    #[inline]
+    pub fn steps(&self, s: u32, bytes: &[u8]) -> u32 {
+        let mut x = s;
+        for &b in bytes {
+            x = self.step(x, b);
+            if x == DEAD || x == OVERFLOW {
+                break;
+            }
+        }
+        x
+    }
+
     /// The state after byte `b` from `s` (memoized; lock-free once built).
     #[inline]
     pub fn step(&self, s: u32, b: u8) -> u32 {
@@ -344,6 +357,19 @@ impl<'a> Stepper<'a> {
         self.known_run = 0;
         let aut = self.aut;
         self.held.get_or_insert_with(|| aut.builder())
+    }
+
+    /// The state after `bytes` from `s`: [`DEAD`] or [`OVERFLOW`] as soon as a byte gives it.
+    #[inline]
+    pub fn steps(&mut self, s: u32, bytes: &[u8]) -> u32 {
+        let mut x = s;
+        for &b in bytes {
+            x = self.step(x, b);
+            if x == DEAD || x == OVERFLOW {
+                break;
+            }
+        }
+        x
     }
 
     /// The state after byte `b` from `s`.

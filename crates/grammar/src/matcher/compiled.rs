@@ -407,13 +407,7 @@ impl CompiledGrammar {
             if takes_negated(vocab, t) && info.not_tokens.iter().any(|&n| n != t) {
                 m.insert(t);
             } else if vocab.is_text(t) {
-                let mut x = s;
-                for &b in vocab.token_bytes(t) {
-                    x = st.step(x, b);
-                    if x == DEAD || x == OVERFLOW {
-                        break;
-                    }
-                }
+                let x = st.steps(s, vocab.token_bytes(t));
                 if x != DEAD && x != OVERFLOW {
                     m.insert(t);
                 }
@@ -430,13 +424,7 @@ impl CompiledGrammar {
         let aut = &self.aut;
         let mut by_text = DEAD;
         if vocab.is_text(t) {
-            by_text = s;
-            for &b in vocab.token_bytes(t) {
-                by_text = aut.step(by_text, b);
-                if by_text == DEAD || by_text == OVERFLOW {
-                    break;
-                }
-            }
+            by_text = aut.steps(s, vocab.token_bytes(t));
         }
         let info = aut.info(s);
         let negated = !info.not_tokens.is_empty() && takes_negated(vocab, t);
@@ -701,13 +689,7 @@ impl CompiledGrammar {
         };
         let mut m = ci.mask.clone();
         for (node, prefix) in &ci.nodes {
-            let mut x = s;
-            for &b in prefix.iter() {
-                x = aut.step(x, b);
-                if x == DEAD || x == OVERFLOW {
-                    break;
-                }
-            }
+            let x = aut.steps(s, prefix);
             if x == DEAD || x == OVERFLOW {
                 continue;
             }
@@ -718,13 +700,7 @@ impl CompiledGrammar {
             walked += 1 + walk_from(aut, trie, node, x, &mut m);
         }
         for &tok in &ci.tokens {
-            let mut x = s;
-            for &b in vocab.token_bytes(tok) {
-                x = aut.step(x, b);
-                if x == DEAD || x == OVERFLOW {
-                    break;
-                }
-            }
+            let x = aut.steps(s, vocab.token_bytes(tok));
             walked += 1;
             if x != DEAD && x != OVERFLOW {
                 m.insert(tok);

@@ -386,14 +386,8 @@ impl Matcher {
         // within the ambiguity limit and ends accepting.
         {
             let aut = &g.aut;
-            let mut x = self.cur();
-            for &b in &bytes {
-                x = aut.step(x, b);
-                if x == DEAD || x == OVERFLOW {
-                    return None;
-                }
-            }
-            if !aut.info(x).accepting {
+            let x = aut.steps(self.cur(), &bytes);
+            if x == DEAD || x == OVERFLOW || !aut.info(x).accepting {
                 return None;
             }
         }

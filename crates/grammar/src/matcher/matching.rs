@@ -90,13 +90,7 @@ impl Matcher {
         let vocab = self.g.index.vocab();
         let aut = &self.g.aut;
         if vocab.is_text(t) {
-            let mut x = s;
-            for &b in vocab.token_bytes(t) {
-                x = aut.step(x, b);
-                if x == DEAD || x == OVERFLOW {
-                    break;
-                }
-            }
+            let x = aut.steps(s, vocab.token_bytes(t));
             if x != DEAD && x != OVERFLOW {
                 return true;
             }
