@@ -77,6 +77,10 @@ MODEL_CHOICE = {
     # on, the stream ends with response.incomplete (max_output_tokens), as OpenAI's does,
     # and the SDK's get_final_response() raises "Didn't receive a response.completed event".
     "openai/responses/streaming.py": "the model must finish its steps within the default token cap",
+    # The same with chat completions: the SDK's parse helpers raise LengthFinishReasonError
+    # when finish_reason is "length" (the answer, a list of steps, ran past 1,024 tokens).
+    "openai/parsing.py": "the model must finish its steps within the default token cap",
+    "openai/parsing_stream.py": "the model must finish its steps within the default token cap",
 }
 
 # Interactive examples: one line of input, then end of input ends them (with EOFError from
