@@ -42,12 +42,19 @@ pub(crate) struct Engine {
     /// machine's load (see `threads`) and the count set on the context; `None` with
     /// `--threads` given, or when the context pointer cannot be read.
     governor: Option<(*mut llama_cpp_sys_2::llama_context, crate::threads::Governor, usize)>,
+    /// Other processes' CPU use, asked when the governor considers a trial.
+    probe: crate::threads::LoadProbe,
+    /// The context's own workers (see `threads::Pool`), when the context pointer was found;
+    /// dropped after the context, in `Drop`.
+    pub(crate) pool: Option<crate::threads::Pool>,
 }
 
 // SAFETY: `llama_cpp_2::model::LlamaModel` is `Send + Sync` and `LlamaContext` is `Send`
 // (llama-cpp-2 declares both); `Engine` only adds the shared ownership of the model, which
 // is only ever used through shared references. Moving the pair to another thread is
-// therefore as sound as moving each part. `Engine` is not `Sync` (the context is not).
+// therefore as sound as moving each part. The raw context pointer and the thread pool are
+// the context's own (llama.cpp's threadpool runs from whichever thread evaluates).
+// `Engine` is not `Sync` (the context is not).
 unsafe impl Send for Engine {}
 
 impl Engine {
@@ -59,8 +66,15 @@ impl Engine {
         // heap block never moves).
         let model_ref: &'static llama_cpp_2::model::LlamaModel = unsafe { &*Arc::as_ptr(&model) };
         debug_assert!(Arc::strong_count(&model) >= 1);
+        let n_threads = usize::try_from(params.n_threads()).unwrap_or(1);
         match model_ref.new_context(backend, params) {
-            Ok(ctx) => Ok(Engine { ctx: ManuallyDrop::new(ctx), model, governor: None }),
+            Ok(ctx) => {
+                let pool = crate::threads::Pool::attach(&ctx, n_threads);
+                if pool.is_none() {
+                    tracing::warn!("cannot give llama.cpp a lasting thread pool; it makes its threads per evaluation");
+                }
+                Ok(Engine { ctx: ManuallyDrop::new(ctx), model, governor: None, probe: Default::default(), pool })
+            }
             Err(e) => Err(ModelError::Load(format!(
                 "llama.cpp could not create a context ({e}); the context length may be too large for the memory available — try a smaller --ctx-size (or fewer --parallel slots)"
             ))),
@@ -73,6 +87,8 @@ impl Engine {
         match crate::threads::raw_context(&self.ctx, max) {
             Some(p) if max > 1 => {
                 self.governor = Some((p, crate::threads::Governor::new(max), max));
+                // The first reading: the first scheduled trial compares against it.
+                self.probe.quiet();
                 true
             }
             Some(_) => false,
@@ -103,7 +119,8 @@ impl Engine {
         let r = self.ctx.decode(batch);
         if r.is_ok() {
             let before = g.current();
-            g.record(n, n_tokens, started.elapsed().as_secs_f64());
+            let probe = &mut self.probe;
+            g.record(n, n_tokens, started.elapsed().as_secs_f64(), || probe.quiet());
             if g.current() != before {
                 tracing::info!(from = before, to = g.current(), "evaluation threads changed with the machine's load");
             }
@@ -129,6 +146,8 @@ impl Drop for Engine {
         unsafe {
             ManuallyDrop::drop(&mut self.ctx);
         }
+        // The workers outlive the context that used them.
+        drop(self.pool.take());
     }
 }
 
@@ -264,7 +283,7 @@ pub(crate) fn load(path: &Path, options: LoadOptions, n_seq: usize) -> Result<Lo
 /// One instance holds one sequence. [`Model::decode`] returns the raw logits (one `f32` per
 /// vocabulary entry) after the last token given; sampling is left to the caller.
 pub struct LlamaModel {
-    engine: Engine,
+    pub(crate) engine: Engine,
     tokenizer: LlamaTokenizer,
     batch: LlamaBatch<'static>,
     info: ModelInfo,

@@ -22,6 +22,16 @@
 //! under 1 % of its steps on trials (and takes up to that many steps to notice that a busy
 //! core has freed: a few seconds).
 //!
+//! A scheduled trial on fewer threads is skipped when nothing else uses the CPU
+//! ([`LoadProbe`]: the machine's busy time from `/proc/stat` less this process's own, under a
+//! quarter of a core since the last look), so an idle machine runs all its steps on all its
+//! threads; a collapse still starts a trial at once.
+//!
+//! ## The thread pool
+//! Without a pool of its own, llama.cpp starts and joins its worker threads on every
+//! evaluation. [`Pool`] gives the context workers that last as long as it does, as
+//! llama-bench and llama-server do.
+//!
 //! ## The context pointer
 //! `llama_set_n_threads` changes the count of a live context, but llama-cpp-2 0.1.160 keeps
 //! the `llama_context` pointer private. Its `Debug` output prints it
@@ -100,8 +110,11 @@ impl Governor {
     }
 
     /// Records a step of `n_tokens` that took `secs` with `threads` threads (what
-    /// [`threads`](Self::threads) said).
-    pub(crate) fn record(&mut self, threads: usize, n_tokens: usize, secs: f64) {
+    /// [`threads`](Self::threads) said). `quiet` is asked only when a scheduled trial on
+    /// all threads is due: whether no other process has kept a notable share of a core busy
+    /// lately ([`LoadProbe::quiet`]); then a trial on fewer threads could only lose, and is
+    /// skipped.
+    pub(crate) fn record(&mut self, threads: usize, n_tokens: usize, secs: f64, quiet: impl FnOnce() -> bool) {
         if self.max == 1 || threads == 0 || threads > self.max || !secs.is_finite() {
             return;
         }
@@ -135,6 +148,10 @@ impl Governor {
         self.since += 1;
         let collapsed = ratio.is_some_and(|r| r > COLLAPSE);
         if self.since >= self.every || collapsed {
+            if !collapsed && self.current == self.max && quiet() {
+                self.since = 0;
+                return;
+            }
             self.start_trial(collapsed);
         }
     }
@@ -147,6 +164,46 @@ impl Governor {
         self.down_next = !self.down_next;
         self.since = 0;
         self.trial = n.map(|n| Trial { n, theirs: Vec::new(), ours: Vec::new() });
+    }
+}
+
+/// Whether other processes are using the CPU, from `/proc` (Linux): the machine's busy
+/// time (`/proc/stat`) less this process's own (`/proc/self/stat`), per second of wall time
+/// since the last reading. Elsewhere, or before a first reading, it never says quiet.
+#[derive(Debug, Default)]
+pub(crate) struct LoadProbe {
+    last: Option<(std::time::Instant, u64, u64)>,
+}
+
+/// Below this many cores' worth of other processes' CPU time, the machine counts as quiet.
+const QUIET_CORES: f64 = 0.25;
+/// `/proc`'s clock ticks per second (Linux's `USER_HZ`, 100 on every architecture it
+/// exports to user space).
+const TICKS_PER_SEC: f64 = 100.0;
+
+impl LoadProbe {
+    /// Whether other processes used less than [`QUIET_CORES`] since the previous call.
+    pub(crate) fn quiet(&mut self) -> bool {
+        let Some((all, own)) = Self::read() else { return false };
+        let now = std::time::Instant::now();
+        let before = self.last.replace((now, all, own));
+        let Some((t0, all0, own0)) = before else { return false };
+        let wall = now.duration_since(t0).as_secs_f64() * TICKS_PER_SEC;
+        let others = (all.saturating_sub(all0) as f64 - own.saturating_sub(own0) as f64).max(0.0);
+        wall > 0.0 && others / wall < QUIET_CORES
+    }
+
+    /// The machine's busy ticks and this process's, when `/proc` can be read.
+    fn read() -> Option<(u64, u64)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let cpu: Vec<u64> = stat.lines().next()?.strip_prefix("cpu ")?.split_whitespace().filter_map(|f| f.parse().ok()).collect();
+        // user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
+        let all = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| cpu.get(i)).sum();
+        let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // After the command name in parentheses: state is field 3, utime and stime 14 and 15.
+        let rest: Vec<&str> = own.rsplit_once(')')?.1.split_whitespace().collect();
+        let own = rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?;
+        Some((all, own))
     }
 }
 
@@ -187,16 +244,56 @@ pub(crate) fn set_threads(p: *mut llama_context, n: usize) {
     unsafe { llama_cpp_sys_2::llama_set_n_threads(p, n, n) }
 }
 
+/// Worker threads that live as long as their context (llama.cpp's `ggml_threadpool`).
+///
+/// Without one, llama.cpp makes a new set of threads for every evaluation and joins them at
+/// its end: about 3.4 context switches per generated token against llama-bench's 0.3
+/// (`perf stat`, SmolLM2, 2 threads, 256 tokens). The pool's workers wait for the next
+/// evaluation by polling for a while (llama.cpp's default poll level) and then sleep. It
+/// has as many workers as the context's thread count, the most the governor ever asks for.
+pub(crate) struct Pool(*mut llama_cpp_sys_2::ggml_threadpool);
+
+impl Pool {
+    /// A pool of `n_threads` workers (the context's thread count), attached to `ctx`;
+    /// `None` (llama.cpp's own per-call threads) when the context pointer cannot be read or
+    /// the pool cannot be made.
+    pub(crate) fn attach(ctx: &LlamaContext<'_>, n_threads: usize) -> Option<Pool> {
+        let p = raw_context(ctx, n_threads)?;
+        let n = i32::try_from(n_threads).ok()?;
+        // SAFETY: plain C calls: llama.cpp fills in the parameter struct, and
+        // `ggml_threadpool_new` returns null on failure (checked); `p` was checked by
+        // `raw_context` and the context outlives the attachment (`Engine`'s `Drop` frees the
+        // context first, then the pool).
+        unsafe {
+            let mut params = llama_cpp_sys_2::ggml_threadpool_params_default(n);
+            let pool = llama_cpp_sys_2::ggml_threadpool_new(&mut params);
+            if pool.is_null() {
+                return None;
+            }
+            llama_cpp_sys_2::llama_attach_threadpool(p, pool, pool);
+            Some(Pool(pool))
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // SAFETY: made by `ggml_threadpool_new`, freed once; its context is gone (or detached).
+        unsafe { llama_cpp_sys_2::ggml_threadpool_free(self.0) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use formwork_vocab::TokenId;
 
     /// Feeds `steps` steps whose time depends on the thread count; returns the counts used.
     fn run(g: &mut Governor, steps: usize, n_tokens: usize, time: impl Fn(usize) -> f64) -> Vec<usize> {
         (0..steps)
             .map(|_| {
                 let n = g.threads();
-                g.record(n, n_tokens, time(n));
+                g.record(n, n_tokens, time(n), || false);
                 n
             })
             .collect()
@@ -237,9 +334,34 @@ mod tests {
         for i in 0..2000 {
             let k = if i % 2 == 0 { 1 } else { 64 };
             let n = g.threads();
-            g.record(n, k, t(n, k));
+            g.record(n, k, t(n, k), || false);
         }
         assert_eq!(g.current(), 4);
+    }
+
+    #[test]
+    fn a_quiet_machine_skips_scheduled_trials_but_not_a_collapse() {
+        let mut g = Governor::new(2);
+        let mut used = Vec::new();
+        for i in 0..1000 {
+            let n = g.threads();
+            // Step 500 is a collapse (four times slower): a trial starts at once.
+            let secs = if i == 500 { 0.04 } else if n == 2 { 0.01 } else { 0.02 };
+            g.record(n, 1, secs, || true);
+            used.push(n);
+        }
+        assert!(used[..=500].iter().all(|&n| n == 2), "no scheduled trial while quiet");
+        assert_eq!(used[501..].iter().filter(|&&n| n == 1).count(), EXPLORE_STEPS as usize);
+        assert_eq!(g.current(), 2);
+    }
+
+    #[test]
+    fn the_load_probe_reads_proc() {
+        let mut p = LoadProbe::default();
+        assert!(!p.quiet(), "no verdict before a first reading");
+        if cfg!(target_os = "linux") {
+            assert!(LoadProbe::read().is_some(), "/proc/stat and /proc/self/stat parse");
+        }
     }
 
     #[test]
@@ -261,6 +383,26 @@ mod tests {
         assert_eq!(unsafe { llama_cpp_sys_2::llama_n_threads_batch(p) }, 1);
         // Answers that do not match are not taken for the context.
         assert!(raw_context(ctx, 3).is_none());
+    }
+
+    #[test]
+    fn the_context_keeps_one_thread_pool_and_decodes_through_thread_changes() {
+        use formwork_model::Model;
+        let path = formwork_models::resolve("smollm2").unwrap_or_else(|e| panic!("this test needs the default model: {e}"));
+        let opts = crate::LoadOptions { n_ctx: Some(256), n_threads: Some(2), ..Default::default() };
+        let mut m = crate::LlamaModel::load(&path, opts).unwrap();
+        assert!(m.engine.pool.is_some(), "the context has a lasting thread pool");
+        let p = raw_context(&m.engine.ctx, 2).unwrap();
+        let prompt = m.tokenize("The capital of France is", true, false).unwrap();
+        let argmax = |l: &[f32]| (0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b])).unwrap();
+        let mut next = argmax(m.decode(&prompt).unwrap());
+        // The pool has two workers; one step on one of them, then both again.
+        for n in [1, 2, 1, 2] {
+            set_threads(p, n);
+            let l = m.decode(&[TokenId(next as u32)]).unwrap();
+            assert!(l.iter().all(|x| x.is_finite()));
+            next = argmax(l);
+        }
     }
 
     #[test]
