@@ -629,7 +629,8 @@ fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<Shared>) {
         let t0 = Instant::now();
         let outcome = evaluate(model.as_mut(), &mut batch, &plan, n_vocab);
         let n_entries = plan.len();
-        tracing::trace!(entries = n_entries, ms = t0.elapsed().as_secs_f64() * 1e3, "batch step");
+        let n_tokens: usize = plan.iter().map(|&(_, take)| take).sum();
+        tracing::trace!(entries = n_entries, tokens = n_tokens, ms = t0.elapsed().as_secs_f64() * 1e3, "batch step");
 
         // 4. Hand out results; unfinished prompts go back to the queue.
         let mut st = shared.lock();
