@@ -7,7 +7,7 @@
 //! `--host` says otherwise, prints where it listens, and stops gracefully on ctrl-c/SIGTERM.
 
 use anyhow::Context;
-use formwork_server::engine_backend::{EngineBackend, GrammarCache};
+use formwork_server::engine_backend::{EngineBackend, ConstraintCache};
 use formwork_server::{AppState, ModelMeta, ModelWorker, ServerConfig};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -89,7 +89,7 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         ..ServerConfig::default()
     };
     let names = if args.models.is_empty() { vec!["smollm2".to_string()] } else { args.models.clone() };
-    let cache = Arc::new(GrammarCache::new(config.grammar_cache_entries));
+    let cache = Arc::new(ConstraintCache::new(config.grammar_cache_entries));
     let mut workers: Vec<ModelWorker> = Vec::new();
     for name in &names {
         let w = load(name, &args, &config, cache.clone())?;
@@ -113,7 +113,7 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     })
 }
 
-fn load(name: &str, args: &Args, config: &ServerConfig, cache: Arc<GrammarCache>) -> anyhow::Result<ModelWorker> {
+fn load(name: &str, args: &Args, config: &ServerConfig, cache: Arc<ConstraintCache>) -> anyhow::Result<ModelWorker> {
     let found = formwork_models::Cache::from_env()?
         .resolve_model(name, formwork_models::Progress::Stderr)
         .with_context(|| format!("cannot find model {name:?}"))?;

@@ -67,7 +67,7 @@ pub enum ModelError {
 /// A language model that evaluates tokens and returns next-token logits.
 ///
 /// A model instance holds one sequence (its KV cache). The loop is:
-/// `reset` (or `truncate` to reuse a shared prefix), `decode(prompt)`, then `decode(&[t])`
+/// `truncate(0)` (or `truncate(n)` to keep a shared prefix), `decode(prompt)`, then `decode(&[t])`
 /// per generated token. `decode` returns the raw logits for the position after the last
 /// token given, one `f32` per vocabulary entry.
 pub trait Model: Send {

@@ -732,7 +732,7 @@ impl<'a> Cx<'a> {
             }
         }
         // Fast path: a subschema without references validates on its own.
-        if !serde_json::to_string(&sub).unwrap_or_default().contains("\"$ref\"") {
+        if !has_ref(&sub) {
             let draft = self.draft(p);
             let mut wrapped = sub;
             if let Value::Object(o) = &mut wrapped {
@@ -838,6 +838,17 @@ fn rule_name(ptr: &str) -> String {
 }
 
 /// Type bits of a `type` keyword value.
+/// Whether `v` has a `$ref`, `$dynamicRef` or `$recursiveRef` keyword anywhere (a conservative
+/// test: a property that happens to be named `$ref` counts too, which only sends the value to
+/// the document's validator).
+fn has_ref(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.iter().any(|(k, x)| matches!(k.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef") || has_ref(x)),
+        Value::Array(a) => a.iter().any(has_ref),
+        _ => false,
+    }
+}
+
 pub(crate) fn type_bits(t: &Value) -> Option<u8> {
     fn one(s: &str) -> Option<u8> {
         Some(match s {

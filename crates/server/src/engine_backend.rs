@@ -1,6 +1,6 @@
 //! The real [`Backend`]: `formwork_engine::generate` over a loaded [`Model`], with output
 //! constraints compiled through `formwork_schema` / the built-in JSON grammar and cached in a
-//! [`GrammarCache`] keyed by (constraint, vocabulary fingerprint).
+//! [`ConstraintCache`] keyed by (constraint, vocabulary fingerprint).
 //!
 //! Final validation: output generated under a schema that ended normally (`stop`) is checked
 //! with `formwork_schema::validate`; a mismatch is an internal error, never a success.
@@ -27,11 +27,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// Compiled grammars by (constraint, vocabulary) with least-recently-used eviction. Shared
+/// Compiled grammars by the request's constraint (schema, strictness, layout) and vocabulary, with
+/// least-recently-used eviction (the grammar crate's `GrammarCache` keys by compiled grammar
+/// instead; this one spares the schema compile too). Shared
 /// (`Arc`) by every model; a repeated schema is compiled once, and again only when its
 /// compiled grammar is nearly out of parser states ([`CompiledGrammar::is_nearly_full`]).
 #[derive(Debug)]
-pub struct GrammarCache {
+pub struct ConstraintCache {
     capacity: usize,
     map: Mutex<HashMap<String, (Arc<CompiledGrammar>, u64)>>,
     clock: AtomicU64,
@@ -39,10 +41,10 @@ pub struct GrammarCache {
     misses: AtomicU64,
 }
 
-impl GrammarCache {
+impl ConstraintCache {
     /// A cache holding at most `capacity` grammars (at least one).
     pub fn new(capacity: usize) -> Self {
-        GrammarCache {
+        ConstraintCache {
             capacity: capacity.max(1),
             map: Mutex::new(HashMap::new()),
             clock: AtomicU64::new(0),
@@ -97,7 +99,7 @@ enum Runner {
 /// A model driven by `formwork_engine`.
 pub struct EngineBackend {
     runner: Runner,
-    cache: Arc<GrammarCache>,
+    cache: Arc<ConstraintCache>,
     limits: Limits,
     reasoning: Option<ReasoningFormat>,
 }
@@ -106,7 +108,7 @@ impl EngineBackend {
     /// Wraps a loaded model. `cache` may be shared by several models. A model whose chat
     /// template shows a reasoning section (see [`ReasoningFormat::detect`]) reasons before
     /// answering, in the same generation, unless a job says `think: off`.
-    pub fn new(model: Box<dyn Model>, cache: Arc<GrammarCache>, limits: Limits) -> Self {
+    pub fn new(model: Box<dyn Model>, cache: Arc<ConstraintCache>, limits: Limits) -> Self {
         let reasoning = ReasoningFormat::for_model(model.as_ref(), None);
         EngineBackend { runner: Runner::Single(model), cache, limits, reasoning }
     }
@@ -114,7 +116,7 @@ impl EngineBackend {
     /// The backends of a batched model's slots, one per sequence (give them to
     /// [`ModelWorker::spawn_pool`](crate::ModelWorker::spawn_pool)): each runs one request
     /// at a time, and their decodes are batched together by `batcher`.
-    pub fn slots(batcher: &Batcher, cache: Arc<GrammarCache>, limits: Limits) -> Vec<Box<dyn Backend>> {
+    pub fn slots(batcher: &Batcher, cache: Arc<ConstraintCache>, limits: Limits) -> Vec<Box<dyn Backend>> {
         let reasoning = batcher.info().chat_template.as_deref().and_then(ReasoningFormat::detect);
         (0..batcher.stats().slots)
             .map(|_| {
@@ -509,7 +511,7 @@ mod tests {
         b.define("root", Expr::repeat(Expr::lit("a"), 0, Some(500)));
         let g = b.build("root").unwrap();
         let limits = Limits { max_states: 50, ..Limits::default() };
-        let cache = GrammarCache::new(4);
+        let cache = ConstraintCache::new(4);
         let compile = || CompiledGrammar::new(&g, vocab.clone(), &limits);
         let first = cache.get_or_try_insert("k".into(), compile).unwrap();
         assert!(Arc::ptr_eq(&first, &cache.get_or_try_insert("k".into(), compile).unwrap()));

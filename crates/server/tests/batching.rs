@@ -10,7 +10,7 @@ use axum::http::{Request, StatusCode};
 use common::{post, send};
 use formwork_engine::batch::{Batcher, BatcherOptions};
 use formwork_engine::testing::{ScriptedBatchModel, ScriptedModel};
-use formwork_server::engine_backend::{EngineBackend, GrammarCache};
+use formwork_server::engine_backend::{EngineBackend, ConstraintCache};
 use formwork_server::testing::fake_meta;
 use formwork_server::{app, AppState, ModelWorker, ServerConfig};
 use serde_json::{json, Value};
@@ -28,7 +28,7 @@ fn model(script: &str, slots: usize, delay: Duration) -> ScriptedBatchModel {
 
 fn router(script: &str, slots: usize, max_queue: usize, delay: Duration) -> (axum::Router, Batcher) {
     let batcher = Batcher::new(Box::new(model(script, slots, delay)), BatcherOptions::default());
-    let backends = EngineBackend::slots(&batcher, Arc::new(GrammarCache::new(8)), formwork_grammar::Limits::default());
+    let backends = EngineBackend::slots(&batcher, Arc::new(ConstraintCache::new(8)), formwork_grammar::Limits::default());
     let w = ModelWorker::spawn_pool(fake_meta("smollm2"), backends, Duration::ZERO, max_queue).unwrap();
     (app(AppState::new(ServerConfig::default(), vec![w])), batcher)
 }

@@ -7,7 +7,7 @@ mod common;
 use axum::http::StatusCode;
 use common::{assert_openai_error, post};
 use formwork_engine::testing::ScriptedModel;
-use formwork_server::engine_backend::{EngineBackend, GrammarCache};
+use formwork_server::engine_backend::{EngineBackend, ConstraintCache};
 use formwork_server::testing::fake_meta;
 use formwork_server::{app, AppState, ModelWorker, ServerConfig};
 use serde_json::{json, Value};
@@ -22,8 +22,8 @@ fn model(script: &str) -> ScriptedModel {
     m
 }
 
-fn router(script: &str) -> (axum::Router, Arc<GrammarCache>) {
-    let cache = Arc::new(GrammarCache::new(8));
+fn router(script: &str) -> (axum::Router, Arc<ConstraintCache>) {
+    let cache = Arc::new(ConstraintCache::new(8));
     let backend = EngineBackend::new(Box::new(model(script)), cache.clone(), formwork_grammar::Limits::default());
     let w = ModelWorker::spawn(fake_meta("smollm2"), Box::new(backend), Duration::ZERO).unwrap();
     (app(AppState::new(ServerConfig::default(), vec![w])), cache)

@@ -199,7 +199,7 @@ async fn ollama_validation_errors() {
 mod engine {
     use super::*;
     use formwork_engine::testing::ScriptedModel;
-    use formwork_server::engine_backend::{EngineBackend, GrammarCache};
+    use formwork_server::engine_backend::{EngineBackend, ConstraintCache};
     use formwork_server::testing::fake_meta;
     use formwork_server::{app, AppState, ModelWorker, ServerConfig};
     use std::sync::Arc;
@@ -209,7 +209,7 @@ mod engine {
         let tokens: Vec<String> = (0x20u8..0x7f).map(|b| (b as char).to_string()).chain(["\n".to_string(), "{\"name".to_string()]).collect();
         let mut m = ScriptedModel::new(&tokens, &["<|im_end|>", "<|im_start|>"]);
         m.script_text(r#"Sure! {"name":"Ada","age":36}"#);
-        let backend = EngineBackend::new(Box::new(m), Arc::new(GrammarCache::new(8)), formwork_grammar::Limits::default());
+        let backend = EngineBackend::new(Box::new(m), Arc::new(ConstraintCache::new(8)), formwork_grammar::Limits::default());
         let w = ModelWorker::spawn(fake_meta("smollm2"), Box::new(backend), Duration::ZERO).unwrap();
         app(AppState::new(ServerConfig::default(), vec![w]))
     }

@@ -121,7 +121,7 @@ async fn openai_reasoning_content_in_message_and_deltas() {
 mod engine {
     use super::*;
     use formwork_engine::testing::ScriptedModel;
-    use formwork_server::engine_backend::{EngineBackend, GrammarCache};
+    use formwork_server::engine_backend::{EngineBackend, ConstraintCache};
     use formwork_server::ModelWorker;
     use std::sync::Arc;
     use std::time::Duration;
@@ -138,7 +138,7 @@ mod engine {
         let specials = ["<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜begin▁of▁sentence｜>"];
         let mut m = ScriptedModel::new(&tokens, &specials).with_chat_template(R1_TEMPLATE, Some("<｜begin▁of▁sentence｜>"));
         m.script_text(script);
-        let backend = EngineBackend::new(Box::new(m), Arc::new(GrammarCache::new(4)), formwork_grammar::Limits::default());
+        let backend = EngineBackend::new(Box::new(m), Arc::new(ConstraintCache::new(4)), formwork_grammar::Limits::default());
         assert!(backend.reasoning().is_some(), "the R1 template shows <think> tags");
         let meta = formwork_server::ModelMeta { supports_thinking: true, ..fake_meta("r1") };
         let w = ModelWorker::spawn(meta, Box::new(backend), Duration::ZERO).unwrap();

@@ -7,7 +7,7 @@ mod common;
 use axum::http::StatusCode;
 use common::post;
 use formwork_engine::testing::ScriptedModel;
-use formwork_server::engine_backend::{EngineBackend, GrammarCache};
+use formwork_server::engine_backend::{EngineBackend, ConstraintCache};
 use formwork_server::testing::fake_meta;
 use formwork_server::{app, AppState, ModelWorker, ServerConfig};
 use serde_json::json;
@@ -28,7 +28,7 @@ fn router(dir: &std::path::Path, script: &str) -> axum::Router {
     let tokens: Vec<String> = (0x20u8..0x7f).map(|b| (b as char).to_string()).chain(["\n".to_string()]).collect();
     let mut m = ScriptedModel::new(&tokens, &["<|im_end|>", "<|im_start|>"]);
     m.script_text(script);
-    let backend = EngineBackend::new(Box::new(m), Arc::new(GrammarCache::new(8)), formwork_grammar::Limits::default());
+    let backend = EngineBackend::new(Box::new(m), Arc::new(ConstraintCache::new(8)), formwork_grammar::Limits::default());
     let w = ModelWorker::spawn(fake_meta("smollm2"), Box::new(backend), Duration::ZERO).unwrap();
     let cfg = ServerConfig { databases: vec![("shop".into(), Arc::new(db))], ..ServerConfig::default() };
     app(AppState::new(cfg, vec![w]))

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use common::post;
 use formwork_engine::testing::ScriptedModel;
 use formwork_server::capabilities::{supports_tools, template_shows_tools};
-use formwork_server::engine_backend::{EngineBackend, GrammarCache};
+use formwork_server::engine_backend::{EngineBackend, ConstraintCache};
 use formwork_server::testing::fake_meta;
 use formwork_server::{app, AppState, ModelWorker, ServerConfig};
 use serde_json::{json, Value};
@@ -24,7 +24,7 @@ fn router(template: &str, script: &str) -> axum::Router {
     let tokens: Vec<String> = (0x20u8..0x7f).map(|b| (b as char).to_string()).chain(["\n".to_string()]).collect();
     let mut m = ScriptedModel::new(&tokens, &["<|im_end|>", "<|im_start|>"]).with_chat_template(template, Some("<|im_start|>"));
     m.script_text(script);
-    let backend = EngineBackend::new(Box::new(m), Arc::new(GrammarCache::new(8)), formwork_grammar::Limits::default());
+    let backend = EngineBackend::new(Box::new(m), Arc::new(ConstraintCache::new(8)), formwork_grammar::Limits::default());
     let meta = formwork_server::ModelMeta {
         template: Some(template.to_string()),
         supports_tools: supports_tools(Some(template)),
