@@ -124,7 +124,7 @@ pub fn show(args: ShowArgs) -> Result<()> {
             line("context length", &n.to_string())?;
         }
         if let Some(t) = g.get("general.file_type").and_then(|v| v.as_i128()) {
-            line("quantization", crate::serve::quantization(t))?;
+            line("quantization", formwork_vocab::gguf::file_type_name(t))?;
         }
     }
     if let Some(s) = &m.defaults.system {

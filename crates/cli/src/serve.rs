@@ -148,46 +148,20 @@ fn load(name: &str, args: &Args, config: &ServerConfig, cache: Arc<ConstraintCac
 }
 
 fn meta(name: &str, path: &PathBuf, info: &formwork_engine::ModelInfo) -> ModelMeta {
-    let gguf = formwork_vocab::gguf::GgufFile::open(path).ok();
-    let get = |k: &str| gguf.as_ref().and_then(|g| g.get_str(k)).map(str::to_string);
-    let family = get("general.architecture").unwrap_or_else(|| "llama".into());
-    let file_type = gguf.as_ref().and_then(|g| g.get("general.file_type")).and_then(|v| v.as_i128());
+    let details = formwork_vocab::gguf::GgufFile::open(path).map(|g| g.details()).unwrap_or_default();
+    let family = if details.family.is_empty() { "llama".to_string() } else { details.family };
     ModelMeta {
         name: name.to_string(),
         path: Some(path.clone()),
         size: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
-        parameter_size: get("general.size_label").unwrap_or_default(),
-        quantization_level: file_type.map(quantization).unwrap_or_default().to_string(),
+        parameter_size: details.parameter_size,
+        quantization_level: details.quantization_level,
         context_length: info.context_length as u32,
         template: info.chat_template.clone(),
         supports_tools: formwork_server::capabilities::supports_tools(info.chat_template.as_deref()),
         supports_thinking: info.chat_template.as_deref().and_then(formwork_engine::reasoning::ReasoningFormat::detect).is_some(),
         family,
         defaults: Default::default(),
-    }
-}
-
-/// GGUF `general.file_type` in llama.cpp's names.
-pub(crate) fn quantization(t: i128) -> &'static str {
-    match t {
-        0 => "F32",
-        1 => "F16",
-        2 => "Q4_0",
-        3 => "Q4_1",
-        7 => "Q8_0",
-        8 => "Q5_0",
-        9 => "Q5_1",
-        10 => "Q2_K",
-        11 => "Q3_K_S",
-        12 => "Q3_K_M",
-        13 => "Q3_K_L",
-        14 => "Q4_K_S",
-        15 => "Q4_K_M",
-        16 => "Q5_K_S",
-        17 => "Q5_K_M",
-        18 => "Q6_K",
-        32 => "BF16",
-        _ => "unknown",
     }
 }
 

@@ -249,27 +249,62 @@ pub async fn create(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::C
 /// The store's models as `/api/tags` entries, skipping names in `served` (listed already).
 pub(crate) async fn tag_entries(state: &AppState, served: &[String]) -> Vec<w::ModelEntry> {
     let Ok(cache) = state.store() else { return Vec::new() };
-    let models = blocking(move || cache.list()).await.unwrap_or_default();
+    let served = served.to_vec();
+    // The GGUF headers are read on the blocking pool too (files of gigabytes, read in part).
+    let models = blocking(move || {
+        cache
+            .list()
+            .into_iter()
+            .map(|m| (tag_name(&m), m))
+            .filter(|(name, _)| !served.contains(name))
+            .map(|(name, m)| {
+                let d = gguf_details(&m.path);
+                (name, m, d)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
     models
         .into_iter()
-        .map(|m| (tag_name(&m), m))
-        .filter(|(name, _)| !served.contains(name))
-        .map(|(name, m)| w::ModelEntry {
-            model: name.clone(),
-            modified_at: m.modified.map(rfc3339).unwrap_or_default(),
-            size: m.size,
-            digest: digest(&m),
-            details: w::ModelDetails {
-                parent_model: m.base.clone().unwrap_or_default(),
-                format: "gguf".into(),
-                family: String::new(),
-                families: vec![],
-                parameter_size: String::new(),
-                quantization_level: String::new(),
-            },
-            name,
+        .map(|(name, m, d)| {
+            w::ModelEntry {
+                model: name.clone(),
+                modified_at: m.modified.map(rfc3339).unwrap_or_default(),
+                size: m.size,
+                digest: digest(&m),
+                details: w::ModelDetails {
+                    parent_model: m.base.clone().unwrap_or_default(),
+                    format: "gguf".into(),
+                    families: if d.family.is_empty() { vec![] } else { vec![d.family.clone()] },
+                    family: d.family,
+                    parameter_size: d.parameter_size,
+                    quantization_level: d.quantization_level,
+                },
+                name,
+            }
         })
         .collect()
+}
+
+/// A store model's family, size and quantization, from its GGUF header (empty when it cannot
+/// be read, or in a build without the engine).
+#[cfg(feature = "engine")]
+fn gguf_details(path: &std::path::Path) -> formwork_vocab::gguf::ModelDetails {
+    formwork_vocab::gguf::GgufFile::open(path).map(|g| g.details()).unwrap_or_default()
+}
+
+#[cfg(not(feature = "engine"))]
+fn gguf_details(_: &std::path::Path) -> Details {
+    Details::default()
+}
+
+#[cfg(not(feature = "engine"))]
+#[derive(Default)]
+struct Details {
+    family: String,
+    parameter_size: String,
+    quantization_level: String,
 }
 
 /// A name with its tag, as `/api/tags` lists names (`smollm2:latest`).

@@ -17,11 +17,32 @@ use std::path::Path;
 fn ollama_model(root: &Path, model: &str, tag: &str, hex_digit: char) {
     let hex: String = std::iter::repeat_n(hex_digit, 64).collect();
     fs::create_dir_all(root.join("blobs")).unwrap();
-    fs::write(root.join("blobs").join(format!("sha256-{hex}")), b"GGUF fake weights").unwrap();
+    fs::write(root.join("blobs").join(format!("sha256-{hex}")), gguf_header(&[("general.architecture", "llama"), ("general.size_label", "1B")], 15)).unwrap();
     let dir = root.join("manifests/registry.ollama.ai/library").join(model);
     fs::create_dir_all(&dir).unwrap();
     let manifest = json!({"schemaVersion": 2, "layers": [{"mediaType": "application/vnd.ollama.image.model", "digest": format!("sha256:{hex}"), "size": 17}]});
     fs::write(dir.join(tag), manifest.to_string()).unwrap();
+}
+
+/// A GGUF file of metadata only (version 3, no tensors): `strings`, then `general.file_type`.
+fn gguf_header(strings: &[(&str, &str)], file_type: u32) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend((strings.len() as u64 + 1).to_le_bytes());
+    let text = |b: &mut Vec<u8>, s: &str| {
+        b.extend((s.len() as u64).to_le_bytes());
+        b.extend(s.as_bytes());
+    };
+    for (k, v) in strings {
+        text(&mut b, k);
+        b.extend(8u32.to_le_bytes());
+        text(&mut b, v);
+    }
+    text(&mut b, "general.file_type");
+    b.extend(4u32.to_le_bytes());
+    b.extend(file_type.to_le_bytes());
+    b
 }
 
 struct Fixture {
@@ -110,7 +131,12 @@ async fn create_an_alias_of_the_served_model_and_use_it_at_once() {
     for n in ["pirate:latest", "terse:latest", "terse2:v1", "llama3.2:1b"] {
         assert!(names.contains(&n.to_string()), "{n} in {names:?}");
     }
-    assert_eq!(v["models"].as_array().unwrap().iter().find(|m| m["name"] == "llama3.2:1b").unwrap()["digest"], "a".repeat(64));
+    let llama = v["models"].as_array().unwrap().iter().find(|m| m["name"] == "llama3.2:1b").unwrap().clone();
+    assert_eq!(llama["digest"], "a".repeat(64));
+    // Details from the GGUF header, as Ollama lists them.
+    let d = &llama["details"];
+    assert_eq!((&d["family"], &d["parameter_size"], &d["quantization_level"]), (&json!("llama"), &json!("1B"), &json!("Q4_K_M")), "{d}");
+    assert_eq!(d["families"], json!(["llama"]));
 
     // Delete the aliases: gone from chat.
     for n in ["terse2:v1", "terse", "pirate"] {

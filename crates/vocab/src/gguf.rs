@@ -252,6 +252,57 @@ impl GgufValue {
     }
 }
 
+/// What [`GgufFile::details`] reads: the fields of Ollama's `details` object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelDetails {
+    /// `llama`, `qwen2`, ...
+    pub family: String,
+    /// `135M`, `8B`, ...
+    pub parameter_size: String,
+    /// `Q4_K_M`, `F16`, ... (`unknown` for a file type llama.cpp has no name for here).
+    pub quantization_level: String,
+}
+
+/// llama.cpp's name of a GGUF `general.file_type` (its `llama_ftype`).
+pub fn file_type_name(t: i128) -> &'static str {
+    match t {
+        0 => "F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K",
+        11 => "Q3_K_S",
+        12 => "Q3_K_M",
+        13 => "Q3_K_L",
+        14 => "Q4_K_S",
+        15 => "Q4_K_M",
+        16 => "Q5_K_S",
+        17 => "Q5_K_M",
+        18 => "Q6_K",
+        19 => "IQ2_XXS",
+        20 => "IQ2_XS",
+        21 => "Q2_K_S",
+        22 => "IQ3_XS",
+        23 => "IQ3_XXS",
+        24 => "IQ1_S",
+        25 => "IQ4_NL",
+        26 => "IQ3_S",
+        27 => "IQ3_M",
+        28 => "IQ2_S",
+        29 => "IQ2_M",
+        30 => "IQ4_XS",
+        31 => "IQ1_M",
+        32 => "BF16",
+        36 => "TQ1_0",
+        37 => "TQ2_0",
+        38 => "MXFP4_MOE",
+        _ => "unknown",
+    }
+}
+
 /// A GGUF file's header and metadata (tensors are not read).
 #[derive(Clone, Debug)]
 pub struct GgufFile {
@@ -426,6 +477,17 @@ impl GgufFile {
     /// `general.architecture` (`llama`, `qwen2`, ...).
     pub fn architecture(&self) -> Option<&str> {
         self.get_str("general.architecture")
+    }
+
+    /// The model's family (`general.architecture`), size label (`general.size_label`, such
+    /// as `135M`) and quantization (`general.file_type` in llama.cpp's names, such as
+    /// `Q4_1`), as Ollama's model details show them; empty where the file does not say.
+    pub fn details(&self) -> ModelDetails {
+        ModelDetails {
+            family: self.architecture().unwrap_or_default().to_string(),
+            parameter_size: self.get_str("general.size_label").unwrap_or_default().to_string(),
+            quantization_level: self.get("general.file_type").and_then(|v| v.as_i128()).map(file_type_name).unwrap_or_default().to_string(),
+        }
     }
 
     /// `general.name`.
@@ -826,6 +888,15 @@ pub(crate) mod tests {
             let b = self.finish();
             GgufFile::from_reader(&b[..], "mem.gguf", &GgufLimits::default())
         }
+    }
+
+    #[test]
+    fn details_name_family_size_and_quantization() {
+        let f = Builder::new(3).string("general.architecture", "qwen2").string("general.size_label", "500M").u32("general.file_type", 15).parse().unwrap();
+        assert_eq!(f.details(), ModelDetails { family: "qwen2".into(), parameter_size: "500M".into(), quantization_level: "Q4_K_M".into() });
+        let f = Builder::new(3).u32("general.file_type", 999).parse().unwrap();
+        assert_eq!(f.details(), ModelDetails { quantization_level: "unknown".into(), ..Default::default() });
+        assert_eq!(Builder::new(3).parse().unwrap().details(), ModelDetails::default());
     }
 
     #[test]
