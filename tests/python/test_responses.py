@@ -156,6 +156,19 @@ def test_stream_helper_function_call(oai, model):
     assert [d.arguments for d in done] == [c.arguments for c in calls]
 
 
+def test_logprobs_of_the_message_text(oai, model):
+    r = oai.responses.create(model=model, input="Say hello.", max_output_tokens=12, temperature=0,
+                             include=["message.output_text.logprobs"], top_logprobs=2)
+    part = r.output[0].content[0]
+    assert part.logprobs, r
+    # One entry per token, whose bytes spell the message text; alternatives best first.
+    assert b"".join(bytes(e.bytes) for e in part.logprobs).decode() == part.text
+    for e in part.logprobs:
+        assert e.logprob <= 0 and len(e.top_logprobs) == 2
+        values = [t.logprob for t in e.top_logprobs]
+        assert values == sorted(values, reverse=True), values
+
+
 def test_unsupported_and_unknown(oai, model, http):
     with pytest.raises(openai.BadRequestError) as e:
         oai.responses.create(model=model, input="x", tools=[{"type": "web_search"}])

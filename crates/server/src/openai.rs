@@ -495,8 +495,13 @@ fn chat_logprobs_request(logprobs: Option<bool>, top: Option<i64>) -> Result<Opt
 
 /// Token logprobs as a chat choice's `logprobs` (`{"content": [...], "refusal": null}`).
 fn chat_logprobs(l: &[TokenLogprob]) -> Value {
-    let content = l
-        .iter()
+    serde_json::to_value(w::ChatLogprobs { content: token_logprobs(l), refusal: None }).unwrap_or_default()
+}
+
+/// Token logprobs in the shape both chat `logprobs.content` and the Responses API's
+/// `output_text.logprobs` use: `{token, logprob, bytes, top_logprobs}` per token.
+pub(crate) fn token_logprobs(l: &[TokenLogprob]) -> Vec<w::ChatTokenLogprob> {
+    l.iter()
         .map(|e| w::ChatTokenLogprob {
             token: e.text(),
             logprob: e.logprob,
@@ -507,8 +512,7 @@ fn chat_logprobs(l: &[TokenLogprob]) -> Value {
                 .map(|t| w::ChatTopLogprob { token: t.text(), logprob: t.logprob, bytes: Some(t.bytes.clone()) })
                 .collect(),
         })
-        .collect();
-    serde_json::to_value(w::ChatLogprobs { content, refusal: None }).unwrap_or_default()
+        .collect()
 }
 
 /// Token logprobs as a legacy completion's `logprobs`; `offset` (characters of text before

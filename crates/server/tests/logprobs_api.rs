@@ -260,3 +260,59 @@ mod engine {
         assert_eq!(streamed, entries);
     }
 }
+
+/// The Responses API's SSE events as (name, data).
+async fn response_events(app: &axum::Router, req: Value) -> Vec<(String, Value)> {
+    let (s, _, body) = send(app, Method::POST, "/v1/responses", req.to_string()).await;
+    assert_eq!(s, StatusCode::OK);
+    sse_data(&body).iter().map(|d| serde_json::from_str::<Value>(d).unwrap()).map(|v| (v["type"].as_str().unwrap().to_string(), v)).collect()
+}
+
+#[tokio::test]
+async fn responses_logprobs_when_included_or_with_top_logprobs() {
+    let (app, obs) = router(|_| text("Paris is nice."));
+    let req = json!({"model": "smollm2", "input": "Capital?", "include": ["message.output_text.logprobs"], "top_logprobs": 2});
+    let (s, v) = post(&app, "/v1/responses", req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(obs.jobs.lock().unwrap()[0].logprobs, Some(2));
+    let lp = v["output"][0]["content"][0]["logprobs"].as_array().unwrap().clone();
+    let tokens: Vec<&str> = lp.iter().map(|e| e["token"].as_str().unwrap()).collect();
+    assert_eq!(tokens, ["Paris ", "is ", "nice."]);
+    for e in &lp {
+        assert!(close(&e["logprob"], LN_HALF), "{e}");
+        assert_eq!(e["bytes"], json!(e["token"].as_str().unwrap().as_bytes()));
+        assert_eq!(e["top_logprobs"].as_array().unwrap().len(), 2);
+    }
+    // include alone: no alternatives; neither: none, and the job computes none.
+    let (_, v) = post(&app, "/v1/responses", json!({"model": "smollm2", "input": "x", "include": ["message.output_text.logprobs"]})).await;
+    assert_eq!(v["output"][0]["content"][0]["logprobs"][0]["top_logprobs"], json!([]));
+    let (_, v) = post(&app, "/v1/responses", json!({"model": "smollm2", "input": "x", "include": ["reasoning.encrypted_content"]})).await;
+    assert_eq!(v["output"][0]["content"][0]["logprobs"], json!([]));
+    assert_eq!(obs.jobs.lock().unwrap()[2].logprobs, None);
+    // top_logprobs alone asks too; beyond 20 is refused by name.
+    let (_, v) = post(&app, "/v1/responses", json!({"model": "smollm2", "input": "x", "top_logprobs": 1})).await;
+    assert_eq!(v["output"][0]["content"][0]["logprobs"].as_array().unwrap().len(), 3);
+    let (s, v) = post(&app, "/v1/responses", json!({"model": "smollm2", "input": "x", "top_logprobs": 21})).await;
+    assert_eq!((s, &v["error"]["param"]), (StatusCode::BAD_REQUEST, &json!("top_logprobs")));
+}
+
+#[tokio::test]
+async fn responses_stream_deltas_carry_their_tokens() {
+    let (app, _) = router(|_| text("Paris is nice."));
+    let req = json!({"model": "smollm2", "input": "Capital?", "include": ["message.output_text.logprobs"], "stream": true});
+    let ev = response_events(&app, req).await;
+    let mut from_deltas = Vec::new();
+    for (name, d) in &ev {
+        if name == "response.output_text.delta" {
+            let lp = d["logprobs"].as_array().unwrap();
+            let joined: String = lp.iter().map(|e| e["token"].as_str().unwrap()).collect();
+            assert_eq!(joined, d["delta"].as_str().unwrap(), "a delta carries exactly its own tokens: {d}");
+            from_deltas.extend(lp.iter().cloned());
+        }
+    }
+    assert_eq!(from_deltas.len(), 3);
+    let done = ev.iter().find(|(n, _)| n == "response.output_text.done").unwrap();
+    assert_eq!(done.1["logprobs"].as_array().unwrap(), &from_deltas);
+    let completed = ev.iter().find(|(n, _)| n == "response.completed").unwrap();
+    assert_eq!(completed.1["response"]["output"][0]["content"][0]["logprobs"].as_array().unwrap(), &from_deltas);
+}

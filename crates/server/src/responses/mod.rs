@@ -11,9 +11,12 @@
 //! `previous_response_id` continues a conversation kept in the bounded in-memory
 //! [`store`] (for the server's lifetime; `store: false` keeps nothing); an unknown id is a
 //! 404 naming `previous_response_id`. Parameters that would change the output and cannot
-//! be honoured (`background`, `conversation`, `prompt`, `top_logprobs`, hosted tools) are
-//! a 400 naming the parameter; others (`store`, `metadata`, `user`, `truncation`, `include`,
-//! ...) are accepted.
+//! be honoured (`background`, `conversation`, `prompt`, hosted tools) are a 400 naming the
+//! parameter; others (`store`, `metadata`, `user`, `truncation`, ...) are accepted.
+//!
+//! Logprobs: `include: ["message.output_text.logprobs"]` (or `top_logprobs`, 0 to 20
+//! alternatives) puts each message token's logprob in `output_text.logprobs`, and, streamed,
+//! each `output_text.delta` carries those of its own tokens.
 
 mod input;
 pub mod store;
@@ -82,6 +85,31 @@ pub(crate) struct Plan {
     pub conversation: Conversation,
     /// Keep the response.
     pub store: bool,
+    /// Report the message tokens' logprobs.
+    pub logprobs: bool,
+}
+
+/// The include item that asks for the message tokens' logprobs.
+const INCLUDE_LOGPROBS: &str = "message.output_text.logprobs";
+
+/// How many alternatives per token the request asks for, `None` when it asks for no logprobs.
+fn logprobs_request(req: &w::CreateRequest) -> Option<u8> {
+    let included = req.include.iter().flatten().any(|i| i == INCLUDE_LOGPROBS);
+    (included || req.top_logprobs.is_some_and(|n| n > 0)).then(|| req.top_logprobs.unwrap_or(0).min(20) as u8)
+}
+
+/// Puts `l` into a message item's text part.
+pub(crate) fn set_logprobs(item: &mut w::OutputItem, l: &[crate::backend::TokenLogprob]) {
+    if let w::OutputItem::Message { content, .. } = item {
+        if let Some(part) = content.first_mut() {
+            part.logprobs = logprob_values(l);
+        }
+    }
+}
+
+/// Token logprobs as the Responses API's `logprobs` entries.
+pub(crate) fn logprob_values(l: &[crate::backend::TokenLogprob]) -> Vec<serde_json::Value> {
+    openai::token_logprobs(l).into_iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect()
 }
 
 async fn create_inner(state: AppState, mut req: w::CreateRequest) -> Result<Response, ApiError> {
@@ -119,8 +147,10 @@ async fn create_inner(state: AppState, mut req: w::CreateRequest) -> Result<Resp
     messages.extend(conversation.turns.iter().cloned());
     let mut job = exec::job(&cfg, received, PromptSpec::Chat { messages, tools: tools.clone() }, constraint, sampling, num_predict, vec![], None);
     job.think = think;
+    let logprobs = logprobs_request(&req);
+    job.logprobs = logprobs;
     let skeleton = skeleton(&req);
-    let plan = Plan { mode, tools, max_calls: req.max_tool_calls, conversation, store: req.store != Some(false) };
+    let plan = Plan { mode, tools, max_calls: req.max_tool_calls, conversation, store: req.store != Some(false), logprobs: logprobs.is_some() };
     let first = exec::start(&wk, job).await.map_err(rename_params)?;
     if req.stream.unwrap_or(false) {
         return Ok(stream::sse(state, first, skeleton, plan));
@@ -132,7 +162,11 @@ async fn create_inner(state: AppState, mut req: w::CreateRequest) -> Result<Resp
         output.push(reasoning_item(new_id("rs_"), t.clone()));
     }
     if calls.is_empty() {
-        output.push(message_item(new_id("msg_"), o.text.clone(), status_of(o.done_reason)));
+        let mut item = message_item(new_id("msg_"), o.text.clone(), status_of(o.done_reason));
+        if plan.logprobs {
+            set_logprobs(&mut item, o.logprobs.as_deref().unwrap_or_default());
+        }
+        output.push(item);
     } else {
         output.extend(calls.into_iter().map(|c| call_item(new_id("fc_"), c.id, c.function.name, c.function.arguments, "completed")));
     }
@@ -151,8 +185,8 @@ fn refuse_unsupported(req: &w::CreateRequest) -> Result<(), ApiError> {
     if req.prompt.as_ref().is_some_and(|p| !p.is_null()) {
         return refuse("prompt", "stored prompt templates do not exist here; send instructions and input");
     }
-    if req.top_logprobs.is_some_and(|n| n > 0) {
-        return refuse("top_logprobs", "log probabilities are not reported yet; leave it out");
+    if let Some(n) = req.top_logprobs.filter(|&n| n > 20) {
+        return Err(ApiError::bad_request(format!("Invalid 'top_logprobs': {n}; it must be an integer between 0 and 20")).param("top_logprobs"));
     }
     if let Some(t) = req.truncation.as_deref().filter(|t| !matches!(*t, "auto" | "disabled")) {
         return Err(ApiError::bad_request(format!("invalid truncation {t:?}: use \"auto\" or \"disabled\"")).param("truncation"));

@@ -12,7 +12,8 @@
 //! shape come whole at the end. The finished output is the same as a non-streamed
 //! response's, and is what `response.completed` carries.
 
-use super::{call_item, calls, finish, message_item, output_text, reasoning_item, status_of, Plan};
+use super::{call_item, calls, finish, logprob_values, message_item, output_text, reasoning_item, status_of, Plan};
+use crate::backend::TokenLogprob;
 use crate::error::{ApiError, Flavor};
 use crate::exec::{self, Started};
 use crate::tools::detect::{CallDetector, Route};
@@ -32,7 +33,7 @@ use tokio::sync::mpsc::Sender;
 pub(crate) fn sse(state: AppState, first: Started, skeleton: w::Response, plan: Plan) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<SseEvent, Infallible>>(64);
     tokio::spawn(async move {
-        let mut out = Writer { tx, seq: 0, output: vec![], skeleton };
+        let mut out = Writer { tx, seq: 0, output: vec![], skeleton, logprobs: plan.logprobs, pending: vec![] };
         // A closed channel means the client went away: dropping the job stops it.
         let _ = out.run(state, first, plan).await;
     });
@@ -49,13 +50,18 @@ struct Writer {
     /// Output items, in order; open ones as they were added.
     output: Vec<w::OutputItem>,
     skeleton: w::Response,
+    /// Whether the message text carries logprobs, and those not yet sent with a delta.
+    logprobs: bool,
+    pending: Vec<TokenLogprob>,
 }
 
-/// An output item being written: its index, id and text so far.
+/// An output item being written: its index, id and text so far (and, for a message, the
+/// logprobs sent with it).
 struct Open {
     index: usize,
     id: String,
     text: String,
+    logprobs: Vec<Value>,
 }
 
 /// A call being written.
@@ -93,7 +99,7 @@ impl Writer {
         let index = self.add(item).await?;
         let part = output_text(String::new());
         self.send(w::StreamEvent::ContentPartAdded { item_id: id.clone(), output_index: index, content_index: 0, part }).await?;
-        Ok(Open { index, id, text: String::new() })
+        Ok(Open { index, id, text: String::new(), logprobs: vec![] })
     }
 
     async fn text_delta(&mut self, m: &mut Open, delta: String) -> Result<(), Gone> {
@@ -101,25 +107,44 @@ impl Writer {
             return Ok(());
         }
         m.text.push_str(&delta);
-        let ev = w::StreamEvent::OutputTextDelta { item_id: m.id.clone(), output_index: m.index, content_index: 0, delta, logprobs: vec![] };
+        let logprobs = logprob_values(&std::mem::take(&mut self.pending));
+        m.logprobs.extend(logprobs.iter().cloned());
+        let ev = w::StreamEvent::OutputTextDelta { item_id: m.id.clone(), output_index: m.index, content_index: 0, delta, logprobs };
         self.send(ev).await
     }
 
-    async fn close_message(&mut self, m: Open, status: &str) -> Result<(), Gone> {
+    /// Logprobs of tokens whose text comes next (kept only when the request asked).
+    fn logprobs(&mut self, l: Vec<TokenLogprob>) {
+        if self.logprobs {
+            self.pending.extend(l);
+        }
+    }
+
+    async fn close_message(&mut self, mut m: Open, status: &str) -> Result<(), Gone> {
+        // Tokens whose text never made a delta of its own (the end of the answer).
+        m.logprobs.extend(logprob_values(&std::mem::take(&mut self.pending)));
         let (item_id, output_index) = (m.id.clone(), m.index);
         let text = m.text;
-        self.send(w::StreamEvent::OutputTextDone { item_id: item_id.clone(), output_index, content_index: 0, text: text.clone(), logprobs: vec![] })
+        let logprobs = m.logprobs;
+        self.send(w::StreamEvent::OutputTextDone { item_id: item_id.clone(), output_index, content_index: 0, text: text.clone(), logprobs: logprobs.clone() })
             .await?;
-        let part = output_text(text.clone());
+        let mut part = output_text(text.clone());
+        part.logprobs = logprobs.clone();
         self.send(w::StreamEvent::ContentPartDone { item_id: item_id.clone(), output_index, content_index: 0, part }).await?;
-        self.done(output_index, message_item(item_id, text, status)).await
+        let mut item = message_item(item_id, text, status);
+        if let w::OutputItem::Message { content, .. } = &mut item {
+            if let Some(p) = content.first_mut() {
+                p.logprobs = logprobs;
+            }
+        }
+        self.done(output_index, item).await
     }
 
     async fn open_reasoning(&mut self) -> Result<Open, Gone> {
         let id = new_id("rs_");
         let item = w::OutputItem::Reasoning { id: id.clone(), summary: vec![], content: vec![], status: "in_progress".into() };
         let index = self.add(item).await?;
-        Ok(Open { index, id, text: String::new() })
+        Ok(Open { index, id, text: String::new(), logprobs: vec![] })
     }
 
     async fn close_reasoning(&mut self, r: Open) -> Result<(), Gone> {
@@ -131,7 +156,7 @@ impl Writer {
     async fn open_call(&mut self, name: String, call_id: String) -> Result<OpenCall, Gone> {
         let id = new_id("fc_");
         let index = self.add(call_item(id.clone(), call_id.clone(), name.clone(), String::new(), "in_progress")).await?;
-        Ok(OpenCall { open: Open { index, id, text: String::new() }, call_id, name })
+        Ok(OpenCall { open: Open { index, id, text: String::new(), logprobs: vec![] }, call_id, name })
     }
 
     async fn call_delta(&mut self, c: &mut OpenCall, delta: String) -> Result<(), Gone> {
@@ -184,6 +209,8 @@ impl Writer {
                     r.text.push_str(&t);
                     let ev = w::StreamEvent::ReasoningTextDelta { item_id: r.id.clone(), output_index: r.index, content_index: 0, delta: t };
                     self.send(ev).await?;
+                    // Logprobs are the message text's: a reasoning token's are dropped.
+                    self.pending.clear();
                 }
                 Event::Text(t) => {
                     if let Some(r) = reasoning.take() {
@@ -217,8 +244,7 @@ impl Writer {
                         }
                     }
                 }
-                // The Responses API here does not ask for logprobs.
-                Event::Logprobs(_) => {}
+                Event::Logprobs(l) => self.logprobs(l),
                 Event::Done(r) => match r.map_err(exec::backend_error) {
                     Ok(o) => break o,
                     Err(e) => return self.fail(e).await,

@@ -64,8 +64,14 @@ pub struct CreateRequest {
     pub conversation: Option<Value>,
     #[serde(default)]
     pub prompt: Option<Value>,
+    /// Alternatives per token (0 to 20) in the message text's `logprobs`; asking for them
+    /// also asks for the logprobs themselves.
     #[serde(default)]
     pub top_logprobs: Option<u32>,
+    /// Extra output: `message.output_text.logprobs` adds each message token's logprob;
+    /// other values are accepted and change nothing.
+    #[serde(default)]
+    pub include: Option<Vec<String>>,
 }
 
 /// `input`.
@@ -327,7 +333,8 @@ pub struct OutputText {
     pub text: String,
     /// Always empty.
     pub annotations: Vec<Value>,
-    /// Always empty.
+    /// Each token's `{token, logprob, bytes, top_logprobs}` when the request asked for them
+    /// (`include: ["message.output_text.logprobs"]` or `top_logprobs`), else empty.
     pub logprobs: Vec<Value>,
 }
 
