@@ -212,9 +212,6 @@ impl Settings {
             w => Some(w.parse::<SchemaPlacement>().map_err(anyhow::Error::msg)?),
         };
         let retry = args.retry.resolve(matches!(constraint, Some(ConstraintSource::Json | ConstraintSource::Schema(_))))?;
-        if chat && retry.is_some() {
-            bail!("--retries, --rules, --check and --repair need a prompt; the chat does not validate answers");
-        }
         Ok(Settings {
             model: args.model,
             model_path: found.map(|m| m.path),

@@ -136,6 +136,35 @@ fn chat_refuses_flags_that_need_a_prompt() {
 }
 
 #[test]
+fn chat_validates_each_answer_and_goes_on_after_a_failure() {
+    // A check that passes: the verdict on stderr, the answer printed once, final.
+    let home = tempfile::tempdir().unwrap();
+    let mut p = chat(&home, &["--temperature", "0", "--num-predict", "24", "--check", "grep -q .", "--retries", "1"]);
+    until_prompt(&mut p);
+    send_line(&mut p, "Say hello.");
+    let out = until_prompt(&mut p);
+    assert!(out.contains("attempt 1/2: passed validation"), "{out}");
+    assert!(!out.contains("attempt 2/2"), "{out}");
+    p.send(ControlCode::EndOfTransmission).unwrap();
+    exits_with(&mut p, 0);
+
+    // A check that always fails: every attempt is reported, the failure said, and the chat
+    // goes on with the answer kept.
+    let home = tempfile::tempdir().unwrap();
+    let mut p = chat(&home, &["--temperature", "0", "--num-predict", "16", "--check", "false", "--retries", "1"]);
+    until_prompt(&mut p);
+    send_line(&mut p, "Say hello.");
+    let out = until_prompt(&mut p);
+    assert!(out.contains("attempt 1/2: failed validation") && out.contains("attempt 2/2: failed validation"), "{out}");
+    assert!(out.contains("error: the answer failed validation after 2 attempt(s)"), "{out}");
+    send_line(&mut p, "/show");
+    let out = until_prompt(&mut p);
+    assert!(out.contains("Conversation: 2 message(s)"), "{out}");
+    p.send(ControlCode::EndOfTransmission).unwrap();
+    exits_with(&mut p, 0);
+}
+
+#[test]
 fn piped_stdin_without_a_prompt_runs_once() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_formwork"))
         .arg("run")

@@ -15,6 +15,7 @@
 //! is kept.
 
 use super::think::ThinkingPrinter;
+use super::retry::{report_attempt, Plan};
 use super::{print_stats, ConstraintSource, Settings};
 use anyhow::{Context, Result};
 use formwork_engine::reasoning::{Reasoning, ReasoningFormat, Think};
@@ -139,6 +140,9 @@ struct Session {
     verbose: bool,
     /// How long the model took to load, reported (with `--verbose`) after the first answer.
     load_duration: Option<Duration>,
+    /// Validation and retry of every answer (`--retries`, `--rules`, `--check`, `--repair`):
+    /// the answer is then printed once it is final, with each attempt's verdict on stderr.
+    validation: Option<Plan>,
 }
 
 impl Session {
@@ -185,6 +189,7 @@ impl Session {
             think_budget: s.think.think_budget,
             verbose: s.verbose,
             load_duration: Some(load_duration),
+            validation: s.retry,
         })
     }
 
@@ -206,6 +211,13 @@ impl Session {
         if let Some(placement) = self.schema_in_prompt {
             request = request.schema_in_prompt(placement);
         }
+        // With validation an attempt may be replaced by the next, so nothing is streamed:
+        // each attempt's verdict goes to stderr and the final answer to stdout.
+        let validating = self.validation.as_ref().map(Plan::attempts);
+        if let Some(plan) = &self.validation {
+            request = request.validation(plan.validation());
+        }
+        let verbose = self.verbose;
 
         let mut out = std::io::stdout().lock();
         let mut thinking = ThinkingPrinter::new();
@@ -217,6 +229,7 @@ impl Session {
             }
             match e {
                 Event::Thinking { text, .. } => thinking.piece(text),
+                Event::Answer { .. } if validating.is_some() => thinking.end(),
                 Event::Answer { text, .. } => {
                     thinking.end();
                     ends_with_newline = text.ends_with('\n');
@@ -224,15 +237,20 @@ impl Session {
                         return ControlFlow::Break(());
                     }
                 }
-                Event::Checked(_) => {}
+                Event::Checked(a) => {
+                    thinking.end();
+                    report_attempt(a, validating.unwrap_or(1), verbose);
+                }
             }
             ControlFlow::Continue(())
         });
         thinking.end();
-        if !ends_with_newline {
+        if validating.is_none() {
+            if !ends_with_newline {
+                let _ = writeln!(out);
+            }
             let _ = writeln!(out);
         }
-        let _ = writeln!(out);
         drop(out);
         let mut answer = match result {
             Ok(a) => a,
@@ -241,6 +259,14 @@ impl Session {
                 return Err(anyhow::anyhow!("{e}{hint}"));
             }
         };
+        if validating.is_some() {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}\n", answer.text.trim_end_matches('\n'));
+            let _ = out.flush();
+            if answer.valid != Some(true) {
+                eprintln!("error: the answer failed validation after {} attempt(s) (it is kept in the conversation)", answer.attempts.len());
+            }
+        }
         let cancelled = answer.generation.done_reason == StopReason::Cancelled;
         if cancelled {
             eprintln!("(stopped)");

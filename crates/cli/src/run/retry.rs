@@ -58,6 +58,13 @@ pub(super) struct Plan {
     mode: RetryMode,
 }
 
+impl Plan {
+    /// Attempts at most (the first and the retries).
+    pub(super) fn attempts(&self) -> usize {
+        self.retries + 1
+    }
+}
+
 impl RetryArgs {
     /// `None` when no validation flag is given; reads and checks the rules file.
     /// `has_schema`: `--format` gives a schema to validate against.
@@ -151,7 +158,7 @@ pub(super) fn run(
 }
 
 /// One attempt on stderr: its verdict and errors (with `--verbose`, its token counts too).
-fn report_attempt(a: &Attempt, total: usize, verbose: bool) {
+pub(super) fn report_attempt(a: &Attempt, total: usize, verbose: bool) {
     let mut e = std::io::stderr().lock();
     let verdict = if a.passed() {
         "passed validation".to_string()
