@@ -45,11 +45,27 @@ pub(crate) struct Part {
     /// "evaluated" in the sense of `unevaluated*`.
     pub derived: bool,
     pub consumed: u16,
+    /// `ptr` resolved in `root`, once, when the part is made ([`Part::locate`]; a sub-part
+    /// resolves only its own tail from here, [`Part::sub`]). `value()` is asked for nearly
+    /// every keyword lookup, and walking the pointer from the root each time took about a
+    /// quarter of a large schema's compile time.
+    pub node: Node,
 }
 
+/// A location in a document, held with the document (a reference yoked to its `Rc`).
+pub(crate) type Node = yoke::Yoke<&'static Value, Rc<Value>>;
+
+/// What a pointer that resolves to nothing reads as: `true`, the empty schema.
+static TRUE: Value = Value::Bool(true);
+
 impl Part {
+    /// `ptr` resolved in `root` (`true` when it resolves to nothing).
+    pub fn locate(root: &Rc<Value>, ptr: &str) -> Node {
+        yoke::Yoke::attach_to_cart(root.clone(), |r| crate::resolve::pointer(r, ptr).unwrap_or(&TRUE))
+    }
+
     pub fn value(&self) -> &Value {
-        crate::resolve::pointer(&self.root, &self.ptr).unwrap_or(&Value::Bool(true))
+        self.node.get()
     }
     pub fn obj(&self) -> Option<&Map<String, Value>> {
         if self.consumed & C_REF_ONLY != 0 {
@@ -72,6 +88,7 @@ impl Part {
     pub fn sub(&self, rel: &str) -> Part {
         Part {
             root: self.root.clone(),
+            node: self.node.map_project_cloned(|v, _| crate::resolve::pointer(v, rel).unwrap_or(&TRUE)),
             ptr: format!("{}{}", self.ptr, rel),
             doc: self.doc,
             at: if self.real { format!("{}{}", self.ptr, rel) } else { self.at.clone() },
@@ -240,8 +257,10 @@ const REFUSED: &[(&str, &str)] = &[
 
 impl<'a> Cx<'a> {
     fn root_part(&self) -> Part {
+        let root = self.res.docs[0].value.clone();
         Part {
-            root: self.res.docs[0].value.clone(),
+            node: Part::locate(&root, ""),
+            root,
             ptr: String::new(),
             doc: 0,
             at: String::new(),
@@ -317,7 +336,8 @@ impl<'a> Cx<'a> {
     pub fn synth(&self, v: Value, like: &Part, kw: &str) -> Part {
         // Keep the document root so `$ref`s inside copied subschemas resolve the same way;
         // the synthetic value lives in its own root.
-        Part { root: Rc::new(v), ptr: String::new(), doc: like.doc, at: like.kw_ptr(kw), real: false, derived: true, consumed: 0 }
+        let root = Rc::new(v);
+        Part { node: Part::locate(&root, ""), root, ptr: String::new(), doc: like.doc, at: like.kw_ptr(kw), real: false, derived: true, consumed: 0 }
     }
 
     /// The grammar for a conjunction of schemas; one rule per distinct conjunction of real
@@ -380,8 +400,10 @@ impl<'a> Cx<'a> {
             self.res.base_at(&Loc { doc: p.doc, ptr: String::new() })
         };
         let loc = self.res.resolve(&base, &r).ok_or_else(|| err(SchemaErrorKind::UnresolvedRef(r.clone()), p.kw_ptr(kw)))?;
+        let root = self.res.docs[loc.doc].value.clone();
         Ok(Part {
-            root: self.res.docs[loc.doc].value.clone(),
+            node: Part::locate(&root, &loc.ptr),
+            root,
             at: if loc.doc == 0 { loc.ptr.clone() } else { p.kw_ptr(kw) },
             ptr: loc.ptr,
             doc: loc.doc,
@@ -443,7 +465,8 @@ impl<'a> Cx<'a> {
     fn conj(&mut self, parts: Vec<Part>) -> R<Expr> {
         let Some(mut parts) = self.flatten(parts)? else { return Ok(nothing()) };
         if parts.is_empty() {
-            parts.push(Part { root: Rc::new(Value::Object(Map::new())), ptr: String::new(), doc: 0, at: String::new(), real: false, derived: false, consumed: 0 });
+            let root = Rc::new(Value::Object(Map::new()));
+            parts.push(Part { node: Part::locate(&root, ""), root, ptr: String::new(), doc: 0, at: String::new(), real: false, derived: false, consumed: 0 });
         }
         // Distribute the first combinator found.
         for i in 0..parts.len() {

@@ -135,7 +135,8 @@ fn neg_value(cx: &mut Cx, at: &Part, v: Value, depth: usize) -> R<Value> {
             }
             "not" => alts.push(x.clone()),
             "$ref" => {
-                let probe = Part { root: std::rc::Rc::new(Value::Object(o.clone())), ptr: String::new(), ..at.clone() };
+                let root = std::rc::Rc::new(Value::Object(o.clone()));
+                let probe = Part { node: Part::locate(&root, ""), root, ptr: String::new(), ..at.clone() };
                 let target = cx.resolve_ref(&probe, "$ref")?;
                 let tv = target.value().clone();
                 if serde_json::to_string(&tv).unwrap_or_default().contains("\"$ref\"") {
