@@ -297,6 +297,9 @@ pub(crate) fn pattern_regions(cx: &mut Cx, pats: &[String], names: &[String], re
 
 fn pattern_regions_uncached(cx: &mut Cx, pats: &[String], names: &[String], rest: bool, at: &str, kw: &'static str) -> R<Option<Vec<(u32, Expr)>>> {
     debug_assert!(pats.len() <= MAX_REGION_PATTERNS);
+    if let Some(literals) = pats.iter().map(|p| whole_literal(p)).collect::<Option<Vec<String>>>() {
+        return literal_regions(cx, &literals, names, rest).map(Some);
+    }
     let mut exprs = Vec::new();
     for p in pats {
         exprs.push(plain_body(cx, p, 0, None, at, kw)?.0);
@@ -320,6 +323,34 @@ fn pattern_regions_uncached(cx: &mut Cx, pats: &[String], names: &[String], rest
         }
     }
     Ok(Some(out))
+}
+
+/// The key regions of patterns that each match one whole string (`^billing_id$`, as
+/// protobuf's JSON Schema generators write a field's names), without a DFA: distinct
+/// literals never match the same key, so each literal is a region of its own (every encoding
+/// of it, unless it is one of `names`), and the rest is every canonically written string
+/// that is none of the literals and none of `names` ([`crate::string::excluding`]). The same
+/// languages as the DFA regions, at the cost of a trie.
+fn literal_regions(cx: &mut Cx, literals: &[String], names: &[String], rest: bool) -> R<Vec<(u32, Expr)>> {
+    let mut out = Vec::new();
+    if rest {
+        let mut excluded: Vec<String> = names.to_vec();
+        excluded.extend(literals.iter().cloned());
+        out.push((0, crate::string::excluding(cx, &excluded, "key")?));
+    }
+    for (k, lit) in literals.iter().enumerate() {
+        if !names.contains(lit) {
+            out.push((1u32 << k, names_expr(std::slice::from_ref(lit))));
+        }
+    }
+    Ok(out)
+}
+
+/// The string a pattern matches when it matches exactly one: `^` and `$` around characters
+/// that are not syntax in ECMA-262 (no escapes, classes, groups, alternations or quantifiers).
+fn whole_literal(pattern: &str) -> Option<String> {
+    let body = pattern.strip_prefix('^')?.strip_suffix('$')?;
+    (!body.chars().any(|c| "\\.^$|?*+()[]{}/".contains(c) || c.is_control())).then(|| body.to_string())
 }
 
 /// Every encoding of every one of `names`.

@@ -220,6 +220,24 @@ fn pattern_properties_values_follow_the_patterns_each_key_matches() {
 }
 
 #[test]
+fn whole_string_patterns_are_regions_of_their_own() {
+    // As protobuf's JSON Schema generators write a field's other name: `^name$` patterns
+    // (built without a DFA), closed...
+    check(
+        json!({"type": "object", "properties": {"billingId": {"type": "string"}},
+               "patternProperties": {"^billing_id$": {"type": "string"}, "^project_id$": {"type": "integer"}}, "additionalProperties": false}),
+        &[r#"{"billingId":"a"}"#, r#"{"billing_id":"a","project_id":3}"#, r#"{"billing\u005fid":"x"}"#, r#"{}"#],
+        &[r#"{"billing_id":1}"#, r#"{"project_id":"x"}"#, r#"{"other":1}"#, r#"{"billingId":"a","billingId":"b"}"#],
+    );
+    // ...and open: a key spelled with an escape is still the pattern's key.
+    check(
+        json!({"type": "object", "properties": {"b": {"type": "string"}}, "patternProperties": {"^a$": {"type": "integer"}}}),
+        &[r#"{"a":1,"c":"x"}"#, r#"{"b":"s","z":null}"#, r#"{"\u0061":2}"#, r#"{"ab":"x"}"#],
+        &[r#"{"a":"x"}"#, r#"{"\u0061":"x"}"#, r#"{"b":1}"#],
+    );
+}
+
+#[test]
 fn decimal_bounds_are_exact_where_decimal_and_binary_comparisons_agree() {
     check(
         json!({"type": "number", "minimum": 0.1}),
