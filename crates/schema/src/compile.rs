@@ -30,6 +30,9 @@ pub(crate) const C_ALLOF: u16 = 32;
 pub(crate) const C_REF: u16 = 64;
 /// Draft 4-7: `$ref` replaced this object; every sibling is ignored.
 pub(crate) const C_REF_ONLY: u16 = 128;
+/// `oneOf` distributed over branches proven pairwise disjoint: a value of the branch in the
+/// conjunction matches no other, so the branch (a part of its own) decides the `oneOf`.
+pub(crate) const C_ONEOF_DISJOINT: u16 = 256;
 
 /// One conjunct: a schema object, where it lives, and which combinators were already handled.
 #[derive(Clone, Debug)]
@@ -524,6 +527,10 @@ impl<'a> Cx<'a> {
                         }
                     }
                 }
+                // Reached only when no two live branches may overlap (else refused above).
+                if !overlapping {
+                    parts[i].consumed |= C_ONEOF_DISJOINT;
+                }
                 let mut alts = Vec::new();
                 for j in live {
                     let mut v = parts.clone();
@@ -729,9 +736,15 @@ impl<'a> Cx<'a> {
         // The `$ref` target and `allOf` branches already expanded into this conjunction are
         // parts of their own, each checked against `v`: leave them out here, so that the
         // subschema can often be checked on its own instead of through the validator of
-        // its whole document (which compiles every definition and every regex in it).
+        // its whole document (which compiles every definition and every regex in it). So is
+        // the `anyOf` branch this conjunction took (a value valid for it satisfies the
+        // `anyOf`), and the `oneOf` branch when the branches are pairwise disjoint (a value
+        // valid for it matches no other). An exact `oneOf` with overlapping branches keeps its
+        // `oneOf`: the negations of the others are not checked here.
         let strip = match p.value() {
-            Value::Object(o) if !o.contains_key("unevaluatedProperties") && !o.contains_key("unevaluatedItems") => p.consumed & (C_REF | C_ALLOF),
+            Value::Object(o) if !o.contains_key("unevaluatedProperties") && !o.contains_key("unevaluatedItems") => {
+                p.consumed & (C_REF | C_ALLOF | C_ANYOF | C_ONEOF_DISJOINT)
+            }
             _ => 0,
         };
         let ck = (p.doc, p.ptr.clone(), strip);
@@ -747,6 +760,12 @@ impl<'a> Cx<'a> {
             }
             if strip & C_ALLOF != 0 {
                 o.remove("allOf");
+            }
+            if strip & C_ANYOF != 0 {
+                o.remove("anyOf");
+            }
+            if strip & C_ONEOF_DISJOINT != 0 {
+                o.remove("oneOf");
             }
             if strip != 0 {
                 // Definitions are reached only through references.

@@ -220,6 +220,21 @@ fn pattern_properties_values_follow_the_patterns_each_key_matches() {
 }
 
 #[test]
+fn enum_values_under_one_of_and_any_of_branches_stay_exact() {
+    // Disjoint branches (an enum behind a `$ref`, or null): each value is checked against its
+    // branch, the `oneOf` decided by it.
+    check(
+        json!({"oneOf": [{"$ref": "#/$defs/E"}, {"type": "null"}], "$defs": {"E": {"enum": ["a", "b", 1]}}}),
+        &[r#""a""#, "1", "null"],
+        &[r#""c""#, "true", "2"],
+    );
+    // A sibling keyword of `anyOf` still applies to the branch's values.
+    check(json!({"anyOf": [{"enum": ["a", "bb"]}, {"type": "null"}], "maxLength": 1}), &[r#""a""#, "null"], &[r#""bb""#]);
+    // Overlapping branches: a value both allow matches two, so `oneOf` refuses it.
+    check(json!({"oneOf": [{"enum": ["a", "b"]}, {"enum": ["b", "c"]}]}), &[r#""a""#, r#""c""#], &[r#""b""#]);
+}
+
+#[test]
 fn whole_string_patterns_are_regions_of_their_own() {
     // As protobuf's JSON Schema generators write a field's other name: `^name$` patterns
     // (built without a DFA), closed...
