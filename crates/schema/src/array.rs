@@ -3,20 +3,20 @@
 //! `uniqueItems` over small finite item domains (one rule per set of values used so far;
 //! elsewhere refused, or under lenient mode ignored with a warning, which only widens).
 
-use crate::compile::{alt_of, invalid, is_nothing, nothing, seq_of, Cx, Part, R};
+use crate::compile::{alt_of, invalid, is_nothing, nothing, seq_of, Compiler, Conjunct, CompileResult};
 use crate::layout::Seps;
 use crate::string::as_count;
 use formwork_grammar::Expr;
 use serde_json::Value;
 
 /// The array type of the conjunction `parts`, a container laid out with `seps` (its items
-/// are compiled one level deeper: the caller runs this in [`Cx::nested`]).
-pub(crate) fn compile(cx: &mut Cx, parts: &[Part], seps: &Seps) -> R<Expr> {
+/// are compiled one level deeper: the caller runs this in [`Compiler::nested`]).
+pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> CompileResult<Expr> {
     let sep = seps.comma.clone();
     let (mut min, mut max): (u64, Option<u64>) = (0, None);
     let mut k = 0usize; // positional items
     let mut unique = false;
-    let mut contains: Vec<Part> = Vec::new();
+    let mut contains: Vec<Conjunct> = Vec::new();
     let mut min_contains: u64 = 1;
     for p in parts {
         if let Some(v) = p.get("minItems") {
@@ -48,7 +48,7 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part], seps: &Seps) -> R<Expr> {
         return Ok(nothing());
     }
     // Schema parts for position j (None = rest).
-    let at_pos = |j: Option<usize>| -> Vec<Part> {
+    let at_pos = |j: Option<usize>| -> Vec<Conjunct> {
         let mut v = Vec::new();
         for p in parts {
             let Some(o) = p.obj() else { continue };
@@ -141,7 +141,7 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part], seps: &Seps) -> R<Expr> {
 /// under lenient mode a warning and `None`: the caller then compiles the array without the
 /// keyword, so that an unenforced keyword only widens the grammar.
 #[allow(clippy::too_many_arguments)]
-fn unique_items(cx: &mut Cx, parts: &[Part], rest_parts: &[Part], k: usize, min: u64, max: Option<u64>, seps: &Seps) -> R<Option<Expr>> {
+fn unique_items(cx: &mut Compiler, parts: &[Conjunct], rest_parts: &[Conjunct], k: usize, min: u64, max: Option<u64>, seps: &Seps) -> CompileResult<Option<Expr>> {
     // Finite item domain: enum/const on the items, or boolean/null types.
     let mut cands: Option<Vec<Value>> = None;
     for p in rest_parts {

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
-pub(crate) type R<T> = Result<T, SchemaError>;
+/// What every step of the compiler returns: a value, or the refusal or error that stops it.
+pub(crate) type CompileResult<T> = Result<T, SchemaError>;
 
 /// Type bits.
 pub(crate) const T_NULL: u8 = 1;
@@ -20,7 +21,7 @@ pub(crate) const T_INT: u8 = 32;
 pub(crate) const T_FRAC: u8 = 64;
 pub(crate) const T_ALL: u8 = 127;
 
-/// Keywords consumed by distribution (bit flags on a [`Part`]).
+/// Keywords consumed by distribution (bit flags on a [`Conjunct`]).
 pub(crate) const C_ANYOF: u16 = 1;
 pub(crate) const C_ONEOF: u16 = 2;
 pub(crate) const C_IF: u16 = 4;
@@ -36,7 +37,7 @@ pub(crate) const C_ONEOF_DISJOINT: u16 = 256;
 
 /// One conjunct: a schema object, where it lives, and which combinators were already handled.
 #[derive(Clone, Debug)]
-pub(crate) struct Part {
+pub(crate) struct Conjunct {
     pub root: Rc<Value>,
     pub ptr: String,
     pub doc: usize,
@@ -48,8 +49,8 @@ pub(crate) struct Part {
     /// "evaluated" in the sense of `unevaluated*`.
     pub derived: bool,
     pub consumed: u16,
-    /// `ptr` resolved in `root`, once, when the part is made ([`Part::locate`]; a sub-part
-    /// resolves only its own tail from here, [`Part::sub`]). `value()` is asked for nearly
+    /// `ptr` resolved in `root`, once, when the part is made ([`Conjunct::locate`]; a sub-part
+    /// resolves only its own tail from here, [`Conjunct::sub`]). `value()` is asked for nearly
     /// every keyword lookup, and walking the pointer from the root each time took about a
     /// quarter of a large schema's compile time.
     pub node: Node,
@@ -61,7 +62,7 @@ pub(crate) type Node = yoke::Yoke<&'static Value, Rc<Value>>;
 /// What a pointer that resolves to nothing reads as: `true`, the empty schema.
 static TRUE: Value = Value::Bool(true);
 
-impl Part {
+impl Conjunct {
     /// `ptr` resolved in `root` (`true` when it resolves to nothing).
     pub fn locate(root: &Rc<Value>, ptr: &str) -> Node {
         yoke::Yoke::attach_to_cart(root.clone(), |r| crate::resolve::pointer(r, ptr).unwrap_or(&TRUE))
@@ -88,8 +89,8 @@ impl Part {
         }
     }
     /// A subschema of this part, at `ptr` relative to this part.
-    pub fn sub(&self, rel: &str) -> Part {
-        Part {
+    pub fn sub(&self, rel: &str) -> Conjunct {
+        Conjunct {
             root: self.root.clone(),
             node: self.node.map_project_cloned(|v, _| crate::resolve::pointer(v, rel).unwrap_or(&TRUE)),
             ptr: format!("{}{}", self.ptr, rel),
@@ -105,7 +106,10 @@ impl Part {
     }
 }
 
-pub(crate) struct Cx<'a> {
+/// The state of one schema compilation: the documents and their references, the options,
+/// the rules shared between places, the validators built for `enum`/`const` checks, the
+/// warnings of lenient mode, and the limits' counters.
+pub(crate) struct Compiler<'a> {
     pub opts: &'a SchemaOptions,
     pub res: Resolver<'a>,
     pub b: GrammarBuilder,
@@ -116,7 +120,7 @@ pub(crate) struct Cx<'a> {
     pub depth: usize,
     validators: HashMap<usize, Option<Rc<jsonschema::ValidatorMap>>>,
     /// Validators of subschemas checked on their own, by document, pointer and the
-    /// conjunction keywords left out (`C_REF`, `C_ALLOF`); `None`: that subschema is checked
+    /// conjunction keywords left out (`C_REF`, `C_ALLOF`, `C_ANYOF`, `C_ONEOF_DISJOINT`); `None`: that subschema is checked
     /// through its document's validator (it has references).
     local_validators: HashMap<(usize, String, u16), Option<Rc<jsonschema::Validator>>>,
     pub ws: Expr,
@@ -128,7 +132,7 @@ pub(crate) struct Cx<'a> {
     /// Some root object listed `force_first` (and starts with it).
     pub force_first_applied: bool,
     pub uid: usize,
-    /// Rules of [`Cx::shared`], by key.
+    /// Rules of [`Compiler::shared`], by key.
     shared_rules: HashMap<String, RuleId>,
     /// Compiled `patternProperties` regexes, by pattern (`None`: not supported), for
     /// matching listed names.
@@ -200,7 +204,7 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
     };
     let mut b = GrammarBuilder::new();
     let ws_id = b.define("ws", ws);
-    let mut cx = Cx {
+    let mut cx = Compiler {
         opts,
         res,
         b,
@@ -258,11 +262,11 @@ const REFUSED: &[(&str, &str)] = &[
     ("$recursiveRef", "dynamic scopes are not supported"),
 ];
 
-impl<'a> Cx<'a> {
-    fn root_part(&self) -> Part {
+impl<'a> Compiler<'a> {
+    fn root_part(&self) -> Conjunct {
         let root = self.res.docs[0].value.clone();
-        Part {
-            node: Part::locate(&root, ""),
+        Conjunct {
+            node: Conjunct::locate(&root, ""),
             root,
             ptr: String::new(),
             doc: 0,
@@ -273,12 +277,12 @@ impl<'a> Cx<'a> {
         }
     }
 
-    pub fn draft(&self, p: &Part) -> Draft {
+    pub fn draft(&self, p: &Conjunct) -> Draft {
         self.res.draft(p.doc)
     }
 
     /// Refuses (or, lenient, warns about) keyword `k` of `p`.
-    pub fn refuse(&mut self, keyword: &str, why: impl Into<String>, pointer: String) -> R<()> {
+    pub fn refuse(&mut self, keyword: &str, why: impl Into<String>, pointer: String) -> CompileResult<()> {
         let why = why.into();
         if self.opts.lenient {
             tracing::warn!(keyword, pointer = %pointer, why = %why, "schema keyword not enforced");
@@ -289,7 +293,7 @@ impl<'a> Cx<'a> {
         }
     }
 
-    pub fn check_limits(&self, at: &str) -> R<()> {
+    pub fn check_limits(&self, at: &str) -> CompileResult<()> {
         let ms = self.start.elapsed().as_millis() as u64;
         if ms > self.opts.limits.max_compile_ms {
             return Err(err(
@@ -310,7 +314,7 @@ impl<'a> Cx<'a> {
     /// reuse it): for sub-grammars that many schema locations share (string bodies, key sets),
     /// so that the grammar holds one copy instead of one per use. `key` must say everything
     /// `body` depends on; `name` is the base of the rule's name.
-    pub fn shared(&mut self, key: &str, name: &str, body: impl FnOnce(&mut Self) -> R<Expr>) -> R<Expr> {
+    pub fn shared(&mut self, key: &str, name: &str, body: impl FnOnce(&mut Self) -> CompileResult<Expr>) -> CompileResult<Expr> {
         if let Some(&id) = self.shared_rules.get(key) {
             return Ok(Expr::Rule(id));
         }
@@ -336,16 +340,16 @@ impl<'a> Cx<'a> {
     }
 
     /// A synthetic part holding `v`, resolved relative to `like`.
-    pub fn synth(&self, v: Value, like: &Part, kw: &str) -> Part {
+    pub fn synth(&self, v: Value, like: &Conjunct, kw: &str) -> Conjunct {
         // Keep the document root so `$ref`s inside copied subschemas resolve the same way;
         // the synthetic value lives in its own root.
         let root = Rc::new(v);
-        Part { node: Part::locate(&root, ""), root, ptr: String::new(), doc: like.doc, at: like.kw_ptr(kw), real: false, derived: true, consumed: 0 }
+        Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: like.doc, at: like.kw_ptr(kw), real: false, derived: true, consumed: 0 }
     }
 
     /// The grammar for a conjunction of schemas; one rule per distinct conjunction of real
     /// locations (so recursion terminates).
-    pub fn schema(&mut self, parts: Vec<Part>) -> R<Expr> {
+    pub fn schema(&mut self, parts: Vec<Conjunct>) -> CompileResult<Expr> {
         let at = parts.first().map(|p| p.at.clone()).unwrap_or_default();
         self.check_limits(&at)?;
         let mut key: Option<String> = parts.iter().map(|p| p.key()).collect::<Option<Vec<_>>>().map(|v| v.join("&"));
@@ -388,7 +392,7 @@ impl<'a> Cx<'a> {
     }
 
     /// Resolves a `$ref` in `p`.
-    pub fn resolve_ref(&mut self, p: &Part, kw: &str) -> R<Part> {
+    pub fn resolve_ref(&mut self, p: &Conjunct, kw: &str) -> CompileResult<Conjunct> {
         self.ref_expansions += 1;
         if self.ref_expansions > self.opts.limits.max_ref_expansions {
             return Err(err(
@@ -404,8 +408,8 @@ impl<'a> Cx<'a> {
         };
         let loc = self.res.resolve(&base, &r).ok_or_else(|| err(SchemaErrorKind::UnresolvedRef(r.clone()), p.kw_ptr(kw)))?;
         let root = self.res.docs[loc.doc].value.clone();
-        Ok(Part {
-            node: Part::locate(&root, &loc.ptr),
+        Ok(Conjunct {
+            node: Conjunct::locate(&root, &loc.ptr),
             root,
             at: if loc.doc == 0 { loc.ptr.clone() } else { p.kw_ptr(kw) },
             ptr: loc.ptr,
@@ -418,9 +422,9 @@ impl<'a> Cx<'a> {
 
     /// Expands `$ref` and `allOf` into a flat list; `Ok(None)` means the conjunction is empty
     /// (a `false` schema).
-    fn flatten(&mut self, parts: Vec<Part>) -> R<Option<Vec<Part>>> {
-        let mut out: Vec<Part> = Vec::new();
-        let mut queue: std::collections::VecDeque<Part> = parts.into();
+    fn flatten(&mut self, parts: Vec<Conjunct>) -> CompileResult<Option<Vec<Conjunct>>> {
+        let mut out: Vec<Conjunct> = Vec::new();
+        let mut queue: std::collections::VecDeque<Conjunct> = parts.into();
         let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
         while let Some(mut p) = queue.pop_front() {
             let max = self.opts.limits.max_elements;
@@ -438,7 +442,7 @@ impl<'a> Cx<'a> {
                     continue; // a conjunction is idempotent
                 }
             }
-            let mut children: Vec<Part> = Vec::new();
+            let mut children: Vec<Conjunct> = Vec::new();
             if p.consumed & C_REF == 0 && p.obj().is_some_and(|o| o.contains_key("$ref")) {
                 let target = self.resolve_ref(&p, "$ref")?;
                 p.consumed |= C_REF;
@@ -465,11 +469,11 @@ impl<'a> Cx<'a> {
         Ok(Some(out))
     }
 
-    fn conj(&mut self, parts: Vec<Part>) -> R<Expr> {
+    fn conj(&mut self, parts: Vec<Conjunct>) -> CompileResult<Expr> {
         let Some(mut parts) = self.flatten(parts)? else { return Ok(nothing()) };
         if parts.is_empty() {
             let root = Rc::new(Value::Object(Map::new()));
-            parts.push(Part { node: Part::locate(&root, ""), root, ptr: String::new(), doc: 0, at: String::new(), real: false, derived: false, consumed: 0 });
+            parts.push(Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: 0, at: String::new(), real: false, derived: false, consumed: 0 });
         }
         // Distribute the first combinator found.
         for i in 0..parts.len() {
@@ -491,7 +495,7 @@ impl<'a> Cx<'a> {
             if p.consumed & C_ONEOF == 0 && p.get("oneOf").is_some() {
                 let n = p.get("oneOf").and_then(|a| a.as_array()).ok_or_else(|| invalid("oneOf", "must be an array", p.kw_ptr("oneOf")))?.len();
                 parts[i].consumed |= C_ONEOF;
-                let branches: Vec<Part> = (0..n).map(|j| p.sub(&format!("/oneOf/{j}"))).collect();
+                let branches: Vec<Conjunct> = (0..n).map(|j| p.sub(&format!("/oneOf/{j}"))).collect();
                 let mut sigs = Vec::new();
                 for br in &branches {
                     sigs.push(crate::negate::signature(self, &parts, br)?);
@@ -500,7 +504,7 @@ impl<'a> Cx<'a> {
                 let overlapping = (0..live.len()).any(|a| (a + 1..live.len()).any(|b| !sigs[live[a]].disjoint(&sigs[live[b]])));
                 if overlapping && live.len() <= 6 {
                     // Exact form: branch i and the negation of every other branch.
-                    let negs: Result<Vec<Part>, SchemaError> = live.iter().map(|&j| crate::negate::negate(self, &branches[j])).collect();
+                    let negs: Result<Vec<Conjunct>, SchemaError> = live.iter().map(|&j| crate::negate::negate(self, &branches[j])).collect();
                     if let Ok(negs) = negs {
                         let mut alts = Vec::new();
                         for (a, &i) in live.iter().enumerate() {
@@ -616,7 +620,7 @@ impl<'a> Cx<'a> {
     }
 
     /// Compiles a flat conjunction (no combinators left).
-    fn flat(&mut self, parts: Vec<Part>) -> R<Expr> {
+    fn flat(&mut self, parts: Vec<Conjunct>) -> CompileResult<Expr> {
         // Keyword check.
         for p in &parts {
             let Some(o) = p.obj() else { continue };
@@ -707,7 +711,7 @@ impl<'a> Cx<'a> {
     }
 
     /// Is `v` valid against every real part (exact, through `jsonschema`)?
-    pub fn value_ok(&mut self, parts: &[Part], v: &Value) -> R<bool> {
+    pub fn value_ok(&mut self, parts: &[Conjunct], v: &Value) -> CompileResult<bool> {
         for p in parts {
             if !p.real {
                 // Derived parts come from real ones that stay in the list; only check the
@@ -727,7 +731,7 @@ impl<'a> Cx<'a> {
         Ok(true)
     }
 
-    fn validate_at(&mut self, p: &Part, v: &Value) -> R<bool> {
+    fn validate_at(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
         if p.consumed & C_REF_ONLY != 0 {
             // Drafts 4-7: the `$ref` replaced this object, and its target is a part of the
             // same conjunction (checked there).
@@ -795,7 +799,7 @@ impl<'a> Cx<'a> {
     }
 
     /// Is `v` valid at `p`'s location, through the validator of its whole document?
-    fn validate_in_document(&mut self, p: &Part, v: &Value) -> R<bool> {
+    fn validate_in_document(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
         if !self.validators.contains_key(&p.doc) {
             let root = self.res.docs[p.doc].value.clone();
             let map = crate::validator_options(&root, self.opts).ok().and_then(|o| o.build_map(&root).ok()).map(Rc::new);

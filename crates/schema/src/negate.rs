@@ -5,7 +5,7 @@
 //! on keyword by keyword (a schema is the conjunction of its keywords, so its negation is the
 //! disjunction of theirs). Keywords whose negation is not a schema we can compile are refused.
 
-use crate::compile::{type_bits, unsupported, value_type, Cx, Part, R, T_ALL, T_ARR, T_BOOL, T_FRAC, T_INT, T_NULL, T_OBJ, T_STR};
+use crate::compile::{type_bits, unsupported, value_type, Compiler, Conjunct, CompileResult, T_ALL, T_ARR, T_BOOL, T_FRAC, T_INT, T_NULL, T_OBJ, T_STR};
 use serde_json::{json, Map, Value};
 
 /// Keywords that never constrain (annotations and structure).
@@ -15,7 +15,7 @@ pub(crate) const IGNORED: &[&str] = &[
 ];
 
 /// The negation of `p`, as a synthetic part.
-pub(crate) fn negate(cx: &mut Cx, p: &Part) -> R<Part> {
+pub(crate) fn negate(cx: &mut Compiler, p: &Conjunct) -> CompileResult<Conjunct> {
     let v = neg_value(cx, p, p.value().clone(), 0)?;
     let mut s = cx.synth(v, p, "not");
     s.at = p.at.clone();
@@ -40,7 +40,7 @@ fn types_value(bits: u8) -> Option<Value> {
     Some(Value::Array(v))
 }
 
-fn neg_value(cx: &mut Cx, at: &Part, v: Value, depth: usize) -> R<Value> {
+fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize) -> CompileResult<Value> {
     if depth > 32 {
         return Err(unsupported("not", "negation nested too deeply", at.at.clone()));
     }
@@ -136,7 +136,7 @@ fn neg_value(cx: &mut Cx, at: &Part, v: Value, depth: usize) -> R<Value> {
             "not" => alts.push(x.clone()),
             "$ref" => {
                 let root = std::rc::Rc::new(Value::Object(o.clone()));
-                let probe = Part { node: Part::locate(&root, ""), root, ptr: String::new(), ..at.clone() };
+                let probe = Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), ..at.clone() };
                 let target = cx.resolve_ref(&probe, "$ref")?;
                 let tv = target.value().clone();
                 if serde_json::to_string(&tv).unwrap_or_default().contains("\"$ref\"") {
@@ -196,7 +196,7 @@ impl Sig {
     }
 }
 
-fn deref(cx: &mut Cx, p: Part, hops: usize) -> R<Part> {
+fn deref(cx: &mut Compiler, p: Conjunct, hops: usize) -> CompileResult<Conjunct> {
     let mut p = p;
     for _ in 0..hops {
         let Some(o) = p.obj() else { break };
@@ -217,7 +217,7 @@ fn consts_of(v: &Map<String, Value>) -> Option<Vec<Value>> {
 }
 
 /// The signature of `branch` within the conjunction `parts`.
-pub(crate) fn signature(cx: &mut Cx, parts: &[Part], branch: &Part) -> R<Sig> {
+pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct) -> CompileResult<Sig> {
     let mut types = T_ALL;
     for p in parts {
         if let Some(t) = p.get("type").and_then(type_bits) {

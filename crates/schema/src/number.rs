@@ -7,7 +7,7 @@
 //! binary comparison with a bound agree; no exponent). Unbounded numbers follow RFC 8259 in
 //! full.
 
-use crate::compile::{alt_of, invalid, nothing, Cx, Part, R};
+use crate::compile::{alt_of, invalid, nothing, Compiler, Conjunct, CompileResult};
 use decimal::{magnitudes, Bound};
 use formwork_grammar::Expr;
 use serde_json::Value;
@@ -135,10 +135,10 @@ fn tighter_hi(a: Option<(f64, bool)>, b: (f64, bool)) -> Option<(f64, bool)> {
     }
 }
 
-fn collect(parts: &[Part]) -> R<NumKw> {
+fn collect(parts: &[Conjunct]) -> CompileResult<NumKw> {
     let mut k = NumKw::default();
     for p in parts {
-        let num = |kw: &str| -> R<Option<f64>> {
+        let num = |kw: &str| -> CompileResult<Option<f64>> {
             match p.get(kw) {
                 None => Ok(None),
                 Some(Value::Bool(_)) => Ok(None),
@@ -193,7 +193,7 @@ fn cap_unbounded(lo: Option<(f64, bool)>, hi: Option<(f64, bool)>) -> (Option<i1
 }
 
 /// Numbers allowed by the conjunction (`int_only`: type integer).
-pub(crate) fn compile(cx: &mut Cx, parts: &[Part], int_only: bool, excluded: &[Value]) -> R<Expr> {
+pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], int_only: bool, excluded: &[Value]) -> CompileResult<Expr> {
     let k = collect(parts)?;
     let (ilo, ihi) = cap_unbounded(k.lo, k.hi);
     let excl_ints: Vec<i128> = excluded.iter().filter_map(|v| v.as_i64().map(|i| i as i128).or_else(|| v.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i128))).collect();
@@ -305,7 +305,7 @@ fn lcm(a: u128, b: u128) -> u128 {
     a / gcd(a, b) * b
 }
 
-fn ints_multiple(cx: &mut Cx, lo: Option<i128>, hi: Option<i128>, step: u128, at: &Part) -> R<Expr> {
+fn ints_multiple(cx: &mut Compiler, lo: Option<i128>, hi: Option<i128>, step: u128, at: &Conjunct) -> CompileResult<Expr> {
     let s = step as i128;
     if let (Some(l), Some(h)) = (lo, hi) {
         let first = l.div_euclid(s) * s + if l.rem_euclid(s) == 0 { 0 } else { s };

@@ -8,14 +8,14 @@
 //! `additionalProperties`. Additional keys are generated from a complement trie of the listed
 //! names (so they never repeat a listed key), or from the `patternProperties` patterns.
 
-use crate::compile::{alt_of, invalid, is_nothing, nothing, unsupported, Cx, Part, R};
+use crate::compile::{alt_of, invalid, is_nothing, nothing, unsupported, Compiler, Conjunct, CompileResult};
 use crate::layout::Seps;
 use crate::resolve::escape_ptr;
 use crate::string::as_count;
 use formwork_grammar::{Expr, Unordered};
 use serde_json::Value;
 
-fn pattern_matches(cx: &Cx, pat: &str, key: &str) -> Option<bool> {
+fn pattern_matches(cx: &Compiler, pat: &str, key: &str) -> Option<bool> {
     // One compiled regex per pattern and schema: the same patternProperties are checked
     // against every listed name of every object that has them.
     let mut cache = cx.key_regexes.borrow_mut();
@@ -33,7 +33,7 @@ fn pattern_matches(cx: &Cx, pat: &str, key: &str) -> Option<bool> {
 ///   root object: that key is required and comes first — e.g. a `reasoning` field generated
 ///   before the answer it supports.
 /// Returns whether a first key was forced.
-fn order_keys(cx: &mut Cx, parts: &[Part], names: &mut Vec<String>, required: &mut Vec<String>) -> R<bool> {
+fn order_keys(cx: &mut Compiler, parts: &[Conjunct], names: &mut Vec<String>, required: &mut Vec<String>) -> CompileResult<bool> {
     let mut first: Option<(String, String)> = None;
     for p in parts {
         if let Some(v) = p.get("propertyOrdering") {
@@ -79,8 +79,8 @@ fn order_keys(cx: &mut Cx, parts: &[Part], names: &mut Vec<String>, required: &m
 }
 
 /// The object type of the conjunction `parts`, a container laid out with `seps` (its values
-/// are compiled one level deeper: the caller runs this in [`Cx::nested`]).
-pub(crate) fn compile(cx: &mut Cx, parts: &[Part], seps: &Seps) -> R<Expr> {
+/// are compiled one level deeper: the caller runs this in [`Compiler::nested`]).
+pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> CompileResult<Expr> {
     let strict = cx.opts.strict;
     // Listed and required names.
     let mut names: Vec<String> = Vec::new();
@@ -176,7 +176,7 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part], seps: &Seps) -> R<Expr> {
     }
     // Additional keys.
     let mut extra: Vec<(Expr, Expr)> = Vec::new(); // (key incl. quotes, value)
-    let pattern_parts: Vec<&Part> = parts.iter().filter(|p| p.get("patternProperties").and_then(|x| x.as_object()).is_some_and(|m| !m.is_empty())).collect();
+    let pattern_parts: Vec<&Conjunct> = parts.iter().filter(|p| p.get("patternProperties").and_then(|x| x.as_object()).is_some_and(|m| !m.is_empty())).collect();
     let closed = strict || parts.iter().any(|p| p.get("additionalProperties") == Some(&Value::Bool(false)) && pattern_parts.iter().all(|q| q.ptr != p.ptr || q.doc != p.doc));
     let has_names = parts.iter().any(|p| p.get("propertyNames").is_some());
     if !pattern_parts.is_empty() {
@@ -186,14 +186,14 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part], seps: &Seps) -> R<Expr> {
             extra = pattern_keys(cx, parts, pattern_parts[0], &names)?;
         }
     } else if !closed {
-        let vparts: Vec<Part> = parts.iter().filter(|p| p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
+        let vparts: Vec<Conjunct> = parts.iter().filter(|p| p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
         let value = cx.schema(vparts)?;
         let key = if has_names {
             if !names.is_empty() {
                 cx.refuse("propertyNames", "propertyNames together with listed properties and additional properties (key exclusion)", parts[0].at.clone())?;
                 None
             } else {
-                let mut kparts: Vec<Part> = parts.iter().filter(|p| p.get("propertyNames").is_some()).map(|p| p.sub("/propertyNames")).collect();
+                let mut kparts: Vec<Conjunct> = parts.iter().filter(|p| p.get("propertyNames").is_some()).map(|p| p.sub("/propertyNames")).collect();
                 let s = cx.synth(serde_json::json!({"type": "string"}), &parts[0], "propertyNames");
                 kparts.push(s);
                 Some(cx.schema(kparts)?)
@@ -215,7 +215,7 @@ pub(crate) fn compile(cx: &mut Cx, parts: &[Part], seps: &Seps) -> R<Expr> {
 
 /// An object as one unordered group: listed members `(name, value, required)` in any order,
 /// each at most once, additional members `(quoted key, value)` among them (also for
-/// constant objects, `Cx::literal`).
+/// constant objects, `Compiler::literal`).
 pub(crate) fn unordered(seps: &Seps, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>) -> Expr {
     let kv = |k: Expr, v: &Expr| Expr::seq([k, seps.colon.clone(), v.clone()]);
     let listed = members.iter().map(|(k, v, req)| (kv(Expr::lit(serde_json::to_string(k).unwrap_or_default()), v), *req)).collect();
@@ -239,13 +239,13 @@ pub(crate) fn unordered(seps: &Seps, members: &[(String, Expr, bool)], extra: Ve
 /// strict mode). Listed
 /// `names` are never additional keys. Other parts' `additionalProperties` apply to every
 /// additional key (their `properties` are among `names`).
-fn pattern_keys(cx: &mut Cx, parts: &[Part], pp: &Part, names: &[String]) -> R<Vec<(Expr, Expr)>> {
+fn pattern_keys(cx: &mut Compiler, parts: &[Conjunct], pp: &Conjunct, names: &[String]) -> CompileResult<Vec<(Expr, Expr)>> {
     let map = pp.get("patternProperties").and_then(|x| x.as_object()).cloned().unwrap_or_default();
     let pats: Vec<String> = map.keys().cloned().collect();
     let at = pp.kw_ptr("patternProperties");
-    let others: Vec<Part> = parts.iter().filter(|p| !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
-    let value_of = |cx: &mut Cx, set: u32| {
-        let mut v: Vec<Part> = (0..pats.len()).filter(|&k| set & (1 << k) != 0).map(|k| pp.sub(&format!("/patternProperties/{}", escape_ptr(&pats[k])))).collect();
+    let others: Vec<Conjunct> = parts.iter().filter(|p| !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
+    let value_of = |cx: &mut Compiler, set: u32| {
+        let mut v: Vec<Conjunct> = (0..pats.len()).filter(|&k| set & (1 << k) != 0).map(|k| pp.sub(&format!("/patternProperties/{}", escape_ptr(&pats[k])))).collect();
         if set == 0 && pp.get("additionalProperties").is_some() {
             v.push(pp.sub("/additionalProperties"));
         }
@@ -318,11 +318,11 @@ fn pattern_keys(cx: &mut Cx, parts: &[Part], pp: &Part, names: &[String]) -> R<V
     Ok(out)
 }
 
-fn closed_by_others(parts: &[Part], pp: &Part) -> bool {
+fn closed_by_others(parts: &[Conjunct], pp: &Conjunct) -> bool {
     parts.iter().any(|p| !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties") == Some(&Value::Bool(false)))
 }
 
-fn build(cx: &mut Cx, seps: &Seps, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, at: &str) -> R<Expr> {
+fn build(cx: &mut Compiler, seps: &Seps, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, at: &str) -> CompileResult<Expr> {
     let cap: u64 = match maxp {
         Some(m) => m + 1,
         None => minp.max(1),

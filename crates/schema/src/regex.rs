@@ -11,7 +11,7 @@
 //! deterministic ([`dfa`]: same language, one rule per DFA state) when that is cheap, so the
 //! matcher follows one stack instead of one per place the pattern might start.
 
-use crate::compile::{unsupported, Cx, R};
+use crate::compile::{unsupported, Compiler, CompileResult};
 use crate::string::{any_char, enc_class, rep};
 use formwork_grammar::Expr;
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
@@ -165,7 +165,7 @@ fn is_end(h: &Hir) -> bool {
     matches!(h.kind(), HirKind::Look(Look::End))
 }
 
-fn lower(cx: &Cx, h: &Hir, kw: &str, at: &str) -> R<Expr> {
+fn lower(cx: &Compiler, h: &Hir, kw: &str, at: &str) -> CompileResult<Expr> {
     Ok(match h.kind() {
         HirKind::Empty => Expr::empty(),
         HirKind::Literal(l) => {
@@ -180,8 +180,8 @@ fn lower(cx: &Cx, h: &Hir, kw: &str, at: &str) -> R<Expr> {
         HirKind::Look(l) => return Err(unsupported(kw, format!("the assertion {l:?} is only supported at the start or end of the pattern"), at)),
         HirKind::Repetition(r) => rep(cx, lower(cx, &r.sub, kw, at)?, r.min as u64, r.max.map(|m| m as u64))?,
         HirKind::Capture(c) => lower(cx, &c.sub, kw, at)?,
-        HirKind::Concat(v) => Expr::seq(v.iter().map(|h| lower(cx, h, kw, at)).collect::<R<Vec<_>>>()?),
-        HirKind::Alternation(v) => Expr::alt(v.iter().map(|h| lower(cx, h, kw, at)).collect::<R<Vec<_>>>()?),
+        HirKind::Concat(v) => Expr::seq(v.iter().map(|h| lower(cx, h, kw, at)).collect::<CompileResult<Vec<_>>>()?),
+        HirKind::Alternation(v) => Expr::alt(v.iter().map(|h| lower(cx, h, kw, at)).collect::<CompileResult<Vec<_>>>()?),
     })
 }
 
@@ -227,7 +227,7 @@ fn unreachable_items() -> Vec<Hir> {
 }
 
 /// The JSON string body (without quotes) for a pattern and length bounds.
-pub(crate) fn string_body(cx: &mut Cx, src: &str, min: u64, max: Option<u64>, at: &str, kw: &'static str) -> R<Expr> {
+pub(crate) fn string_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, at: &str, kw: &'static str) -> CompileResult<Expr> {
     let (body, unanchored) = plain_body(cx, src, min, max, at, kw)?;
     // An unanchored side's "any characters" padding makes the matcher track every place the
     // pattern might start; the same language as a DFA is followed on one stack.
@@ -242,7 +242,7 @@ pub(crate) fn string_body(cx: &mut Cx, src: &str, min: u64, max: Option<u64>, at
 
 /// The JSON string bodies of a pattern (no length bounds) but those that decode to one of
 /// `names` (in any encoding), as a DFA; `None` when that DFA is over the size bounds.
-pub(crate) fn string_body_except(cx: &mut Cx, src: &str, names: &[String], at: &str, kw: &'static str) -> R<Option<Expr>> {
+pub(crate) fn string_body_except(cx: &mut Compiler, src: &str, names: &[String], at: &str, kw: &'static str) -> CompileResult<Option<Expr>> {
     let (body, _) = plain_body(cx, src, 0, None, at, kw)?;
     let Some(d) = dfa::determinize_minus(&body, &names_expr(names)) else { return Ok(None) };
     let key = format!("{src}\u{0}except\u{0}{}", serde_json::to_string(names).unwrap_or_default());
@@ -251,7 +251,7 @@ pub(crate) fn string_body_except(cx: &mut Cx, src: &str, names: &[String], at: &
 
 /// The JSON string bodies of pattern `src` that none of `others` (patterns) matches and that
 /// decode to none of `names`, as a DFA; `None` when that DFA is over the size bounds.
-pub(crate) fn string_body_only(cx: &mut Cx, src: &str, others: &[String], names: &[String], at: &str, kw: &'static str) -> R<Option<Expr>> {
+pub(crate) fn string_body_only(cx: &mut Compiler, src: &str, others: &[String], names: &[String], at: &str, kw: &'static str) -> CompileResult<Option<Expr>> {
     let (body, _) = plain_body(cx, src, 0, None, at, kw)?;
     let mut minus = Vec::new();
     for o in others {
@@ -282,7 +282,7 @@ pub(crate) const MAX_REGION_PATTERNS: usize = 4;
 /// Memoized per schema by (`pats`, `names`, `rest`): the result does not depend on where the
 /// object is. (A computation that recorded lenient-mode warnings is not memoized, so each
 /// place still gets its own.)
-pub(crate) fn pattern_regions(cx: &mut Cx, pats: &[String], names: &[String], rest: bool, at: &str, kw: &'static str) -> R<Option<Vec<(u32, Expr)>>> {
+pub(crate) fn pattern_regions(cx: &mut Compiler, pats: &[String], names: &[String], rest: bool, at: &str, kw: &'static str) -> CompileResult<Option<Vec<(u32, Expr)>>> {
     let memo_key = format!("{}\u{0}{}\u{0}{rest}", serde_json::to_string(pats).unwrap_or_default(), serde_json::to_string(names).unwrap_or_default());
     if let Some(r) = cx.pattern_regions_memo.get(&memo_key) {
         return Ok(r.clone());
@@ -295,7 +295,7 @@ pub(crate) fn pattern_regions(cx: &mut Cx, pats: &[String], names: &[String], re
     Ok(r)
 }
 
-fn pattern_regions_uncached(cx: &mut Cx, pats: &[String], names: &[String], rest: bool, at: &str, kw: &'static str) -> R<Option<Vec<(u32, Expr)>>> {
+fn pattern_regions_uncached(cx: &mut Compiler, pats: &[String], names: &[String], rest: bool, at: &str, kw: &'static str) -> CompileResult<Option<Vec<(u32, Expr)>>> {
     debug_assert!(pats.len() <= MAX_REGION_PATTERNS);
     if let Some(literals) = pats.iter().map(|p| whole_literal(p)).collect::<Option<Vec<String>>>() {
         return literal_regions(cx, &literals, names, rest).map(Some);
@@ -331,7 +331,7 @@ fn pattern_regions_uncached(cx: &mut Cx, pats: &[String], names: &[String], rest
 /// of it, unless it is one of `names`), and the rest is every canonically written string
 /// that is none of the literals and none of `names` ([`crate::string::excluding`]). The same
 /// languages as the DFA regions, at the cost of a trie.
-fn literal_regions(cx: &mut Cx, literals: &[String], names: &[String], rest: bool) -> R<Vec<(u32, Expr)>> {
+fn literal_regions(cx: &mut Compiler, literals: &[String], names: &[String], rest: bool) -> CompileResult<Vec<(u32, Expr)>> {
     let mut out = Vec::new();
     if rest {
         let mut excluded: Vec<String> = names.to_vec();
@@ -373,7 +373,7 @@ fn every_encoding(c: char) -> Expr {
 }
 
 /// The body of [`string_body`] before the DFA, and whether a branch is unanchored.
-fn plain_body(cx: &mut Cx, src: &str, min: u64, max: Option<u64>, at: &str, kw: &'static str) -> R<(Expr, bool)> {
+fn plain_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, at: &str, kw: &'static str) -> CompileResult<(Expr, bool)> {
     let hir = match parse(src) {
         Ok(h) => h,
         Err(why) => {
@@ -399,8 +399,8 @@ fn plain_body(cx: &mut Cx, src: &str, min: u64, max: Option<u64>, at: &str, kw: 
     Ok((crate::compile::alt_of(alts), unanchored))
 }
 
-fn branch_body(cx: &mut Cx, b: &Branch, min: u64, max: Option<u64>, kw: &str, at: &str) -> R<Expr> {
-    let core: Vec<Expr> = b.items.iter().map(|h| lower(cx, h, kw, at)).collect::<R<_>>()?;
+fn branch_body(cx: &mut Compiler, b: &Branch, min: u64, max: Option<u64>, kw: &str, at: &str) -> CompileResult<Expr> {
+    let core: Vec<Expr> = b.items.iter().map(|h| lower(cx, h, kw, at)).collect::<CompileResult<_>>()?;
     let lens: Vec<(u64, Option<u64>)> = b.items.iter().map(clen).collect();
     let (lo, hi) = lens.iter().fold((0u64, Some(0u64)), |(a, b), &(x, y)| (a + x, b.zip(y).map(|(b, y)| b + y)));
     let pad = Expr::star(any_char());

@@ -7,7 +7,7 @@
 //! decoded strings carry over exactly; `\u` escapes of printable characters are only accepted
 //! where the string is otherwise unconstrained (a documented subset elsewhere).
 
-use crate::compile::{alt_of, invalid, nothing, seq_of, Cx, Part, R};
+use crate::compile::{alt_of, invalid, nothing, seq_of, Compiler, Conjunct, CompileResult};
 use formwork_grammar::ir::normalize_ranges;
 use formwork_grammar::Expr;
 use serde_json::Value;
@@ -82,7 +82,7 @@ pub(crate) fn any_char() -> Expr {
 }
 
 /// `x{min,max}`, split into nested repetitions when a bound exceeds `Limits::max_repeat`.
-pub(crate) fn rep(cx: &Cx, x: Expr, min: u64, max: Option<u64>) -> R<Expr> {
+pub(crate) fn rep(cx: &Compiler, x: Expr, min: u64, max: Option<u64>) -> CompileResult<Expr> {
     let lim = cx.opts.limits.max_repeat as u64;
     let limit_err = || {
         crate::compile::err(
@@ -130,7 +130,7 @@ pub(crate) fn rep(cx: &Cx, x: Expr, min: u64, max: Option<u64>) -> R<Expr> {
 
 /// `any_char(){min,max}` (any string body of that many code points), as one rule shared by
 /// every use in the grammar.
-pub(crate) fn any_chars(cx: &mut Cx, min: u64, max: Option<u64>) -> R<Expr> {
+pub(crate) fn any_chars(cx: &mut Compiler, min: u64, max: Option<u64>) -> CompileResult<Expr> {
     let key = format!("any-chars {min} {max:?}");
     cx.shared(&key, "string-chars", |cx| {
         let one = cx.shared("any-char", "string-char", |_| Ok(any_char()))?;
@@ -147,7 +147,7 @@ pub(crate) fn any_chars(cx: &mut Cx, min: u64, max: Option<u64>) -> R<Expr> {
 /// `apiVersion`, `kind`, `metadata`, ... in hundreds of open objects, one trie each). The
 /// work per key set is then its branching nodes plus one rule reference per name, and each
 /// distinct suffix is built and lowered once.
-pub(crate) fn excluding(cx: &mut Cx, names: &[String], base: &str) -> R<Expr> {
+pub(crate) fn excluding(cx: &mut Compiler, names: &[String], base: &str) -> CompileResult<Expr> {
     let mut sorted: Vec<&String> = names.iter().collect();
     sorted.sort();
     sorted.dedup();
@@ -170,7 +170,7 @@ const PLAIN: [(char, char); 4] = [(' ', '!'), ('#', '.'), ('0', '['), (']', '~')
 /// shared by all of `names` (sorted, distinct); `tail` is any string, `outside` any string
 /// starting outside [`PLAIN`]. `share`: a node left with one name becomes the shared rule of
 /// its suffix (false inside that rule's own chain).
-fn trie_node(cx: &mut Cx, names: &[Vec<char>], depth: usize, share: bool, tail: &Expr, outside: &Expr) -> R<Expr> {
+fn trie_node(cx: &mut Compiler, names: &[Vec<char>], depth: usize, share: bool, tail: &Expr, outside: &Expr) -> CompileResult<Expr> {
     if share && names.len() == 1 {
         let suffix: String = names[0][depth..].iter().collect();
         let key = format!("excluding-suffix {}", serde_json::to_string(&suffix).unwrap_or_default());
@@ -224,7 +224,7 @@ struct StrKw {
     formats: Vec<(String, String)>,
 }
 
-fn collect(cx: &mut Cx, parts: &[Part]) -> R<StrKw> {
+fn collect(cx: &mut Compiler, parts: &[Conjunct]) -> CompileResult<StrKw> {
     let mut k = StrKw { min: 0, max: None, patterns: Vec::new(), formats: Vec::new() };
     for p in parts {
         if let Some(v) = p.get("minLength") {
@@ -266,7 +266,7 @@ pub(crate) fn as_count(v: &Value) -> Option<u64> {
 }
 
 /// The grammar of strings allowed by the conjunction.
-pub(crate) fn compile(cx: &mut Cx, parts: &[Part], excluded: &[Value]) -> R<Expr> {
+pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], excluded: &[Value]) -> CompileResult<Expr> {
     let k = collect(cx, parts)?;
     let q = Expr::lit("\"");
     if k.max.is_some_and(|m| m < k.min) {

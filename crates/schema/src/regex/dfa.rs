@@ -8,7 +8,7 @@
 //! kept one per place `X` might have started. Expressions with rule references or tokens,
 //! and NFAs or DFAs over the size bounds, are left alone (`None`).
 
-use crate::compile::Cx;
+use crate::compile::Compiler;
 use formwork_grammar::ir::normalize_ranges;
 use formwork_grammar::Expr;
 use std::collections::HashMap;
@@ -389,7 +389,7 @@ fn minimize(accepting: &[bool], trans: &[(u32, Vec<Run>)], cuts: &[u32]) -> Opti
 
 /// Defines the DFA's rules (named after `key`, so an equal key reuses them) and returns the
 /// start state's reference. An empty DFA is the empty class (matches nothing).
-pub(crate) fn emit(cx: &mut Cx, dfa: &Dfa, key: &str) -> Expr {
+pub(crate) fn emit(cx: &mut Compiler, dfa: &Dfa, key: &str) -> Expr {
     if dfa.states.is_empty() {
         return crate::compile::nothing();
     }
