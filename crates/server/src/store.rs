@@ -288,23 +288,9 @@ pub(crate) async fn tag_entries(state: &AppState, served: &[String]) -> Vec<w::M
 }
 
 /// A store model's family, size and quantization, from its GGUF header (empty when it cannot
-/// be read, or in a build without the engine).
-#[cfg(feature = "engine")]
+/// be read).
 fn gguf_details(path: &std::path::Path) -> formwork_vocab::gguf::ModelDetails {
     formwork_vocab::gguf::GgufFile::open(path).map(|g| g.details()).unwrap_or_default()
-}
-
-#[cfg(not(feature = "engine"))]
-fn gguf_details(_: &std::path::Path) -> Details {
-    Details::default()
-}
-
-#[cfg(not(feature = "engine"))]
-#[derive(Default)]
-struct Details {
-    family: String,
-    parameter_size: String,
-    quantization_level: String,
 }
 
 /// A name with its tag, as `/api/tags` lists names (`smollm2:latest`).

@@ -98,11 +98,11 @@ fn logprobs_request(req: &w::CreateRequest) -> Option<u8> {
     (included || req.top_logprobs.is_some_and(|n| n > 0)).then(|| req.top_logprobs.unwrap_or(0).min(20) as u8)
 }
 
-/// Puts `l` into a message item's text part.
-pub(crate) fn set_logprobs(item: &mut w::OutputItem, l: &[crate::backend::TokenLogprob]) {
+/// Puts `logprobs` into a message item's text part.
+pub(crate) fn set_logprobs(item: &mut w::OutputItem, logprobs: Vec<serde_json::Value>) {
     if let w::OutputItem::Message { content, .. } = item {
         if let Some(part) = content.first_mut() {
-            part.logprobs = logprob_values(l);
+            part.logprobs = logprobs;
         }
     }
 }
@@ -164,7 +164,7 @@ async fn create_inner(state: AppState, mut req: w::CreateRequest) -> Result<Resp
     if calls.is_empty() {
         let mut item = message_item(new_id("msg_"), o.text.clone(), status_of(o.done_reason));
         if plan.logprobs {
-            set_logprobs(&mut item, o.logprobs.as_deref().unwrap_or_default());
+            set_logprobs(&mut item, logprob_values(o.logprobs.as_deref().unwrap_or_default()));
         }
         output.push(item);
     } else {

@@ -12,7 +12,7 @@
 //! shape come whole at the end. The finished output is the same as a non-streamed
 //! response's, and is what `response.completed` carries.
 
-use super::{call_item, calls, finish, logprob_values, message_item, output_text, reasoning_item, status_of, Plan};
+use super::{call_item, calls, finish, logprob_values, message_item, output_text, reasoning_item, set_logprobs, status_of, Plan};
 use crate::backend::TokenLogprob;
 use crate::error::{ApiError, Flavor};
 use crate::exec::{self, Started};
@@ -132,11 +132,7 @@ impl Writer {
         part.logprobs = logprobs.clone();
         self.send(w::StreamEvent::ContentPartDone { item_id: item_id.clone(), output_index, content_index: 0, part }).await?;
         let mut item = message_item(item_id, text, status);
-        if let w::OutputItem::Message { content, .. } = &mut item {
-            if let Some(p) = content.first_mut() {
-                p.logprobs = logprobs;
-            }
-        }
+        set_logprobs(&mut item, logprobs);
         self.done(output_index, item).await
     }
 
