@@ -407,6 +407,15 @@ impl<'a> Stepper<'a> {
         self.build().step(t, s, b)
     }
 
+    /// The state after any valid UTF-8 character with lead byte `lead` and continuation
+    /// ranges `rest` from `s`, when the grammar's elements show it is one state for all of
+    /// them (see `Builder::char_step`); `None` when they do not, and stepping byte by byte
+    /// must decide.
+    pub fn char_step(&mut self, s: u32, lead: u8, rest: &[(u8, u8)]) -> Option<u32> {
+        let t = &self.aut.table;
+        self.build().char_step(t, s, lead, rest)
+    }
+
     /// Lets the builder lock go (before waiting for another thread, which may need it).
     pub fn release(&mut self) {
         self.held = None;
@@ -481,6 +490,52 @@ impl Builder {
         };
         st.trans[b as usize].store(next, Ordering::Release);
         next
+    }
+
+    /// The state after a whole UTF-8 character (lead byte `lead`, then one byte of each of
+    /// the ranges `rest`) from `s`, read off the elements without building the states in
+    /// the middle of the character: each stack that takes `lead` must be followed by byte
+    /// sets that each hold the whole range of their level (the stack survives every such
+    /// character) or none of it (it dies on all of them). Then every valid character with
+    /// this lead leaves the same stacks behind, and the state after it is the closure of
+    /// their continuations: exactly what stepping byte by byte gives, which is what a
+    /// `None` (some stack takes part of a range, or meets a rule or the end mid-character)
+    /// leaves to the caller. Mid-character states are otherwise built only to be compared,
+    /// about a dozen per string state in a new context.
+    fn char_step(&mut self, t: &Table, s: u32, lead: u8, rest: &[(u8, u8)]) -> Option<u32> {
+        self.seeds.clear();
+        for &n in t.state(s).info.stacks.iter() {
+            if n == BOTTOM || n == CTX {
+                continue;
+            }
+            let (pos, parent) = self.nodes[n as usize];
+            let Elem::Bytes(k) = self.flat.elems[pos as usize] else { continue };
+            if !self.flat.sets[k as usize].contains(lead) {
+                continue;
+            }
+            let mut p = pos + 1;
+            let mut alive = true;
+            for &(a, b) in rest {
+                let Elem::Bytes(k) = self.flat.elems[p as usize] else { return None };
+                let set = &self.flat.sets[k as usize];
+                let held = (a..=b).filter(|&x| set.contains(x)).count();
+                if held == 0 {
+                    alive = false;
+                    break;
+                }
+                if held != (b - a) as usize + 1 {
+                    return None;
+                }
+                p += 1;
+            }
+            if alive {
+                self.seeds.push((p, parent));
+            }
+        }
+        if self.seeds.is_empty() {
+            return Some(DEAD);
+        }
+        Some(self.memo_closure(t))
     }
 
     /// Fills in every byte transition of `s` at once: bytes taken by the same stacks lead to
@@ -780,5 +835,81 @@ impl Builder {
         let x = self.intern_state(t, out);
         self.truncs.insert((s, k as u32), x);
         x
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Limits;
+
+    /// UTF-8 sequences: (lead bytes, continuation ranges), as `mask::utf8_to` uses them.
+    const SEQS: &[((u8, u8), &[(u8, u8)])] = &[
+        ((0xC2, 0xDF), &[(0x80, 0xBF)]),
+        ((0xE0, 0xE0), &[(0xA0, 0xBF), (0x80, 0xBF)]),
+        ((0xE1, 0xEC), &[(0x80, 0xBF), (0x80, 0xBF)]),
+        ((0xED, 0xED), &[(0x80, 0x9F), (0x80, 0xBF)]),
+        ((0xEE, 0xEF), &[(0x80, 0xBF), (0x80, 0xBF)]),
+        ((0xF0, 0xF0), &[(0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
+        ((0xF1, 0xF3), &[(0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
+        ((0xF4, 0xF4), &[(0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)]),
+    ];
+
+    /// Continuation bytes to try in `a..=b`: all of them for the last level of a 2- or
+    /// 3-byte character, else the ends and the middle.
+    fn samples(a: u8, b: u8, all: bool) -> Vec<u8> {
+        if all {
+            (a..=b).collect()
+        } else {
+            vec![a, a + (b - a) / 2, b]
+        }
+    }
+
+    /// `char_step`'s answer, wherever it gives one, is the state that stepping every valid
+    /// character byte by byte reaches (and it answers for the plain string classes, which is
+    /// what it is for).
+    #[test]
+    fn char_step_agrees_with_byte_steps() {
+        let cases: &[(&str, &[&[u8]])] = &[
+            // (grammar, inputs whose end states are checked)
+            (r#"root ::= "\"" [^"\\]* "\"""#, &[b"", b"\"", "\"é".as_bytes()]),
+            (r#"root ::= [^é]* "x""#, &[b"", "ab".as_bytes()]),
+            (r#"root ::= [a-zé-ü]{0,5} ";""#, &[b"", "é".as_bytes(), "éé".as_bytes()]),
+            (r#"root ::= ([Ā-࿿] | "ab")* "!""#, &[b"", "Ā".as_bytes()]),
+            (r#"root ::= ("a" [^\n]) | ("b" [😀-😏]*)"#, &[b"a", b"b"]),
+        ];
+        let limits = Limits::default();
+        let mut answered = 0;
+        for (src, inputs) in cases {
+            let g = crate::gbnf::parse(src, &limits).unwrap();
+            let flat = super::super::lower::lower(&g, None, &limits).unwrap();
+            let (aut, start) = Automaton::new(flat, limits.max_stacks, limits.max_states).unwrap();
+            for input in inputs.iter() {
+                let s = aut.steps(start, input);
+                assert!(s != DEAD && s != OVERFLOW, "{src}: {input:?} is a prefix");
+                for &((lo, hi), rest) in SEQS {
+                    for lead in lo..=hi {
+                        let fast = aut.stepper().char_step(s, lead, rest);
+                        let Some(fast) = fast else { continue };
+                        answered += 1;
+                        // Every sampled character, byte by byte.
+                        let mut chars: Vec<Vec<u8>> = vec![vec![lead]];
+                        for (level, &(a, b)) in rest.iter().enumerate() {
+                            let all = level + 1 == rest.len() && rest.len() <= 2;
+                            chars = chars
+                                .into_iter()
+                                .flat_map(|c| samples(a, b, all).into_iter().map(move |x| [c.clone(), vec![x]].concat()))
+                                .collect();
+                        }
+                        for c in chars {
+                            let slow = aut.steps(s, &c);
+                            let slow = if slow == OVERFLOW { DEAD } else { slow };
+                            assert_eq!(fast, slow, "{src}: after {input:?}, character {c:x?}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(answered > 100, "char_step answered only {answered} times");
     }
 }

@@ -209,10 +209,22 @@ fn utf8_to(aut: &mut Stepper<'_>, s: u32, to: u32) -> bool {
         ((0xF1, 0xF3), &[(0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
         ((0xF4, 0xF4), &[(0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)]),
     ];
-    // Each state's transitions at once: bytes taken by the same stacks share a closure.
-    aut.step_all(s);
+    let mut stepped = false;
     for &((lo, hi), rest) in SEQS {
         for lead in lo..=hi {
+            // Most characters are decided from the grammar's elements, with no state built
+            // in the middle of one.
+            if let Some(x) = aut.char_step(s, lead, rest) {
+                if x != to {
+                    return false;
+                }
+                continue;
+            }
+            // Each state's transitions at once: bytes taken by the same stacks share a closure.
+            if !stepped {
+                aut.step_all(s);
+                stepped = true;
+            }
             let mut x = aut.step(s, lead);
             for &(a, b) in rest {
                 if x == DEAD || x == OVERFLOW {
