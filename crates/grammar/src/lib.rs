@@ -13,7 +13,7 @@
 //!    IR, and IR → normalized GBNF text), `json` (the built-in JSON grammar),
 //!    [`regex`] (a Rust-syntax regular expression the whole output must match), and in the
 //!    `formwork-schema` crate JSON Schema → IR (its `pattern` lowered through regex-syntax).
-//! 3. The matcher: a [`CompiledGrammar`](compiled) (immutable, `Arc`-shared, cached by hash of
+//! 3. The matcher: a [`CompiledGrammar`] (immutable, `Arc`-shared, cached by hash of
 //!    grammar + vocabulary) and a per-request `Matcher` with `compute_mask`, `commit`,
 //!    `rollback`, `is_accepting` and forced-token lookahead.
 //!

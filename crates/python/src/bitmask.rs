@@ -20,24 +20,24 @@ use pyo3::types::PyDict;
 
 /// Element types the kernels handle.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Elem {
+pub(crate) enum DType {
     /// A bitmask word.
     I32,
     /// A logit.
     F32,
 }
 
-impl Elem {
+impl DType {
     fn numpy_typestr(self) -> &'static str {
         match self {
-            Elem::I32 => "<i4",
-            Elem::F32 => "<f4",
+            DType::I32 => "<i4",
+            DType::F32 => "<f4",
         }
     }
     fn torch_name(self) -> &'static str {
         match self {
-            Elem::I32 => "torch.int32",
-            Elem::F32 => "torch.float32",
+            DType::I32 => "torch.int32",
+            DType::F32 => "torch.float32",
         }
     }
 }
@@ -56,7 +56,7 @@ pub(crate) struct View {
     row_stride: usize,
 }
 
-fn bad(what: &str, elem: Elem) -> PyErr {
+fn bad(what: &str, elem: DType) -> PyErr {
     PyTypeError::new_err(format!(
         "{what} must be a numpy array of dtype {} or a torch CPU tensor of dtype {}, 1-D or 2-D, with contiguous rows",
         elem.numpy_typestr(),
@@ -66,7 +66,7 @@ fn bad(what: &str, elem: Elem) -> PyErr {
 
 impl View {
     /// Reads and checks the view of `obj` (named `what` in errors).
-    pub(crate) fn from_py(obj: &Bound<'_, PyAny>, elem: Elem, what: &str) -> PyResult<View> {
+    pub(crate) fn from_py(obj: &Bound<'_, PyAny>, elem: DType, what: &str) -> PyResult<View> {
         // torch first: a tensor also has `__array_interface__`-free numpy conversion, not a view.
         let (addr, shape, strides_bytes): (usize, Vec<usize>, Option<Vec<isize>>) = if obj.hasattr("data_ptr")? {
             let device: String = obj.getattr("device")?.getattr("type")?.extract()?;
@@ -158,8 +158,8 @@ pub(crate) fn apply_token_bitmask_inplace_f32(
     vocab_size: Option<usize>,
     indices: Option<Vec<usize>>,
 ) -> PyResult<()> {
-    let lv = View::from_py(logits, Elem::F32, "logits")?;
-    let bv = View::from_py(bitmask, Elem::I32, "bitmask")?;
+    let lv = View::from_py(logits, DType::F32, "logits")?;
+    let bv = View::from_py(bitmask, DType::I32, "bitmask")?;
     let vocab = vocab_size.unwrap_or_else(|| lv.cols.min(bv.cols * 32));
     if vocab > lv.cols || vocab.div_ceil(32) > bv.cols {
         return Err(PyValueError::new_err(format!(

@@ -6,7 +6,7 @@
 //! Filling a bitmask computes the mask (a shared-cache hit is a copy; a miss walks the token
 //! trie) and writes it into the caller's row with the GIL released.
 
-use crate::bitmask::{write_row, Elem, View};
+use crate::bitmask::{write_row, DType, View};
 use crate::error::error;
 use crate::grammar::CompiledGrammar;
 use formwork_vocab::{TokenId, TokenMask};
@@ -80,7 +80,7 @@ impl Matcher {
     /// needs applying).
     #[pyo3(signature = (bitmask, index=0))]
     fn fill_next_token_bitmask(&mut self, py: Python<'_>, bitmask: &Bound<'_, PyAny>, index: usize) -> PyResult<bool> {
-        let view = View::from_py(bitmask, Elem::I32, "bitmask")?;
+        let view = View::from_py(bitmask, DType::I32, "bitmask")?;
         self.check_row(&view, index)?;
         Ok(py.detach(|| self.fill(&view, index)))
     }
@@ -217,7 +217,7 @@ pub(crate) fn batch_fill_next_token_bitmask(
     bitmask: &Bound<'_, PyAny>,
     indices: Option<Vec<usize>>,
 ) -> PyResult<Vec<bool>> {
-    let view = View::from_py(bitmask, Elem::I32, "bitmask")?;
+    let view = View::from_py(bitmask, DType::I32, "bitmask")?;
     let indices = indices.unwrap_or_else(|| (0..matchers.len()).collect());
     if indices.len() != matchers.len() {
         return Err(PyValueError::new_err(format!("{} matchers but {} indices", matchers.len(), indices.len())));

@@ -22,11 +22,11 @@
 //! addition, `|` continuation lines.
 //!
 //! ## Canonical form
-//! [`parse`] produces a canonical IR: group parentheses vanish; no [`Expr::Seq`] has one
+//! [`parse()`] produces a canonical IR: group parentheses vanish; no [`Expr::Seq`] has one
 //! element or sits directly in another `Seq`; no [`Expr::Alt`] sits directly in another
 //! `Alt`; rules are numbered in definition order. Literals are kept as written (adjacent
 //! literals are not merged) and repetitions keep their counts (`x{1}` stays a repetition).
-//! [`print`] writes such a grammar so that parsing the text gives an equal [`Grammar`]
+//! [`print()`] writes such a grammar so that parsing the text gives an equal [`Grammar`]
 //! (the round-trip property, fuzzed by `fuzz/fuzz_targets/gbnf_roundtrip.rs` and
 //! property-tested here). IR from other front ends prints as equivalent GBNF; it
 //! round-trips exactly when it is canonical, its rule names are GBNF names and its root is

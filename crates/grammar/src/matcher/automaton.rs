@@ -1,4 +1,4 @@
-//! The pushdown automaton over a [`Flat`] grammar, built lazily: persistent hash-consed
+//! The pushdown automaton over a [`ByteGrammar`] grammar, built lazily: persistent hash-consed
 //! stacks, interned states and a memoized byte-transition table.
 //!
 //! ## Stacks
@@ -44,7 +44,7 @@
 //! 90 bytes (in chunks that double, so up to half of them unused). An unknown transition
 //! costs a lock round trip (uncontended: two atomic operations) on top of its closure.
 
-use super::lower::{ByteSet, Elem, Flat};
+use super::lower::{ByteSet, Symbol, ByteGrammar};
 use super::slots::Slots;
 use formwork_vocab::TokenId;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -56,7 +56,7 @@ mod canon;
 /// The empty stack.
 pub(crate) const BOTTOM: u32 = 0;
 /// A placeholder for "the rest of the stack", at the bottom of truncated stacks: a closure
-/// that pops into it marks the state [`StateInfo::ctx`] (what follows depends on context).
+/// that pops into it marks the state [`State::is_ctx`] (what follows depends on context).
 pub(crate) const CTX: u32 = 1;
 /// The state with no stack: nothing can follow.
 pub(crate) const DEAD: u32 = 0;
@@ -147,7 +147,7 @@ impl std::fmt::Debug for Automaton {
 /// published states. Only reached through [`Automaton::builder`] (one thread at a time).
 #[derive(Debug)]
 pub(crate) struct Builder {
-    pub flat: Flat,
+    pub flat: ByteGrammar,
     max_stacks: usize,
     /// Most states closures may create (`Limits::max_states`).
     max_states: usize,
@@ -179,7 +179,7 @@ pub(crate) struct Builder {
 
 impl Automaton {
     /// An automaton for `flat` and its initial state.
-    pub fn new(flat: Flat, max_stacks: usize, max_states: usize) -> Result<(Self, u32), usize> {
+    pub fn new(flat: ByteGrammar, max_stacks: usize, max_states: usize) -> Result<(Self, u32), usize> {
         let mut b = Builder {
             flat,
             max_stacks: max_stacks.max(1),
@@ -480,7 +480,7 @@ impl Builder {
                     continue;
                 }
                 let (pos, parent) = self.nodes[n as usize];
-                if let Elem::Bytes(k) = self.flat.elems[pos as usize] {
+                if let Symbol::Bytes(k) = self.flat.elems[pos as usize] {
                     if self.flat.sets[k as usize].contains(b) {
                         self.seeds.push((pos + 1, parent));
                     }
@@ -509,14 +509,14 @@ impl Builder {
                 continue;
             }
             let (pos, parent) = self.nodes[n as usize];
-            let Elem::Bytes(k) = self.flat.elems[pos as usize] else { continue };
+            let Symbol::Bytes(k) = self.flat.elems[pos as usize] else { continue };
             if !self.flat.sets[k as usize].contains(lead) {
                 continue;
             }
             let mut p = pos + 1;
             let mut alive = true;
             for &(a, b) in rest {
-                let Elem::Bytes(k) = self.flat.elems[p as usize] else { return None };
+                let Symbol::Bytes(k) = self.flat.elems[p as usize] else { return None };
                 let set = &self.flat.sets[k as usize];
                 let held = (a..=b).filter(|&x| set.contains(x)).count();
                 if held == 0 {
@@ -554,7 +554,7 @@ impl Builder {
                 continue;
             }
             let pos = self.nodes[n as usize].0;
-            if let Elem::Bytes(k) = self.flat.elems[pos as usize] {
+            if let Symbol::Bytes(k) = self.flat.elems[pos as usize] {
                 let set = self.flat.sets[k as usize];
                 for (w, &bits) in set.0.iter().enumerate() {
                     let mut bits = bits;
@@ -607,8 +607,8 @@ impl Builder {
             }
             let (pos, parent) = self.nodes[n as usize];
             let takes = match self.flat.elems[pos as usize] {
-                Elem::Token(x) => x == tok,
-                Elem::NotToken(x) => negated && x != tok,
+                Symbol::Token(x) => x == tok,
+                Symbol::NotToken(x) => negated && x != tok,
                 _ => false,
             };
             if takes {
@@ -688,7 +688,7 @@ impl Builder {
                 }
             }
             match self.flat.elems[pos as usize] {
-                Elem::End => {
+                Symbol::End => {
                     if parent == BOTTOM {
                         accepting = true;
                     } else if parent == CTX {
@@ -698,12 +698,12 @@ impl Builder {
                         self.work.push(p);
                     }
                 }
-                Elem::Rule(r) => {
+                Symbol::Rule(r) => {
                     if self.flat.alts[r as usize].is_empty() {
                         // An unordered group's rule, built on first use.
                         self.flat.expand(r);
                     }
-                    let cont = if self.flat.elems[pos as usize + 1] == Elem::End {
+                    let cont = if self.flat.elems[pos as usize + 1] == Symbol::End {
                         parent
                     } else {
                         self.intern_node(pos + 1, parent)
@@ -713,7 +713,7 @@ impl Builder {
                         self.work.push((a, cont));
                     }
                 }
-                Elem::Bytes(_) | Elem::Token(_) | Elem::NotToken(_) => {
+                Symbol::Bytes(_) | Symbol::Token(_) | Symbol::NotToken(_) => {
                     let n = self.intern_node(pos, parent);
                     self.out.push(n);
                 }
@@ -765,9 +765,9 @@ impl Builder {
                 continue;
             }
             match self.flat.elems[self.nodes[n as usize].0 as usize] {
-                Elem::Bytes(k) => first.union(&self.flat.sets[k as usize]),
-                Elem::Token(t) if t.0 != u32::MAX && !tokens.contains(&t) => tokens.push(t),
-                Elem::NotToken(t) if !not_tokens.contains(&t) => not_tokens.push(t),
+                Symbol::Bytes(k) => first.union(&self.flat.sets[k as usize]),
+                Symbol::Token(t) if t.0 != u32::MAX && !tokens.contains(&t) => tokens.push(t),
+                Symbol::NotToken(t) if !not_tokens.contains(&t) => not_tokens.push(t),
                 _ => {}
             }
         }
@@ -839,77 +839,4 @@ impl Builder {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Limits;
-
-    /// UTF-8 sequences: (lead bytes, continuation ranges), as `mask::utf8_to` uses them.
-    const SEQS: &[((u8, u8), &[(u8, u8)])] = &[
-        ((0xC2, 0xDF), &[(0x80, 0xBF)]),
-        ((0xE0, 0xE0), &[(0xA0, 0xBF), (0x80, 0xBF)]),
-        ((0xE1, 0xEC), &[(0x80, 0xBF), (0x80, 0xBF)]),
-        ((0xED, 0xED), &[(0x80, 0x9F), (0x80, 0xBF)]),
-        ((0xEE, 0xEF), &[(0x80, 0xBF), (0x80, 0xBF)]),
-        ((0xF0, 0xF0), &[(0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
-        ((0xF1, 0xF3), &[(0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
-        ((0xF4, 0xF4), &[(0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)]),
-    ];
-
-    /// Continuation bytes to try in `a..=b`: all of them for the last level of a 2- or
-    /// 3-byte character, else the ends and the middle.
-    fn samples(a: u8, b: u8, all: bool) -> Vec<u8> {
-        if all {
-            (a..=b).collect()
-        } else {
-            vec![a, a + (b - a) / 2, b]
-        }
-    }
-
-    /// `char_step`'s answer, wherever it gives one, is the state that stepping every valid
-    /// character byte by byte reaches (and it answers for the plain string classes, which is
-    /// what it is for).
-    #[test]
-    fn char_step_agrees_with_byte_steps() {
-        let cases: &[(&str, &[&[u8]])] = &[
-            // (grammar, inputs whose end states are checked)
-            (r#"root ::= "\"" [^"\\]* "\"""#, &[b"", b"\"", "\"é".as_bytes()]),
-            (r#"root ::= [^é]* "x""#, &[b"", "ab".as_bytes()]),
-            (r#"root ::= [a-zé-ü]{0,5} ";""#, &[b"", "é".as_bytes(), "éé".as_bytes()]),
-            (r#"root ::= ([Ā-࿿] | "ab")* "!""#, &[b"", "Ā".as_bytes()]),
-            (r#"root ::= ("a" [^\n]) | ("b" [😀-😏]*)"#, &[b"a", b"b"]),
-        ];
-        let limits = Limits::default();
-        let mut answered = 0;
-        for (src, inputs) in cases {
-            let g = crate::gbnf::parse(src, &limits).unwrap();
-            let flat = super::super::lower::lower(&g, None, &limits).unwrap();
-            let (aut, start) = Automaton::new(flat, limits.max_stacks, limits.max_states).unwrap();
-            for input in inputs.iter() {
-                let s = aut.steps(start, input);
-                assert!(s != DEAD && s != OVERFLOW, "{src}: {input:?} is a prefix");
-                for &((lo, hi), rest) in SEQS {
-                    for lead in lo..=hi {
-                        let fast = aut.stepper().char_step(s, lead, rest);
-                        let Some(fast) = fast else { continue };
-                        answered += 1;
-                        // Every sampled character, byte by byte.
-                        let mut chars: Vec<Vec<u8>> = vec![vec![lead]];
-                        for (level, &(a, b)) in rest.iter().enumerate() {
-                            let all = level + 1 == rest.len() && rest.len() <= 2;
-                            chars = chars
-                                .into_iter()
-                                .flat_map(|c| samples(a, b, all).into_iter().map(move |x| [c.clone(), vec![x]].concat()))
-                                .collect();
-                        }
-                        for c in chars {
-                            let slow = aut.steps(s, &c);
-                            let slow = if slow == OVERFLOW { DEAD } else { slow };
-                            assert_eq!(fast, slow, "{src}: after {input:?}, character {c:x?}");
-                        }
-                    }
-                }
-            }
-        }
-        assert!(answered > 100, "char_step answered only {answered} times");
-    }
-}
+mod tests;

@@ -1,5 +1,5 @@
 //! [`CompiledGrammar`]: shared, immutable from the outside — the automaton, the mask caches
-//! and how a mask is computed on a miss (the per-request side, [`Matcher`](super::Matcher), is
+//! and how a mask is computed on a miss (the per-request side, [`Matcher`], is
 //! in `matching`). About 750 lines: the mask strategy (which shortcut a state takes, from the
 //! cache down to a plain walk) reads best next to the caches it fills.
 //!

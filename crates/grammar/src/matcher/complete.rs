@@ -33,7 +33,7 @@ use super::automaton::{Automaton, Builder, BOTTOM, CTX, DEAD, OVERFLOW};
 use super::compiled::{CompiledGrammar, ENDED};
 use super::matching::Matcher;
 use super::index::TokenIndex;
-use super::lower::{ByteSet, Elem, Flat};
+use super::lower::{ByteSet, Symbol, ByteGrammar};
 use super::slots::Slots;
 use formwork_vocab::{TokenId, TokenKind};
 use rustc_hash::FxHashMap;
@@ -49,7 +49,7 @@ const MAX_COMPLETION: u32 = 1 << 20;
 /// The shortest-completion tables of one compiled grammar (see the module docs).
 #[derive(Debug)]
 pub(crate) struct Completion {
-    /// Indexed by position in `Flat::elems`: fewest bytes to the end of its alternative.
+    /// Indexed by position in `ByteGrammar::elems`: fewest bytes to the end of its alternative.
     rest: Vec<u32>,
     /// Indexed by rule: the start position of a shortest alternative (`INF`: none).
     best: Vec<u32>,
@@ -69,13 +69,13 @@ struct Memo {
 }
 
 impl Completion {
-    fn new(flat: &Flat, index: &TokenIndex) -> Self {
+    fn new(flat: &ByteGrammar, index: &TokenIndex) -> Self {
         let (min, best) = rule_mins(flat);
         let mut rest = vec![0u32; flat.elems.len()];
         for starts in &flat.alts {
             for &s in starts {
                 let mut end = s as usize;
-                while flat.elems[end] != Elem::End {
+                while flat.elems[end] != Symbol::End {
                     end += 1;
                 }
                 let mut acc = 0u32;
@@ -171,33 +171,33 @@ impl Completion {
     }
 
     /// Appends a shortest string from position `pos` to the end of its alternative.
-    fn emit_from(&self, flat: &Flat, pos: u32, out: &mut Vec<u8>) {
+    fn emit_from(&self, flat: &ByteGrammar, pos: u32, out: &mut Vec<u8>) {
         let mut todo = vec![pos];
         while let Some(p) = todo.pop() {
             match flat.elems[p as usize] {
-                Elem::End => {}
-                Elem::Bytes(k) => {
+                Symbol::End => {}
+                Symbol::Bytes(k) => {
                     out.push(self.pick[k as usize]);
                     todo.push(p + 1);
                 }
-                Elem::Rule(r) => {
+                Symbol::Rule(r) => {
                     todo.push(p + 1);
                     todo.push(self.best[r as usize]);
                 }
                 // Never on a finite path (tokens cost ∞).
-                Elem::Token(_) | Elem::NotToken(_) => return,
+                Symbol::Token(_) | Symbol::NotToken(_) => return,
             }
         }
     }
 }
 
 /// The cost of element `p` in bytes.
-fn cost(flat: &Flat, min: &[u32], p: usize) -> u32 {
+fn cost(flat: &ByteGrammar, min: &[u32], p: usize) -> u32 {
     match flat.elems[p] {
-        Elem::Bytes(k) if !flat.sets[k as usize].is_empty() => 1,
-        Elem::Bytes(_) | Elem::Token(_) | Elem::NotToken(_) => INF,
-        Elem::Rule(r) => min[r as usize],
-        Elem::End => 0,
+        Symbol::Bytes(k) if !flat.sets[k as usize].is_empty() => 1,
+        Symbol::Bytes(_) | Symbol::Token(_) | Symbol::NotToken(_) => INF,
+        Symbol::Rule(r) => min[r as usize],
+        Symbol::End => 0,
     }
 }
 
@@ -214,7 +214,7 @@ fn preferred(set: &ByteSet) -> impl Iterator<Item = u8> + '_ {
 
 /// Per rule: the length of a shortest string and the start of an alternative achieving it
 /// (Knuth's algorithm; see the module docs).
-fn rule_mins(flat: &Flat) -> (Vec<u32>, Vec<u32>) {
+fn rule_mins(flat: &ByteGrammar) -> (Vec<u32>, Vec<u32>) {
     let n = flat.alts.len();
     let mut min = vec![INF; n];
     let mut best = vec![INF; n];
@@ -233,8 +233,8 @@ fn rule_mins(flat: &Flat) -> (Vec<u32>, Vec<u32>) {
             let mut p = s as usize;
             loop {
                 match flat.elems[p] {
-                    Elem::End => break,
-                    Elem::Rule(x) => {
+                    Symbol::End => break,
+                    Symbol::Rule(x) => {
                         c += 1;
                         uses[x as usize].push(a);
                     }

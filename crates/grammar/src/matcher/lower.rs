@@ -1,7 +1,7 @@
-//! Lowering: the [`Grammar`] IR → [`Flat`], a byte-level grammar of rules, alternatives and
+//! Lowering: the [`Grammar`] IR → [`ByteGrammar`], a byte-level grammar of rules, alternatives and
 //! elements, plus the checks that make the pushdown matcher terminate.
 //!
-//! - Literals become one [`Elem::Bytes`] per byte; Unicode classes become byte-range
+//! - Literals become one [`Symbol::Bytes`] per byte; Unicode classes become byte-range
 //!   sequences through `regex_syntax::utf8::Utf8Sequences` (single-byte ranges merged into
 //!   one byte set; multi-byte sequences with equal tails merged on their lead byte; the
 //!   result is one element or a helper rule whose alternatives start on disjoint lead bytes).
@@ -28,126 +28,27 @@ use formwork_vocab::{TokenId, Vocabulary};
 use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 
+mod checks;
+mod byte_grammar;
 mod repeats;
 mod unordered;
+pub(crate) use checks::nullable;
+use checks::check;
+pub(crate) use byte_grammar::{ByteGrammar, ByteSet, Symbol};
 use repeats::Chain;
 pub(crate) use repeats::RepeatPos;
-
-/// A set of bytes, as a 256-bit bitmap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-pub(crate) struct ByteSet(pub [u64; 4]);
-
-impl ByteSet {
-    /// The set with one byte.
-    pub fn single(b: u8) -> Self {
-        let mut s = ByteSet::default();
-        s.insert(b);
-        s
-    }
-    /// Adds `b`.
-    #[inline]
-    pub fn insert(&mut self, b: u8) {
-        self.0[(b >> 6) as usize] |= 1 << (b & 63);
-    }
-    /// Adds `lo..=hi`.
-    pub fn insert_range(&mut self, lo: u8, hi: u8) {
-        for b in lo..=hi {
-            self.insert(b);
-        }
-    }
-    /// Is `b` in the set?
-    #[inline]
-    pub fn contains(&self, b: u8) -> bool {
-        (self.0[(b >> 6) as usize] >> (b & 63)) & 1 == 1
-    }
-    /// `self ∪ o`.
-    #[inline]
-    pub fn union(&mut self, o: &ByteSet) {
-        for i in 0..4 {
-            self.0[i] |= o.0[i];
-        }
-    }
-    /// Number of bytes in the set.
-    pub fn len(&self) -> u32 {
-        self.0.iter().map(|w| w.count_ones()).sum()
-    }
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.0 == [0; 4]
-    }
-    /// The single byte in the set, if it has exactly one.
-    pub fn only(&self) -> Option<u8> {
-        if self.len() != 1 {
-            return None;
-        }
-        (0..=255u8).find(|&b| self.contains(b))
-    }
-}
-
-/// One element of an alternative.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Elem {
-    /// One byte from `Flat::sets[i]`.
-    Bytes(u32),
-    /// A reference to rule `i`.
-    Rule(u32),
-    /// A special token, by id (`u32::MAX` when compiled without a vocabulary: never matches).
-    Token(TokenId),
-    /// Any one whole token but this one, except the EOS tokens and unused slots
-    /// ([`Expr::NotToken`]). Without a vocabulary it lowers to a `Token(u32::MAX)` instead.
-    NotToken(TokenId),
-    /// End of an alternative.
-    End,
-}
-
-/// A lowered grammar. Positions index `elems`; each alternative is a run of elements ended
-/// by [`Elem::End`].
-#[derive(Clone, Debug)]
-pub(crate) struct Flat {
-    /// All alternatives, back to back, each ended by `End`.
-    pub elems: Vec<Elem>,
-    /// Byte sets, indexed by `Elem::Bytes`.
-    pub sets: Vec<ByteSet>,
-    /// Indexed by rule: the start position of each alternative.
-    pub alts: Vec<Vec<u32>>,
-    /// Indexed by rule: its name (helpers: `parent/what`).
-    pub names: Vec<String>,
-    /// The start rule.
-    pub root: u32,
-    /// Frame positions inside bounded repetitions, with their loop equivalents (see
-    /// [`RepeatPos`]); only positions with a budget of at least `repeats::MIN_BUDGET`.
-    pub repeats: FxHashMap<u32, RepeatPos>,
-    /// Unordered groups, whose rules are built on first use (module `unordered`).
-    pub lazy: unordered::Lazy,
-}
-
-impl Flat {
-    /// Heap bytes used.
-    pub fn memory_usage(&self) -> usize {
-        self.elems.capacity() * std::mem::size_of::<Elem>()
-            + self.sets.capacity() * 32
-            + self
-                .alts
-                .iter()
-                .map(|a| a.capacity() * 4 + 24)
-                .sum::<usize>()
-            + self.names.iter().map(|n| n.capacity() + 24).sum::<usize>()
-            + self.repeats.capacity() * 16
-            + self.lazy.memory_usage()
-    }
-}
 
 struct Lowerer<'a> {
     limits: &'a Limits,
     vocab: Option<&'a Vocabulary>,
     /// Indexed by rule: alternatives as element lists (`None` while a user rule is pending).
-    rules: Vec<Vec<Vec<Elem>>>,
+    rules: Vec<Vec<Vec<Symbol>>>,
     names: Vec<String>,
     /// Indexed by rule: the user rule it was made for.
     origin: Vec<u32>,
     sets: Vec<ByteSet>,
     set_ids: FxHashMap<ByteSet, u32>,
-    class_cache: FxHashMap<Vec<(char, char)>, Elem>,
+    class_cache: FxHashMap<Vec<(char, char)>, Symbol>,
     n_elems: usize,
     cur: u32,
     /// Chains of optional copies made for `e{m,n}`.
@@ -203,7 +104,7 @@ pub(crate) fn lower(
     g: &Grammar,
     vocab: Option<&Vocabulary>,
     limits: &Limits,
-) -> Result<Flat, CompileError> {
+) -> Result<ByteGrammar, CompileError> {
     let n_user = g.rules().len();
     let mut lw = Lowerer {
         limits,
@@ -255,7 +156,7 @@ impl Lowerer<'_> {
         self.names[self.origin[self.cur as usize] as usize].clone()
     }
 
-    fn push(&mut self, out: &mut Vec<Elem>, e: Elem) -> Result<(), CompileError> {
+    fn push(&mut self, out: &mut Vec<Symbol>, e: Symbol) -> Result<(), CompileError> {
         self.n_elems += 1;
         if self.n_elems > self.limits.max_elements {
             return Err(CompileError::TooManyElements {
@@ -296,7 +197,7 @@ impl Lowerer<'_> {
 
     /// Appends the lowering of `e` to `out`. Iterative (an explicit task stack), so deep
     /// expressions cannot overflow the thread's stack; depth is bounded by the nesting limit.
-    fn seq(&mut self, e: &Expr, out: &mut Vec<Elem>, depth: usize) -> Result<(), CompileError> {
+    fn seq(&mut self, e: &Expr, out: &mut Vec<Symbol>, depth: usize) -> Result<(), CompileError> {
         enum Task<'e> {
             /// Lower `expr` into buffer `buf` at nesting `depth`.
             Lower(&'e Expr, usize, usize),
@@ -316,7 +217,7 @@ impl Lowerer<'_> {
             },
         }
         let max_depth = self.limits.max_nesting.saturating_mul(4).max(64);
-        let mut bufs: Vec<Vec<Elem>> = vec![std::mem::take(out)];
+        let mut bufs: Vec<Vec<Symbol>> = vec![std::mem::take(out)];
         let mut tasks = vec![Task::Lower(e, 0, depth)];
         while let Some(t) = tasks.pop() {
             match t {
@@ -331,7 +232,7 @@ impl Lowerer<'_> {
                         Expr::Literal(s) => {
                             for b in s.bytes() {
                                 let id = self.set_id(ByteSet::single(b));
-                                self.push_buf(&mut bufs[buf], Elem::Bytes(id))?;
+                                self.push_buf(&mut bufs[buf], Symbol::Bytes(id))?;
                             }
                         }
                         Expr::Class(r) => {
@@ -358,18 +259,18 @@ impl Lowerer<'_> {
                                     .map(|(i, x)| Task::Lower(x, first + i, depth + 1)),
                             );
                         }
-                        Expr::Rule(id) => self.push_buf(&mut bufs[buf], Elem::Rule(id.0))?,
+                        Expr::Rule(id) => self.push_buf(&mut bufs[buf], Symbol::Rule(id.0))?,
                         Expr::Unordered(u) => {
                             let r = self.unordered(u, depth)?;
-                            self.push_buf(&mut bufs[buf], Elem::Rule(r))?;
+                            self.push_buf(&mut bufs[buf], Symbol::Rule(r))?;
                         }
                         Expr::Token(t) => {
                             let id = self.token(t)?;
-                            self.push_buf(&mut bufs[buf], Elem::Token(id))?;
+                            self.push_buf(&mut bufs[buf], Symbol::Token(id))?;
                         }
                         Expr::NotToken(t) => {
                             let id = self.token(t)?;
-                            let el = if self.vocab.is_some() { Elem::NotToken(id) } else { Elem::Token(id) };
+                            let el = if self.vocab.is_some() { Symbol::NotToken(id) } else { Symbol::Token(id) };
                             self.push_buf(&mut bufs[buf], el)?;
                         }
                         Expr::Repeat { expr, min, max } => {
@@ -401,12 +302,12 @@ impl Lowerer<'_> {
                     n,
                     out,
                 } => {
-                    let alts: Vec<Vec<Elem>> = bufs[first..first + n]
+                    let alts: Vec<Vec<Symbol>> = bufs[first..first + n]
                         .iter_mut()
                         .map(std::mem::take)
                         .collect();
                     self.rules[rule as usize] = alts;
-                    self.push_buf(&mut bufs[out], Elem::Rule(rule))?;
+                    self.push_buf(&mut bufs[out], Symbol::Rule(rule))?;
                 }
                 Task::Repeat {
                     unit,
@@ -425,30 +326,30 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    fn push_buf(&mut self, out: &mut Vec<Elem>, e: Elem) -> Result<(), CompileError> {
+    fn push_buf(&mut self, out: &mut Vec<Symbol>, e: Symbol) -> Result<(), CompileError> {
         self.push(out, e)
     }
 
     fn repeat(
         &mut self,
-        unit: Vec<Elem>,
+        unit: Vec<Symbol>,
         min: u32,
         max: Option<u32>,
-        out: &mut Vec<Elem>,
+        out: &mut Vec<Symbol>,
     ) -> Result<(), CompileError> {
         let unit = if unit.len() == 1 {
             unit[0]
         } else {
             let r = self.new_rule("group")?;
             self.rules[r as usize] = vec![unit];
-            Elem::Rule(r)
+            Symbol::Rule(r)
         };
         // Mandatory copies before a long chain go into a helper rule that ends with the
         // chain, `R ::= unit^min O_{n-min}`, so that the frame under the last mandatory
         // unit has a loop equivalent (see `repeats`).
         let wrap = matches!(max, Some(n) if min >= 1 && n - min >= repeats::MIN_BUDGET);
         let mut body = Vec::new();
-        let target: &mut Vec<Elem> = if wrap { &mut body } else { out };
+        let target: &mut Vec<Symbol> = if wrap { &mut body } else { out };
         for _ in 0..min {
             self.push(target, unit)?;
         }
@@ -456,8 +357,8 @@ impl Lowerer<'_> {
             None => {
                 let s = self.new_rule("star")?;
                 self.n_elems += 2;
-                self.rules[s as usize] = vec![vec![unit, Elem::Rule(s)], vec![]];
-                self.push(out, Elem::Rule(s))?;
+                self.rules[s as usize] = vec![vec![unit, Symbol::Rule(s)], vec![]];
+                self.push(out, Symbol::Rule(s))?;
             }
             Some(n) => {
                 let mut prev: Option<u32> = None;
@@ -465,7 +366,7 @@ impl Lowerer<'_> {
                 for _ in min..n {
                     let o = self.new_rule("opt")?;
                     let mut a = vec![unit];
-                    a.extend(prev.map(Elem::Rule));
+                    a.extend(prev.map(Symbol::Rule));
                     self.n_elems += a.len() + 1;
                     if self.n_elems > self.limits.max_elements {
                         return Err(CompileError::TooManyElements {
@@ -480,13 +381,13 @@ impl Lowerer<'_> {
                     // `O_j` (j optional copies left) is rule `first + j - 1`.
                     let mut entry = None;
                     if wrap {
-                        self.push(&mut body, Elem::Rule(p))?;
+                        self.push(&mut body, Symbol::Rule(p))?;
                         let r = self.new_rule("rep")?;
                         self.rules[r as usize] = vec![body];
-                        self.push(out, Elem::Rule(r))?;
+                        self.push(out, Symbol::Rule(r))?;
                         entry = Some(r);
                     } else {
-                        self.push(out, Elem::Rule(p))?;
+                        self.push(out, Symbol::Rule(p))?;
                     }
                     self.chains.push(Chain {
                         first,
@@ -501,7 +402,7 @@ impl Lowerer<'_> {
     }
 
     /// An unordered group: one rule per member, extra and separator, and the family's start
-    /// rule (left without alternatives until [`Flat::add_family`]).
+    /// rule (left without alternatives until [`ByteGrammar::add_family`]).
     fn unordered(&mut self, u: &crate::Unordered, depth: usize) -> Result<u32, CompileError> {
         let rule_of = |lw: &mut Self, e: &Expr, what: &str| -> Result<u32, CompileError> {
             let r = lw.new_rule(what)?;
@@ -558,7 +459,7 @@ impl Lowerer<'_> {
     }
 
     #[inline(never)]
-    fn class_elem(&mut self, ranges: &[(char, char)]) -> Result<Elem, CompileError> {
+    fn class_elem(&mut self, ranges: &[(char, char)]) -> Result<Symbol, CompileError> {
         if let Some(&e) = self.class_cache.get(ranges) {
             return Ok(e);
         }
@@ -584,31 +485,31 @@ impl Lowerer<'_> {
             }
         }
         let e = if multi.is_empty() {
-            Elem::Bytes(self.set_id(single))
+            Symbol::Bytes(self.set_id(single))
         } else {
             let r = self.new_rule("class")?;
             let mut alts = Vec::new();
             if !single.is_empty() {
-                alts.push(vec![Elem::Bytes(self.set_id(single))]);
+                alts.push(vec![Symbol::Bytes(self.set_id(single))]);
             }
             for (lead, tail) in multi {
-                let mut a = vec![Elem::Bytes(self.set_id(lead))];
+                let mut a = vec![Symbol::Bytes(self.set_id(lead))];
                 for (lo, hi) in tail {
                     let mut s = ByteSet::default();
                     s.insert_range(lo, hi);
-                    a.push(Elem::Bytes(self.set_id(s)));
+                    a.push(Symbol::Bytes(self.set_id(s)));
                 }
                 self.n_elems += a.len() + 1;
                 alts.push(a);
             }
             self.rules[r as usize] = alts;
-            Elem::Rule(r)
+            Symbol::Rule(r)
         };
         self.class_cache.insert(ranges.to_vec(), e);
         Ok(e)
     }
 
-    fn flatten(&mut self, root: u32) -> Flat {
+    fn flatten(&mut self, root: u32) -> ByteGrammar {
         let mut elems = Vec::with_capacity(self.n_elems + 1);
         let mut alts = Vec::with_capacity(self.rules.len());
         for r in &self.rules {
@@ -616,11 +517,11 @@ impl Lowerer<'_> {
             for a in r {
                 starts.push(elems.len() as u32);
                 elems.extend_from_slice(a);
-                elems.push(Elem::End);
+                elems.push(Symbol::End);
             }
             alts.push(starts);
         }
-        Flat {
+        ByteGrammar {
             elems,
             sets: std::mem::take(&mut self.sets),
             alts,
@@ -632,352 +533,5 @@ impl Lowerer<'_> {
     }
 }
 
-/// Worklist fixpoint over rules: a rule has the property when one of its alternatives has
-/// it for every element; `base` says it for non-rule elements (`None` = "depends on the rule").
-/// Rules of unordered groups not expanded yet have it when `pending` is true.
-fn fixpoint(flat: &Flat, base: impl Fn(&Elem) -> bool, pending: bool) -> Vec<bool> {
-    let n = flat.alts.len();
-    let mut has = vec![false; n];
-    let mut queue = Vec::new();
-    if pending {
-        for &r in flat.lazy.pending.keys() {
-            has[r as usize] = true;
-            queue.push(r);
-        }
-    }
-    // Per alternative: (rule, number of rule references still unknown); `usize::MAX` = never.
-    let mut pending: Vec<(u32, usize)> = Vec::new();
-    let mut uses: Vec<Vec<u32>> = vec![Vec::new(); n]; // rule -> alternatives referencing it (per occurrence)
-    for (r, starts) in flat.alts.iter().enumerate() {
-        for &s in starts {
-            let a = pending.len() as u32;
-            let mut count = 0usize;
-            let mut never = false;
-            let mut p = s as usize;
-            loop {
-                match &flat.elems[p] {
-                    Elem::End => break,
-                    Elem::Rule(x) => {
-                        count += 1;
-                        uses[*x as usize].push(a);
-                    }
-                    e => never |= !base(e),
-                }
-                p += 1;
-            }
-            pending.push((r as u32, if never { usize::MAX } else { count }));
-            if count == 0 && !never && !has[r] {
-                has[r] = true;
-                queue.push(r as u32);
-            }
-        }
-    }
-    while let Some(r) = queue.pop() {
-        for &a in &uses[r as usize] {
-            let (owner, c) = &mut pending[a as usize];
-            if *c == usize::MAX || *c == 0 {
-                continue;
-            }
-            *c -= 1;
-            if *c == 0 && !has[*owner as usize] {
-                has[*owner as usize] = true;
-                queue.push(*owner);
-            }
-        }
-    }
-    has
-}
-
-/// Which rules match the empty string.
-pub(crate) fn nullable(flat: &Flat) -> Vec<bool> {
-    fixpoint(flat, |_| false, false)
-}
-
-fn check(flat: &Flat, origin: &[u32]) -> Result<(), CompileError> {
-    let productive = fixpoint(
-        flat,
-        |e| match e {
-            Elem::Bytes(i) => !flat.sets[*i as usize].is_empty(),
-            _ => true,
-        },
-        true,
-    );
-    if !productive[flat.root as usize] {
-        return Err(CompileError::MatchesNothing {
-            rule: flat.names[flat.root as usize].clone(),
-        });
-    }
-    let nullable = nullable(flat);
-    // Members and separators of unordered groups consume input (see module `unordered`).
-    for f in &flat.lazy.families {
-        if let Some(&r) = f.members.iter().chain(f.extra.iter()).chain([&f.sep]).find(|&&r| nullable[r as usize]) {
-            return Err(CompileError::EmptyMember { rule: flat.names[origin[r as usize] as usize].clone() });
-        }
-    }
-    // Left-edge graph: r -> (x, pushes a frame?) for each rule x reachable at r's left edge.
-    let n = flat.alts.len();
-    let mut edges: Vec<Vec<(u32, bool)>> = vec![Vec::new(); n];
-    for (r, starts) in flat.alts.iter().enumerate() {
-        for &s in starts {
-            let mut p = s as usize;
-            while let Elem::Rule(x) = flat.elems[p] {
-                let tail = flat.elems[p + 1] == Elem::End;
-                edges[r].push((x, !tail));
-                if !nullable[x as usize] {
-                    break;
-                }
-                p += 1;
-            }
-        }
-    }
-    let scc = tarjan(&edges);
-    for (r, es) in edges.iter().enumerate() {
-        for &(x, push) in es {
-            if push && scc[r] == scc[x as usize] {
-                let path = cycle_path(&edges, &scc, x, r as u32);
-                let user = |i: u32| flat.names[origin[i as usize] as usize].clone();
-                let mut names: Vec<String> = Vec::new();
-                for i in std::iter::once(r as u32).chain(path) {
-                    let u = user(i);
-                    if names.last() != Some(&u) {
-                        names.push(u);
-                    }
-                }
-                if names.len() > 1 && names.first() == names.last() {
-                    names.pop();
-                }
-                let first = names[0].clone();
-                names.push(first.clone());
-                return Err(CompileError::LeftRecursion {
-                    rule: first,
-                    path: names.join(" -> "),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A path of rules from `from` to `to` inside one SCC (BFS), `from` first.
-fn cycle_path(edges: &[Vec<(u32, bool)>], scc: &[u32], from: u32, to: u32) -> Vec<u32> {
-    let mut prev: FxHashMap<u32, u32> = FxHashMap::default();
-    let mut q = std::collections::VecDeque::from([from]);
-    prev.insert(from, from);
-    while let Some(v) = q.pop_front() {
-        if v == to {
-            break;
-        }
-        for &(x, _) in &edges[v as usize] {
-            if scc[x as usize] == scc[from as usize] && !prev.contains_key(&x) {
-                prev.insert(x, v);
-                q.push_back(x);
-            }
-        }
-    }
-    let mut path = vec![to];
-    let mut v = to;
-    while v != from {
-        match prev.get(&v) {
-            Some(&p) => {
-                v = p;
-                path.push(v);
-            }
-            None => break,
-        }
-    }
-    path.reverse();
-    path
-}
-
-/// Tarjan's strongly connected components, iteratively. Returns the component of each node.
-fn tarjan(edges: &[Vec<(u32, bool)>]) -> Vec<u32> {
-    let n = edges.len();
-    const UNSEEN: u32 = u32::MAX;
-    let mut index = vec![UNSEEN; n];
-    let mut low = vec![0u32; n];
-    let mut on_stack = vec![false; n];
-    let mut comp = vec![UNSEEN; n];
-    let mut stack: Vec<u32> = Vec::new();
-    let mut next_index = 0u32;
-    let mut next_comp = 0u32;
-    // Call stack: (node, next edge to look at).
-    let mut calls: Vec<(u32, usize)> = Vec::new();
-    for start in 0..n as u32 {
-        if index[start as usize] != UNSEEN {
-            continue;
-        }
-        calls.push((start, 0));
-        index[start as usize] = next_index;
-        low[start as usize] = next_index;
-        next_index += 1;
-        stack.push(start);
-        on_stack[start as usize] = true;
-        while let Some(&mut (v, ref mut ei)) = calls.last_mut() {
-            let vi = v as usize;
-            if *ei < edges[vi].len() {
-                let w = edges[vi][*ei].0;
-                *ei += 1;
-                let wi = w as usize;
-                if index[wi] == UNSEEN {
-                    index[wi] = next_index;
-                    low[wi] = next_index;
-                    next_index += 1;
-                    stack.push(w);
-                    on_stack[wi] = true;
-                    calls.push((w, 0));
-                } else if on_stack[wi] {
-                    low[vi] = low[vi].min(index[wi]);
-                }
-            } else {
-                calls.pop();
-                if let Some(&(p, _)) = calls.last() {
-                    low[p as usize] = low[p as usize].min(low[vi]);
-                }
-                if low[vi] == index[vi] {
-                    loop {
-                        let w = stack.pop().unwrap();
-                        on_stack[w as usize] = false;
-                        comp[w as usize] = next_comp;
-                        if w == v {
-                            break;
-                        }
-                    }
-                    next_comp += 1;
-                }
-            }
-        }
-    }
-    comp
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::GrammarBuilder;
-
-    fn build(f: impl FnOnce(&mut GrammarBuilder)) -> Grammar {
-        let mut b = GrammarBuilder::new();
-        f(&mut b);
-        b.build("root").unwrap()
-    }
-
-    #[test]
-    fn classes_lower_to_disjoint_utf8_alternatives() {
-        let g = build(|b| {
-            b.define("root", Expr::any_char());
-        });
-        let f = lower(&g, None, &Limits::default()).unwrap();
-        let Elem::Rule(r) = f.elems[f.alts[0][0] as usize] else {
-            panic!("expected a class rule")
-        };
-        let leads: Vec<ByteSet> = f.alts[r as usize]
-            .iter()
-            .map(|&s| match f.elems[s as usize] {
-                Elem::Bytes(i) => f.sets[i as usize],
-                _ => panic!(),
-            })
-            .collect();
-        for (i, a) in leads.iter().enumerate() {
-            for b in &leads[i + 1..] {
-                let mut x = *a;
-                for k in 0..4 {
-                    x.0[k] &= b.0[k];
-                }
-                assert!(x.is_empty(), "lead bytes overlap");
-            }
-        }
-        assert_eq!(leads.len(), 8); // ASCII, C2-DF, E0, E1-EC|EE-EF, ED, F0, F1-F3, F4
-    }
-
-    #[test]
-    fn left_recursion_is_refused_with_the_cycle() {
-        let g = build(|b| {
-            let x = b.rule_id("x");
-            b.define(
-                "x",
-                Expr::alt([
-                    Expr::seq([Expr::Rule(x), Expr::lit("+"), Expr::lit("1")]),
-                    Expr::lit("1"),
-                ]),
-            );
-            b.define("root", Expr::Rule(x));
-        });
-        let e = lower(&g, None, &Limits::default()).unwrap_err();
-        assert!(
-            matches!(&e, CompileError::LeftRecursion { rule, .. } if rule == "x"),
-            "{e}"
-        );
-        // Indirect, through a nullable prefix.
-        let g = build(|b| {
-            let a = b.rule_id("a");
-            let n = b.rule_id("n");
-            b.define("n", Expr::opt(Expr::lit("z")));
-            b.define(
-                "b",
-                Expr::seq([Expr::Rule(n), Expr::Rule(a), Expr::lit("y")]),
-            );
-            let bb = b.rule_id("b");
-            b.define(
-                "a",
-                Expr::alt([Expr::seq([Expr::Rule(bb), Expr::lit("x")]), Expr::lit("q")]),
-            );
-            b.define("root", Expr::Rule(a));
-        });
-        let e = lower(&g, None, &Limits::default()).unwrap_err();
-        assert!(matches!(e, CompileError::LeftRecursion { .. }), "{e}");
-        // Star of a nullable thing is fine (tail recursion pushes nothing).
-        let g = build(|b| {
-            b.define("root", Expr::star(Expr::opt(Expr::lit("a"))));
-        });
-        assert!(lower(&g, None, &Limits::default()).is_ok());
-    }
-
-    #[test]
-    fn nothing_and_size_limits() {
-        let g = build(|b| {
-            b.define("root", Expr::seq([Expr::lit("a"), Expr::Class(vec![])]));
-        });
-        assert!(matches!(
-            lower(&g, None, &Limits::default()),
-            Err(CompileError::MatchesNothing { .. })
-        ));
-        let g = build(|b| {
-            let r = b.rule_id("root");
-            b.define("root", Expr::seq([Expr::lit("a"), Expr::Rule(r)]));
-        });
-        assert!(matches!(
-            lower(&g, None, &Limits::default()),
-            Err(CompileError::MatchesNothing { .. })
-        ));
-        let g = build(|b| {
-            b.define("root", Expr::repeat(Expr::lit("a"), 0, Some(1_000_000)));
-        });
-        assert!(matches!(
-            lower(&g, None, &Limits::default()),
-            Err(CompileError::RepeatTooLarge { .. })
-        ));
-        // Nested repetitions share their unit rule: linear size, no blow-up.
-        let g = build(|b| {
-            b.define(
-                "root",
-                Expr::repeat(
-                    Expr::repeat(Expr::repeat(Expr::lit("ab"), 0, Some(1000)), 1000, None),
-                    0,
-                    Some(1000),
-                ),
-            );
-        });
-        assert!(lower(&g, None, &Limits::default()).unwrap().elems.len() < 20_000);
-        let g = build(|b| {
-            b.define("root", Expr::lit("x".repeat(500)));
-        });
-        let small = Limits {
-            max_elements: 100,
-            ..Limits::default()
-        };
-        assert!(matches!(
-            lower(&g, None, &small),
-            Err(CompileError::TooManyElements { .. })
-        ));
-    }
-}
+mod tests;

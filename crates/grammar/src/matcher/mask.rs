@@ -1,6 +1,6 @@
 //! Token-mask computation: walking a [`TokenTrie`] through the automaton.
 //!
-//! [`walk`] visits the trie depth-first from a state; a node whose byte kills every stack
+//! [`walk_from`] visits the trie depth-first from a state; a node whose byte kills every stack
 //! skips its whole subtree in O(1) (the trie's `end` links), so the cost is the number of
 //! trie nodes whose prefix is still viable (plus one failed step per rejected child).
 //! Each step is a memoized table lookup once the automaton is warm.

@@ -13,7 +13,7 @@
 //!   `e{m,…}` or a long literal) behaves like `P ::= unit P` (an *endless* loop), and
 //!   nothing below it is reachable.
 //!
-//! Here the loop rules are added to the [`Flat`] grammar (unreachable from the root) and
+//! Here the loop rules are added to the [`ByteGrammar`] grammar (unreachable from the root) and
 //! each such frame position is mapped to its loop position with its *budget*, the number
 //! of units the repetition still allows from it. The automaton replaces frames by their
 //! loop equivalents (`Builder::canonical`), whose states repeat and self-loop, and mask
@@ -21,7 +21,7 @@
 //! match the empty string are left alone (an empty unit takes no byte, so the count
 //! argument fails).
 
-use super::{nullable, Elem, Flat};
+use super::{nullable, Symbol, ByteGrammar};
 use crate::Limits;
 use rustc_hash::FxHashMap;
 
@@ -38,7 +38,7 @@ pub(crate) struct Chain {
     /// Number of optional copies.
     pub count: u32,
     /// The repeated unit (a byte set or a rule).
-    pub unit: Elem,
+    pub unit: Symbol,
     /// The rule `R ::= unit^m O_count` holding the mandatory copies, if any (its last
     /// element, the reference to `O_count`, is the frame under the last mandatory unit).
     pub entry: Option<u32>,
@@ -59,17 +59,17 @@ pub(crate) struct RepeatPos {
 
 /// Adds the loop rules of `chains` and of runs of identical elements to `flat` and fills
 /// `flat.repeats`. Best effort: nothing is added past the size limits.
-pub(crate) fn add_loops(flat: &mut Flat, chains: &[Chain], origin: &mut Vec<u32>, limits: &Limits) {
+pub(crate) fn add_loops(flat: &mut ByteGrammar, chains: &[Chain], origin: &mut Vec<u32>, limits: &Limits) {
     let nullable = nullable(flat);
-    let consumes = |e: Elem| match e {
-        Elem::Bytes(_) => true,
-        Elem::Rule(r) => !nullable[r as usize],
-        Elem::Token(_) | Elem::NotToken(_) | Elem::End => false,
+    let consumes = |e: Symbol| match e {
+        Symbol::Bytes(_) => true,
+        Symbol::Rule(r) => !nullable[r as usize],
+        Symbol::Token(_) | Symbol::NotToken(_) | Symbol::End => false,
     };
     // Loop rules by (unit, endless): the start of the alternative `unit L`.
-    let mut loops: FxHashMap<(Elem, bool), u32> = FxHashMap::default();
+    let mut loops: FxHashMap<(Symbol, bool), u32> = FxHashMap::default();
     let mut loop_of =
-        |flat: &mut Flat, origin: &mut Vec<u32>, unit: Elem, endless: bool, owner: u32| {
+        |flat: &mut ByteGrammar, origin: &mut Vec<u32>, unit: Symbol, endless: bool, owner: u32| {
             if let Some(&p) = loops.get(&(unit, endless)) {
                 return Some(p);
             }
@@ -78,11 +78,11 @@ pub(crate) fn add_loops(flat: &mut Flat, chains: &[Chain], origin: &mut Vec<u32>
             }
             let r = flat.alts.len() as u32;
             let start = flat.elems.len() as u32;
-            flat.elems.extend([unit, Elem::Rule(r), Elem::End]);
+            flat.elems.extend([unit, Symbol::Rule(r), Symbol::End]);
             let mut alts = vec![start];
             if !endless {
                 alts.push(flat.elems.len() as u32);
-                flat.elems.push(Elem::End);
+                flat.elems.push(Symbol::End);
             }
             flat.alts.push(alts);
             let what = if endless { "endless" } else { "star" };
@@ -104,7 +104,7 @@ pub(crate) fn add_loops(flat: &mut Flat, chains: &[Chain], origin: &mut Vec<u32>
             // `unit^m O_count` with the last mandatory unit under way: `count` more allowed.
             let alt = flat.alts[r as usize][0] as usize;
             let mut last = alt;
-            while flat.elems[last + 1] != Elem::End {
+            while flat.elems[last + 1] != Symbol::End {
                 last += 1;
             }
             repeats.insert(
@@ -145,7 +145,7 @@ pub(crate) fn add_loops(flat: &mut Flat, chains: &[Chain], origin: &mut Vec<u32>
     for r in 0..n_rules {
         for i in 0..flat.alts[r].len() {
             let mut p = flat.alts[r][i] as usize;
-            while flat.elems[p] != Elem::End {
+            while flat.elems[p] != Symbol::End {
                 let e = flat.elems[p];
                 let mut q = p + 1;
                 while flat.elems[q] == e {
@@ -178,14 +178,14 @@ mod tests {
     use super::*;
     use crate::{Expr, GrammarBuilder};
 
-    fn lowered(e: Expr) -> Flat {
+    fn lowered(e: Expr) -> ByteGrammar {
         let mut b = GrammarBuilder::new();
         b.define("root", e);
         super::super::lower(&b.build("root").unwrap(), None, &Limits::default()).unwrap()
     }
 
     /// Budgets recorded for `kind` (star or endless), sorted.
-    fn budgets(f: &Flat, endless: bool) -> Vec<u32> {
+    fn budgets(f: &ByteGrammar, endless: bool) -> Vec<u32> {
         let mut v: Vec<u32> = f
             .repeats
             .values()
@@ -213,7 +213,7 @@ mod tests {
             .all(|r| r.pos == star || r.pos == star + 1));
         let s = f.alts.iter().position(|a| a.contains(&star)).unwrap();
         assert_eq!(f.alts[s].len(), 2);
-        assert_eq!(f.elems[star as usize + 1], Elem::Rule(s as u32));
+        assert_eq!(f.elems[star as usize + 1], Symbol::Rule(s as u32));
         assert!(f.names[s].contains("star"), "{}", f.names[s]);
         // A chain too short to matter records nothing.
         assert!(lowered(Expr::repeat(Expr::lit("a"), 0, Some(3)))
@@ -239,7 +239,7 @@ mod tests {
         let r = f.alts.iter().position(|a| a == &vec![l]).unwrap();
         assert_eq!(
             f.elems[l as usize + 1],
-            Elem::Rule(r as u32),
+            Symbol::Rule(r as u32),
             "P ::= k P, no way out"
         );
     }

@@ -13,8 +13,8 @@
 //!
 //! The lowering builds `after(∅, 0)` at once (so the static analyses see the group's start)
 //! and leaves every other family rule *pending*: a rule id with no alternatives yet, listed
-//! in [`Lazy::pending`]. The automaton's closure calls [`Flat::expand`] when it reaches a
-//! rule with no alternatives; expanding appends the rule's alternatives to `Flat::elems`.
+//! in [`Lazy::pending`]. The automaton's closure calls [`ByteGrammar::expand`] when it reaches a
+//! rule with no alternatives; expanding appends the rule's alternatives to `ByteGrammar::elems`.
 //! An input visits at most `k + 1` sets per object, so the work is linear in the input,
 //! not exponential in `k`.
 //!
@@ -25,7 +25,7 @@
 //! having none, so an output inside an unordered group cannot be closed early by the
 //! budget steering; generation uses listed-order objects.
 
-use super::{Elem, Flat};
+use super::{Symbol, ByteGrammar};
 use rustc_hash::FxHashMap;
 
 /// One group: its members' rules and bounds.
@@ -43,7 +43,7 @@ pub(crate) struct Family {
     pub min: u32,
     /// Most members.
     pub max: Option<u32>,
-    /// The family's start rule (set by [`Flat::add_family`]; names its rules).
+    /// The family's start rule (set by [`ByteGrammar::add_family`]; names its rules).
     pub start: u32,
 }
 
@@ -78,7 +78,7 @@ pub(crate) struct Lazy {
     pub pending: FxHashMap<u32, Key>,
     /// Every family rule created, by key.
     ids: FxHashMap<Key, u32>,
-    /// Bitset over `Flat::elems`: the positions inside family rules. A stack frame at such a
+    /// Bitset over `ByteGrammar::elems`: the positions inside family rules. A stack frame at such a
     /// position depends on the members seen; the automaton cuts truncated stacks there.
     positions: Vec<u64>,
 }
@@ -109,7 +109,7 @@ pub(crate) fn words(k: usize) -> usize {
     k.div_ceil(64).max(1)
 }
 
-impl Flat {
+impl ByteGrammar {
     /// Adds `fam` with its start rule `start` (a rule with no alternatives yet) and expands
     /// the start, `after(∅, 0)`.
     pub(crate) fn add_family(&mut self, start: u32, mut fam: Family) {
@@ -144,7 +144,7 @@ impl Flat {
         let fam = self.lazy.families[key.family as usize].clone();
         let n = key.count;
         let next = (n + 1).min(fam.cap());
-        let mut alts: Vec<Vec<Elem>> = Vec::new();
+        let mut alts: Vec<Vec<Symbol>> = Vec::new();
         if !key.member {
             let complete = fam.required.iter().zip(key.seen.iter()).all(|(q, s)| q & !s == 0);
             if complete && n >= fam.min {
@@ -153,7 +153,7 @@ impl Flat {
             let unseen = (0..fam.members.len()).any(|i| !has(&key.seen, i));
             if fam.room(n) && (unseen || fam.extra.is_some()) {
                 let m = self.family_rule(Key { member: true, ..key.clone() });
-                alts.push(if n == 0 { vec![Elem::Rule(m)] } else { vec![Elem::Rule(fam.sep), Elem::Rule(m)] });
+                alts.push(if n == 0 { vec![Symbol::Rule(m)] } else { vec![Symbol::Rule(fam.sep), Symbol::Rule(m)] });
             }
         } else if fam.room(n) {
             for (i, &m) in fam.members.iter().enumerate() {
@@ -163,11 +163,11 @@ impl Flat {
                 let mut seen = key.seen.clone();
                 seen[i / 64] |= 1 << (i % 64);
                 let after = self.family_rule(Key { family: key.family, member: false, count: next, seen });
-                alts.push(vec![Elem::Rule(m), Elem::Rule(after)]);
+                alts.push(vec![Symbol::Rule(m), Symbol::Rule(after)]);
             }
             if let Some(x) = fam.extra {
                 let after = self.family_rule(Key { family: key.family, member: false, count: next, seen: key.seen.clone() });
-                alts.push(vec![Elem::Rule(x), Elem::Rule(after)]);
+                alts.push(vec![Symbol::Rule(x), Symbol::Rule(after)]);
             }
         }
         let mut starts = Vec::with_capacity(alts.len());
@@ -175,7 +175,7 @@ impl Flat {
         for a in alts {
             starts.push(self.elems.len() as u32);
             self.elems.extend_from_slice(&a);
-            self.elems.push(Elem::End);
+            self.elems.push(Symbol::End);
         }
         let bits = &mut self.lazy.positions;
         bits.resize(self.elems.len().div_ceil(64), 0);

@@ -1,0 +1,74 @@
+//! Tests of the automaton.
+
+use super::*;
+use crate::Limits;
+
+/// UTF-8 sequences: (lead bytes, continuation ranges), as `mask::utf8_to` uses them.
+const SEQS: &[((u8, u8), &[(u8, u8)])] = &[
+    ((0xC2, 0xDF), &[(0x80, 0xBF)]),
+    ((0xE0, 0xE0), &[(0xA0, 0xBF), (0x80, 0xBF)]),
+    ((0xE1, 0xEC), &[(0x80, 0xBF), (0x80, 0xBF)]),
+    ((0xED, 0xED), &[(0x80, 0x9F), (0x80, 0xBF)]),
+    ((0xEE, 0xEF), &[(0x80, 0xBF), (0x80, 0xBF)]),
+    ((0xF0, 0xF0), &[(0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
+    ((0xF1, 0xF3), &[(0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
+    ((0xF4, 0xF4), &[(0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)]),
+];
+
+/// Continuation bytes to try in `a..=b`: all of them for the last level of a 2- or
+/// 3-byte character, else the ends and the middle.
+fn samples(a: u8, b: u8, all: bool) -> Vec<u8> {
+    if all {
+        (a..=b).collect()
+    } else {
+        vec![a, a + (b - a) / 2, b]
+    }
+}
+
+/// `char_step`'s answer, wherever it gives one, is the state that stepping every valid
+/// character byte by byte reaches (and it answers for the plain string classes, which is
+/// what it is for).
+#[test]
+fn char_step_agrees_with_byte_steps() {
+    let cases: &[(&str, &[&[u8]])] = &[
+        // (grammar, inputs whose end states are checked)
+        (r#"root ::= "\"" [^"\\]* "\"""#, &[b"", b"\"", "\"é".as_bytes()]),
+        (r#"root ::= [^é]* "x""#, &[b"", "ab".as_bytes()]),
+        (r#"root ::= [a-zé-ü]{0,5} ";""#, &[b"", "é".as_bytes(), "éé".as_bytes()]),
+        (r#"root ::= ([Ā-࿿] | "ab")* "!""#, &[b"", "Ā".as_bytes()]),
+        (r#"root ::= ("a" [^\n]) | ("b" [😀-😏]*)"#, &[b"a", b"b"]),
+    ];
+    let limits = Limits::default();
+    let mut answered = 0;
+    for (src, inputs) in cases {
+        let g = crate::gbnf::parse(src, &limits).unwrap();
+        let flat = super::super::lower::lower(&g, None, &limits).unwrap();
+        let (aut, start) = Automaton::new(flat, limits.max_stacks, limits.max_states).unwrap();
+        for input in inputs.iter() {
+            let s = aut.steps(start, input);
+            assert!(s != DEAD && s != OVERFLOW, "{src}: {input:?} is a prefix");
+            for &((lo, hi), rest) in SEQS {
+                for lead in lo..=hi {
+                    let fast = aut.stepper().char_step(s, lead, rest);
+                    let Some(fast) = fast else { continue };
+                    answered += 1;
+                    // Every sampled character, byte by byte.
+                    let mut chars: Vec<Vec<u8>> = vec![vec![lead]];
+                    for (level, &(a, b)) in rest.iter().enumerate() {
+                        let all = level + 1 == rest.len() && rest.len() <= 2;
+                        chars = chars
+                            .into_iter()
+                            .flat_map(|c| samples(a, b, all).into_iter().map(move |x| [c.clone(), vec![x]].concat()))
+                            .collect();
+                    }
+                    for c in chars {
+                        let slow = aut.steps(s, &c);
+                        let slow = if slow == OVERFLOW { DEAD } else { slow };
+                        assert_eq!(fast, slow, "{src}: after {input:?}, character {c:x?}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(answered > 100, "char_step answered only {answered} times");
+}

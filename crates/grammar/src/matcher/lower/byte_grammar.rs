@@ -1,0 +1,109 @@
+//! The lowered grammar: byte sets, the symbols of alternatives, and [`ByteGrammar`] itself.
+
+use super::{unordered, RepeatPos};
+use formwork_vocab::TokenId;
+use rustc_hash::FxHashMap;
+
+/// A set of bytes, as a 256-bit bitmap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub(crate) struct ByteSet(pub [u64; 4]);
+
+impl ByteSet {
+    /// The set with one byte.
+    pub fn single(b: u8) -> Self {
+        let mut s = ByteSet::default();
+        s.insert(b);
+        s
+    }
+    /// Adds `b`.
+    #[inline]
+    pub fn insert(&mut self, b: u8) {
+        self.0[(b >> 6) as usize] |= 1 << (b & 63);
+    }
+    /// Adds `lo..=hi`.
+    pub fn insert_range(&mut self, lo: u8, hi: u8) {
+        for b in lo..=hi {
+            self.insert(b);
+        }
+    }
+    /// Is `b` in the set?
+    #[inline]
+    pub fn contains(&self, b: u8) -> bool {
+        (self.0[(b >> 6) as usize] >> (b & 63)) & 1 == 1
+    }
+    /// `self ∪ o`.
+    #[inline]
+    pub fn union(&mut self, o: &ByteSet) {
+        for i in 0..4 {
+            self.0[i] |= o.0[i];
+        }
+    }
+    /// Number of bytes in the set.
+    pub fn len(&self) -> u32 {
+        self.0.iter().map(|w| w.count_ones()).sum()
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.0 == [0; 4]
+    }
+    /// The single byte in the set, if it has exactly one.
+    pub fn only(&self) -> Option<u8> {
+        if self.len() != 1 {
+            return None;
+        }
+        (0..=255u8).find(|&b| self.contains(b))
+    }
+}
+
+/// One symbol of an alternative: a byte set, a rule, a special token, or the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Symbol {
+    /// One byte from `ByteGrammar::sets[i]`.
+    Bytes(u32),
+    /// A reference to rule `i`.
+    Rule(u32),
+    /// A special token, by id (`u32::MAX` when compiled without a vocabulary: never matches).
+    Token(TokenId),
+    /// Any one whole token but this one, except the EOS tokens and unused slots
+    /// ([`Expr::NotToken`](crate::Expr::NotToken)). Without a vocabulary it lowers to a `Token(u32::MAX)` instead.
+    NotToken(TokenId),
+    /// End of an alternative.
+    End,
+}
+
+/// A lowered grammar. Positions index `elems`; each alternative is a run of elements ended
+/// by [`Symbol::End`].
+#[derive(Clone, Debug)]
+pub(crate) struct ByteGrammar {
+    /// All alternatives, back to back, each ended by `End`.
+    pub elems: Vec<Symbol>,
+    /// Byte sets, indexed by `Symbol::Bytes`.
+    pub sets: Vec<ByteSet>,
+    /// Indexed by rule: the start position of each alternative.
+    pub alts: Vec<Vec<u32>>,
+    /// Indexed by rule: its name (helpers: `parent/what`).
+    pub names: Vec<String>,
+    /// The start rule.
+    pub root: u32,
+    /// Frame positions inside bounded repetitions, with their loop equivalents (see
+    /// [`RepeatPos`]); only positions with a budget of at least `repeats::MIN_BUDGET`.
+    pub repeats: FxHashMap<u32, RepeatPos>,
+    /// Unordered groups, whose rules are built on first use (module `unordered`).
+    pub lazy: unordered::Lazy,
+}
+
+impl ByteGrammar {
+    /// Heap bytes used.
+    pub fn memory_usage(&self) -> usize {
+        self.elems.capacity() * std::mem::size_of::<Symbol>()
+            + self.sets.capacity() * 32
+            + self
+                .alts
+                .iter()
+                .map(|a| a.capacity() * 4 + 24)
+                .sum::<usize>()
+            + self.names.iter().map(|n| n.capacity() + 24).sum::<usize>()
+            + self.repeats.capacity() * 16
+            + self.lazy.memory_usage()
+    }
+}
