@@ -2,7 +2,7 @@
 //! stacks, interned states and a memoized byte-transition table.
 //!
 //! ## Stacks
-//! A stack is a [`NodeId`](u32) into an arena of nodes `(pos, parent)`: `pos` is the grammar
+//! A stack is a [`StackId`] into an arena of nodes `(pos, parent)`: `pos` is the grammar
 //! position still to be matched in this frame, `parent` the rest of the stack. Nodes are
 //! interned, so equal stacks have equal ids and pushing is O(1) amortised. Node 0 is the
 //! empty stack ([`BOTTOM`]). A rule reference that ends an alternative pushes no return
@@ -11,7 +11,7 @@
 //! ## States
 //! A state is the sorted set of stacks whose top is a terminal (a byte set, a special
 //! token or a negated token reference), plus [`BOTTOM`] when the input so far is a complete
-//! match. States are interned into [`StateId`](u32)s; state 0 is [`DEAD`] (no stack). `trans[s][b]` memoizes the
+//! match. States are interned into [`StateId`]s; state 0 is [`DEAD`] (no stack). `trans[s][b]` memoizes the
 //! state after byte `b` (`UNKNOWN` until first asked), so once warm a byte step is one
 //! load. A step that would need more than `max_stacks` stacks yields [`OVERFLOW`]
 //! (dead for masks, an error on commit), and so does one that would create a state past
@@ -53,22 +53,41 @@ use std::sync::{Mutex, MutexGuard};
 
 mod canon;
 
+/// A state of the automaton: its index in the table. [`DEAD`] and [`OVERFLOW`] are states
+/// too, so a step always gives one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct StateId(pub(crate) u32);
+
+/// A stack: a node of the stack arena, `(pos, parent)` (its top frame and the rest of the
+/// stack), or one of the two ends [`BOTTOM`] and [`CTX`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct StackId(pub(crate) u32);
+
+impl StackId {
+    /// Its index in the arena.
+    #[inline(always)]
+    pub(crate) fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// The empty stack.
-pub(crate) const BOTTOM: u32 = 0;
+pub(crate) const BOTTOM: StackId = StackId(0);
 /// A placeholder for "the rest of the stack", at the bottom of truncated stacks: a closure
 /// that pops into it marks the state [`State::is_ctx`] (what follows depends on context).
-pub(crate) const CTX: u32 = 1;
+pub(crate) const CTX: StackId = StackId(1);
 /// The state with no stack: nothing can follow.
-pub(crate) const DEAD: u32 = 0;
+pub(crate) const DEAD: StateId = StateId(0);
 /// A step that would exceed `max_stacks` (dead for masks; an error on commit).
-pub(crate) const OVERFLOW: u32 = u32::MAX - 1;
+pub(crate) const OVERFLOW: StateId = StateId(u32::MAX - 1);
+/// A transition not built yet (only in the table, never handed out).
 const UNKNOWN: u32 = u32::MAX;
 
 /// What is known about one state.
 #[derive(Clone, Debug)]
 pub(crate) struct StateInfo {
     /// Sorted stacks (BOTTOM included when accepting).
-    pub stacks: Box<[u32]>,
+    pub stacks: Box<[StackId]>,
     /// The input so far is a complete match.
     pub accepting: bool,
     /// Bytes some stack can take next.
@@ -114,19 +133,19 @@ struct Table {
 
 impl Table {
     #[inline]
-    fn state(&self, s: u32) -> &State {
-        self.states.get(s).expect("state ids come from their automaton")
+    fn state(&self, s: StateId) -> &State {
+        self.states.get(s.0).expect("state ids come from their automaton")
     }
 
     /// The memoized transition of `s` on `b`, if built.
     #[inline]
-    fn known(&self, s: u32, b: u8) -> Option<u32> {
+    fn known(&self, s: StateId, b: u8) -> Option<StateId> {
         let v = self.state(s).trans[b as usize].load(Ordering::Acquire);
-        (v != UNKNOWN).then_some(v)
+        (v != UNKNOWN).then_some(StateId(v))
     }
 
     /// Does `s` know every byte transition?
-    fn complete(&self, s: u32) -> bool {
+    fn complete(&self, s: StateId) -> bool {
         self.state(s).trans.iter().all(|x| x.load(Ordering::Acquire) != UNKNOWN)
     }
 }
@@ -152,39 +171,39 @@ pub(crate) struct Builder {
     /// Most states closures may create (`Limits::max_states`).
     max_states: usize,
     /// Indexed by node id: `(pos, parent)`.
-    nodes: Vec<(u32, u32)>,
+    nodes: Vec<(u32, StackId)>,
     /// Indexed by node id: frames from the bottom (BOTTOM and CTX are 0).
     heights: Vec<u32>,
-    node_ids: FxHashMap<(u32, u32), u32>,
-    state_ids: FxHashMap<Box<[u32]>, u32>,
+    node_ids: FxHashMap<(u32, StackId), StackId>,
+    state_ids: FxHashMap<Box<[StackId]>, StateId>,
     /// Heap bytes of the published states (infos and transition tables).
     state_bytes: usize,
     /// Memo of [`canonical`](Self::canonical) per node: (canonical node, budget).
-    canon_nodes: FxHashMap<u32, (u32, u32)>,
+    canon_nodes: FxHashMap<StackId, (StackId, u32)>,
     /// Memo of [`canonical`](Self::canonical) per (state, top budget): (canonical state, budget).
-    canon_states: FxHashMap<(u32, u32), (u32, u32)>,
+    canon_states: FxHashMap<(StateId, u32), (StateId, u32)>,
     /// Memo of truncations (see [`truncate`](Self::truncate)) per (state, depth).
-    truncs: FxHashMap<(u32, u32), u32>,
+    truncs: FxHashMap<(StateId, u32), StateId>,
     /// Memo of [`closure`](Self::closure) by seed set: the bytes of a state that the same
     /// stacks accept (all the characters of a string body, say) lead to one state, which is
     /// computed once. Indexed by the seeds, sorted.
-    closures: FxHashMap<Box<[(u32, u32)]>, u32>,
+    closures: FxHashMap<Box<[(u32, StackId)]>, StateId>,
     // Scratch for closures.
-    visited: FxHashSet<(u32, u32)>,
-    visited_small: Vec<(u32, u32)>,
-    work: Vec<(u32, u32)>,
-    out: Vec<u32>,
-    seeds: Vec<(u32, u32)>,
+    visited: FxHashSet<(u32, StackId)>,
+    visited_small: Vec<(u32, StackId)>,
+    work: Vec<(u32, StackId)>,
+    out: Vec<StackId>,
+    seeds: Vec<(u32, StackId)>,
 }
 
 impl Automaton {
     /// An automaton for `flat` and its initial state.
-    pub fn new(flat: ByteGrammar, max_stacks: usize, max_states: usize) -> Result<(Self, u32), usize> {
+    pub fn new(flat: ByteGrammar, max_stacks: usize, max_states: usize) -> Result<(Self, StateId), usize> {
         let mut b = Builder {
             flat,
             max_stacks: max_stacks.max(1),
             max_states: max_states.max(2),
-            nodes: vec![(u32::MAX, u32::MAX), (u32::MAX, u32::MAX)],
+            nodes: vec![(u32::MAX, StackId(u32::MAX)), (u32::MAX, StackId(u32::MAX))],
             heights: vec![0, 0],
             node_ids: FxHashMap::default(),
             state_ids: FxHashMap::default(),
@@ -206,7 +225,7 @@ impl Automaton {
         };
         b.intern_state(&t, Vec::new());
         let root = b.flat.root as usize;
-        let seeds: Vec<(u32, u32)> = b.flat.alts[root].iter().map(|&p| (p, BOTTOM)).collect();
+        let seeds: Vec<(u32, StackId)> = b.flat.alts[root].iter().map(|&p| (p, BOTTOM)).collect();
         b.seeds = seeds;
         let init = b.closure(&t);
         if init == OVERFLOW {
@@ -225,7 +244,7 @@ impl Automaton {
 
     /// The state after `bytes` from `s`: [`DEAD`] or [`OVERFLOW`] as soon as a byte gives it.
     #[inline]
-    pub fn steps(&self, s: u32, bytes: &[u8]) -> u32 {
+    pub fn steps(&self, s: StateId, bytes: &[u8]) -> StateId {
         let mut x = s;
         for &b in bytes {
             x = self.step(x, b);
@@ -238,7 +257,7 @@ impl Automaton {
 
     /// The state after byte `b` from `s` (memoized; lock-free once built).
     #[inline]
-    pub fn step(&self, s: u32, b: u8) -> u32 {
+    pub fn step(&self, s: StateId, b: u8) -> StateId {
         match self.table.known(s, b) {
             Some(v) => v,
             None => self.step_slow(s, b),
@@ -246,14 +265,14 @@ impl Automaton {
     }
 
     #[cold]
-    fn step_slow(&self, s: u32, b: u8) -> u32 {
+    fn step_slow(&self, s: StateId, b: u8) -> StateId {
         self.builder().step(&self.table, s, b)
     }
 
     /// The state after token `t` taken whole from `s`, by the stacks that name it and, when
     /// `negated` (the caller's word that `t` is a token negated references may take), by
     /// the negated references to other tokens. Not memoized: such steps are rare.
-    pub fn step_token(&self, s: u32, t: TokenId, negated: bool) -> u32 {
+    pub fn step_token(&self, s: StateId, t: TokenId, negated: bool) -> StateId {
         let info = self.info(s);
         let taken = info.tokens.contains(&t) || (negated && info.not_tokens.iter().any(|&n| n != t));
         if !taken {
@@ -264,7 +283,7 @@ impl Automaton {
 
     /// The state whose stacks are those of `a` and of `b`: where two readings of one token
     /// (its bytes, and the token taken whole) both go on.
-    pub fn union(&self, a: u32, b: u32) -> u32 {
+    pub fn union(&self, a: StateId, b: StateId) -> StateId {
         match (a, b) {
             (OVERFLOW, _) | (_, OVERFLOW) => OVERFLOW,
             (DEAD, x) | (x, DEAD) => x,
@@ -275,7 +294,7 @@ impl Automaton {
 
     /// Info about state `s`.
     #[inline]
-    pub fn info(&self, s: u32) -> &StateInfo {
+    pub fn info(&self, s: StateId) -> &StateInfo {
         &self.table.state(s).info
     }
 
@@ -333,13 +352,13 @@ pub(crate) struct Stepper<'a> {
     /// Known steps since the lock was last needed.
     known_run: u32,
     /// The last two states looked up, and their entries (the latest first).
-    last: [(u32, &'a State); 2],
+    last: [(StateId, &'a State); 2],
 }
 
 impl<'a> Stepper<'a> {
     /// The table entry of `s`.
     #[inline(always)]
-    fn state(&mut self, s: u32) -> &'a State {
+    fn state(&mut self, s: StateId) -> &'a State {
         if s == self.last[0].0 {
             return self.last[0].1;
         }
@@ -361,7 +380,7 @@ impl<'a> Stepper<'a> {
 
     /// The state after `bytes` from `s`: [`DEAD`] or [`OVERFLOW`] as soon as a byte gives it.
     #[inline]
-    pub fn steps(&mut self, s: u32, bytes: &[u8]) -> u32 {
+    pub fn steps(&mut self, s: StateId, bytes: &[u8]) -> StateId {
         let mut x = s;
         for &b in bytes {
             x = self.step(x, b);
@@ -374,20 +393,20 @@ impl<'a> Stepper<'a> {
 
     /// The state after byte `b` from `s`.
     #[inline(always)]
-    pub fn step(&mut self, s: u32, b: u8) -> u32 {
+    pub fn step(&mut self, s: StateId, b: u8) -> StateId {
         let e = self.state(s);
         self.step_from(e, s, b)
     }
 
     /// The table entry of `s` (lock-free), for [`step_from`](Self::step_from).
     #[inline(always)]
-    pub fn entry(&self, s: u32) -> &'a State {
+    pub fn entry(&self, s: StateId) -> &'a State {
         self.aut.table.state(s)
     }
 
     /// [`step`](Self::step) from `s` whose entry `e` the caller kept.
     #[inline(always)]
-    pub fn step_from(&mut self, e: &'a State, s: u32, b: u8) -> u32 {
+    pub fn step_from(&mut self, e: &'a State, s: StateId, b: u8) -> StateId {
         let v = e.trans[b as usize].load(Ordering::Acquire);
         if v == UNKNOWN {
             return self.step_slow(s, b);
@@ -398,11 +417,11 @@ impl<'a> Stepper<'a> {
                 self.held = None;
             }
         }
-        v
+        StateId(v)
     }
 
     #[cold]
-    fn step_slow(&mut self, s: u32, b: u8) -> u32 {
+    fn step_slow(&mut self, s: StateId, b: u8) -> StateId {
         let t = &self.aut.table;
         self.build().step(t, s, b)
     }
@@ -411,7 +430,7 @@ impl<'a> Stepper<'a> {
     /// ranges `rest` from `s`, when the grammar's elements show it is one state for all of
     /// them (see `Builder::char_step`); `None` when they do not, and stepping byte by byte
     /// must decide.
-    pub fn char_step(&mut self, s: u32, lead: u8, rest: &[(u8, u8)]) -> Option<u32> {
+    pub fn char_step(&mut self, s: StateId, lead: u8, rest: &[(u8, u8)]) -> Option<StateId> {
         let t = &self.aut.table;
         self.build().char_step(t, s, lead, rest)
     }
@@ -422,7 +441,7 @@ impl<'a> Stepper<'a> {
     }
 
     /// Fills in every byte transition of `s` at once (see [`Builder::step_all`]).
-    pub fn step_all(&mut self, s: u32) {
+    pub fn step_all(&mut self, s: StateId) {
         let t = &self.aut.table;
         if !t.complete(s) {
             self.build().step_all(t, s);
@@ -430,27 +449,27 @@ impl<'a> Stepper<'a> {
     }
 
     /// State `s` truncated below its top `k` frames (see [`Builder::truncate`]; memoized).
-    pub fn truncate(&mut self, s: u32, k: usize) -> u32 {
+    pub fn truncate(&mut self, s: StateId, k: usize) -> StateId {
         let t = &self.aut.table;
         self.build().truncate(t, s, k)
     }
 
     /// The canonical state of `s` and its budget (see `Builder::canonical` in `canon`;
     /// memoized).
-    pub fn canonical(&mut self, s: u32, top_min: u32, deep_min: u32) -> (u32, u32) {
+    pub fn canonical(&mut self, s: StateId, top_min: u32, deep_min: u32) -> (StateId, u32) {
         let t = &self.aut.table;
         self.build().canonical(t, s, top_min, deep_min)
     }
 
     /// Info about state `s` (lock-free).
     #[inline]
-    pub fn info(&mut self, s: u32) -> &'a StateInfo {
+    pub fn info(&mut self, s: StateId) -> &'a StateInfo {
         &self.state(s).info
     }
 
     /// Does state `s` depend on context (see [`CTX`])? Lock-free.
     #[inline(always)]
-    pub fn is_ctx(&mut self, s: u32) -> bool {
+    pub fn is_ctx(&mut self, s: StateId) -> bool {
         self.state(s).ctx
     }
 }
@@ -458,17 +477,17 @@ impl<'a> Stepper<'a> {
 impl Builder {
     /// Node `n` of the stack arena: `(pos, parent)` (not for [`BOTTOM`] / [`CTX`]).
     #[inline]
-    pub fn node(&self, n: u32) -> (u32, u32) {
-        self.nodes[n as usize]
+    pub fn node(&self, n: StackId) -> (u32, StackId) {
+        self.nodes[n.index()]
     }
 
     /// The state after byte `b` from `s`: memoized, or built and published.
-    fn step(&mut self, t: &Table, s: u32, b: u8) -> u32 {
+    fn step(&mut self, t: &Table, s: StateId, b: u8) -> StateId {
         let st = t.state(s);
         // Another thread may have built it while this one waited for the lock.
         let v = st.trans[b as usize].load(Ordering::Acquire);
         if v != UNKNOWN {
-            return v;
+            return StateId(v);
         }
         let info = &st.info;
         let next = if !info.first.contains(b) {
@@ -479,7 +498,7 @@ impl Builder {
                 if n == BOTTOM || n == CTX {
                     continue;
                 }
-                let (pos, parent) = self.nodes[n as usize];
+                let (pos, parent) = self.nodes[n.index()];
                 if let Symbol::Bytes(k) = self.flat.elems[pos as usize] {
                     if self.flat.sets[k as usize].contains(b) {
                         self.seeds.push((pos + 1, parent));
@@ -488,7 +507,7 @@ impl Builder {
             }
             self.memo_closure(t)
         };
-        st.trans[b as usize].store(next, Ordering::Release);
+        st.trans[b as usize].store(next.0, Ordering::Release);
         next
     }
 
@@ -502,13 +521,13 @@ impl Builder {
     /// `None` (some stack takes part of a range, or meets a rule or the end mid-character)
     /// leaves to the caller. Mid-character states are otherwise built only to be compared,
     /// about a dozen per string state in a new context.
-    fn char_step(&mut self, t: &Table, s: u32, lead: u8, rest: &[(u8, u8)]) -> Option<u32> {
+    fn char_step(&mut self, t: &Table, s: StateId, lead: u8, rest: &[(u8, u8)]) -> Option<StateId> {
         self.seeds.clear();
         for &n in t.state(s).info.stacks.iter() {
             if n == BOTTOM || n == CTX {
                 continue;
             }
-            let (pos, parent) = self.nodes[n as usize];
+            let (pos, parent) = self.nodes[n.index()];
             let Symbol::Bytes(k) = self.flat.elems[pos as usize] else { continue };
             if !self.flat.sets[k as usize].contains(lead) {
                 continue;
@@ -541,7 +560,7 @@ impl Builder {
     /// Fills in every byte transition of `s` at once: bytes taken by the same stacks lead to
     /// the same state, so each distinct set of stacks is closed once (a state of many stacks,
     /// an object's unseen keys, would otherwise scan all of them for each of ~200 bytes).
-    fn step_all(&mut self, t: &Table, s: u32) {
+    fn step_all(&mut self, t: &Table, s: StateId) {
         if t.complete(s) {
             return;
         }
@@ -553,7 +572,7 @@ impl Builder {
             if n == BOTTOM || n == CTX {
                 continue;
             }
-            let pos = self.nodes[n as usize].0;
+            let pos = self.nodes[n.index()].0;
             if let Symbol::Bytes(k) = self.flat.elems[pos as usize] {
                 let set = self.flat.sets[k as usize];
                 for (w, &bits) in set.0.iter().enumerate() {
@@ -566,7 +585,7 @@ impl Builder {
                 }
             }
         }
-        let mut done: FxHashMap<&[u64], u32> = FxHashMap::default();
+        let mut done: FxHashMap<&[u64], StateId> = FxHashMap::default();
         let mut next = [DEAD; 256];
         for b in 0..256 {
             let key = &sig[b * words..(b + 1) * words];
@@ -583,7 +602,7 @@ impl Builder {
                 while bits != 0 {
                     let i = w * 64 + bits.trailing_zeros() as usize;
                     bits &= bits - 1;
-                    let (pos, parent) = self.nodes[stacks[i] as usize];
+                    let (pos, parent) = self.nodes[stacks[i].index()];
                     self.seeds.push((pos + 1, parent));
                 }
             }
@@ -593,19 +612,19 @@ impl Builder {
         }
         for (slot, x) in t.state(s).trans.iter().zip(next) {
             if slot.load(Ordering::Acquire) == UNKNOWN {
-                slot.store(x, Ordering::Release);
+                slot.store(x.0, Ordering::Release);
             }
         }
     }
 
     /// The state after token `tok` taken whole from `s` (see [`Automaton::step_token`]).
-    fn step_token(&mut self, t: &Table, s: u32, tok: TokenId, negated: bool) -> u32 {
+    fn step_token(&mut self, t: &Table, s: StateId, tok: TokenId, negated: bool) -> StateId {
         self.seeds.clear();
         for &n in t.state(s).info.stacks.iter() {
             if n == BOTTOM || n == CTX {
                 continue;
             }
-            let (pos, parent) = self.nodes[n as usize];
+            let (pos, parent) = self.nodes[n.index()];
             let takes = match self.flat.elems[pos as usize] {
                 Symbol::Token(x) => x == tok,
                 Symbol::NotToken(x) => negated && x != tok,
@@ -619,9 +638,9 @@ impl Builder {
     }
 
     /// The state of the stacks of `a` and `b` (see [`Automaton::union`]), within the limits.
-    fn union(&mut self, t: &Table, a: u32, b: u32) -> u32 {
+    fn union(&mut self, t: &Table, a: StateId, b: StateId) -> StateId {
         let (sa, sb) = (&t.state(a).info.stacks, &t.state(b).info.stacks);
-        let mut stacks: Vec<u32> = sa.iter().chain(sb.iter()).copied().collect();
+        let mut stacks: Vec<StackId> = sa.iter().chain(sb.iter()).copied().collect();
         stacks.sort_unstable();
         stacks.dedup();
         if stacks.len() > self.max_stacks {
@@ -637,30 +656,30 @@ impl Builder {
         }
     }
 
-    fn intern_node(&mut self, pos: u32, parent: u32) -> u32 {
-        let next = self.nodes.len() as u32;
+    fn intern_node(&mut self, pos: u32, parent: StackId) -> StackId {
+        let next = StackId(self.nodes.len() as u32);
         let id = *self.node_ids.entry((pos, parent)).or_insert(next);
         if id == next {
             self.nodes.push((pos, parent));
-            self.heights.push(self.heights[parent as usize] + 1);
+            self.heights.push(self.heights[parent.index()] + 1);
         }
         id
     }
 
     /// [`closure`](Self::closure) through the memo of seed sets.
-    fn memo_closure(&mut self, t: &Table) -> u32 {
+    fn memo_closure(&mut self, t: &Table) -> StateId {
         // Stacks are sorted, so equal seed sets come out in the same order.
         if let Some(&s) = self.closures.get(self.seeds.as_slice()) {
             return s;
         }
-        let key: Box<[(u32, u32)]> = self.seeds.as_slice().into();
+        let key: Box<[(u32, StackId)]> = self.seeds.as_slice().into();
         let s = self.closure(t);
         self.closures.insert(key, s);
         s
     }
 
     /// Expands `self.seeds` (positions to match, with their stacks) into a state.
-    fn closure(&mut self, t: &Table) -> u32 {
+    fn closure(&mut self, t: &Table) -> StateId {
         self.visited.clear();
         self.out.clear();
         self.work.clear();
@@ -694,7 +713,7 @@ impl Builder {
                     } else if parent == CTX {
                         ctx = true;
                     } else {
-                        let p = self.nodes[parent as usize];
+                        let p = self.nodes[parent.index()];
                         self.work.push(p);
                     }
                 }
@@ -745,11 +764,11 @@ impl Builder {
     }
 
     /// The id of the state of `stacks`, published in the table if new.
-    fn intern_state(&mut self, t: &Table, stacks: Vec<u32>) -> u32 {
+    fn intern_state(&mut self, t: &Table, stacks: Vec<StackId>) -> StateId {
         if let Some(&id) = self.state_ids.get(stacks.as_slice()) {
             return id;
         }
-        let id = self.state_ids.len() as u32;
+        let id = StateId(self.state_ids.len() as u32);
         let mut first = ByteSet::default();
         let mut tokens = Vec::new();
         let mut not_tokens = Vec::new();
@@ -764,21 +783,21 @@ impl Builder {
                 ctx = true;
                 continue;
             }
-            match self.flat.elems[self.nodes[n as usize].0 as usize] {
+            match self.flat.elems[self.nodes[n.index()].0 as usize] {
                 Symbol::Bytes(k) => first.union(&self.flat.sets[k as usize]),
                 Symbol::Token(t) if t.0 != u32::MAX && !tokens.contains(&t) => tokens.push(t),
                 Symbol::NotToken(t) if !not_tokens.contains(&t) => not_tokens.push(t),
                 _ => {}
             }
         }
-        let stacks: Box<[u32]> = stacks.into_boxed_slice();
+        let stacks: Box<[StackId]> = stacks.into_boxed_slice();
         self.state_bytes += 1024 + stacks.len() * 4 + (tokens.len() + not_tokens.len()) * 4;
         self.state_ids.insert(stacks.clone(), id);
         let info = StateInfo { stacks, accepting, first, tokens: tokens.into_boxed_slice(), not_tokens: not_tokens.into_boxed_slice() };
         let trans = Box::new(std::array::from_fn(|_| AtomicU32::new(UNKNOWN)));
-        t.states.set(id, State { trans, ctx, info });
+        t.states.set(id.0, State { trans, ctx, info });
         // Published: the slot is set before the count says so.
-        t.n_states.store(id + 1, Ordering::Release);
+        t.n_states.store(id.0 + 1, Ordering::Release);
         id
     }
 
@@ -790,19 +809,19 @@ impl Builder {
     /// A stack is also cut at its topmost frame inside an unordered group's family rule
     /// (which records the members seen so far): what happens inside one member is the same
     /// whichever members came before, so states that differ only there share a truncation.
-    fn truncate(&mut self, t: &Table, s: u32, k: usize) -> u32 {
+    fn truncate(&mut self, t: &Table, s: StateId, k: usize) -> StateId {
         if let Some(&x) = self.truncs.get(&(s, k as u32)) {
             return x;
         }
         let stacks = &t.state(s).info.stacks;
         let tallest = stacks
             .iter()
-            .map(|&n| self.heights[n as usize])
+            .map(|&n| self.heights[n.index()])
             .max()
             .unwrap_or(0);
         let cut = tallest.saturating_sub(k as u32);
-        let mut out: Vec<u32> = Vec::with_capacity(stacks.len());
-        let mut path: Vec<u32> = Vec::with_capacity(k);
+        let mut out: Vec<StackId> = Vec::with_capacity(stacks.len());
+        let mut path: Vec<StackId> = Vec::with_capacity(k);
         for &n in stacks.iter() {
             if n == BOTTOM || n == CTX {
                 out.push(n);
@@ -814,10 +833,10 @@ impl Builder {
             while x != BOTTOM
                 && x != CTX
                 && (path.is_empty()
-                    || (self.heights[x as usize] > cut && !self.flat.lazy.in_family(self.nodes[x as usize].0)))
+                    || (self.heights[x.index()] > cut && !self.flat.lazy.in_family(self.nodes[x.index()].0)))
             {
                 path.push(x);
-                x = self.nodes[x as usize].1;
+                x = self.nodes[x.index()].1;
             }
             if x == BOTTOM || x == CTX {
                 out.push(n);
@@ -825,7 +844,7 @@ impl Builder {
             }
             let mut parent = CTX;
             for &p in path.iter().rev() {
-                let pos = self.nodes[p as usize].0;
+                let pos = self.nodes[p.index()].0;
                 parent = self.intern_node(pos, parent);
             }
             out.push(parent);

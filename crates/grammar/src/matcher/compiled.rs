@@ -47,7 +47,7 @@
 //! Measured by `cargo bench -p formwork-grammar --bench threads` (N threads, one shared
 //! grammar, realistic documents, SmolLM2).
 
-use super::automaton::{Automaton, Stepper, DEAD, OVERFLOW};
+use super::automaton::{Automaton, StateId, Stepper, DEAD, OVERFLOW};
 use super::error::CompileError;
 use super::matching::Matcher;
 use super::index::TokenIndex;
@@ -62,7 +62,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// The state after an end-of-sequence token was committed.
-pub(super) const ENDED: u32 = u32::MAX - 2;
+pub(super) const ENDED: StateId = StateId(u32::MAX - 2);
 /// Bytes kept by each of the two caches of a compiled grammar (full masks, and
 /// context-independent parts); a full cache takes no more (see the module docs).
 const MASK_CACHE_BYTES: usize = 64 << 20;
@@ -91,7 +91,7 @@ pub(super) const MAX_FORCED: usize = 4096;
 /// with no lock held (see the module docs for the design and its cost).
 pub struct CompiledGrammar {
     pub(super) index: Arc<TokenIndex>,
-    initial: u32,
+    initial: StateId,
     pub(super) aut: Automaton,
     /// Full masks by state.
     pub(super) masks: MaskCache,
@@ -148,14 +148,14 @@ struct CiCache {
     ci: Slots<Arc<CiMask>>,
     /// Indexed by (state after a first byte, that byte): the subtree's context-independent
     /// part, for first-byte dispatch.
-    sub: Mutex<FxHashMap<(u32, u8), Arc<SubCi>>>,
+    sub: Mutex<FxHashMap<(StateId, u8), Arc<SubCi>>>,
     /// Indexed by (looping target, the first bytes leading to it): that group's part of a
     /// first-byte dispatch.
-    group: Mutex<FxHashMap<(u32, ByteSet), Arc<CiMask>>>,
+    group: Mutex<FxHashMap<(StateId, ByteSet), Arc<CiMask>>>,
     /// States with no cheaper way than a plain walk (no accelerator, dispatch or chain),
     /// so that a truncated state's full state is tried instead, and neither twice (see
     /// `ci_mask`).
-    plain: Mutex<rustc_hash::FxHashSet<u32>>,
+    plain: Mutex<rustc_hash::FxHashSet<StateId>>,
     /// Bytes of the first three.
     budget: Budget,
 }
@@ -172,13 +172,13 @@ enum Work {
 /// The states whose masks are being computed, and how many threads wait for one.
 #[derive(Default)]
 struct InFlightSet {
-    masks: Vec<u32>,
-    ci: Vec<u32>,
+    masks: Vec<StateId>,
+    ci: Vec<StateId>,
     waiters: usize,
 }
 
 impl InFlightSet {
-    fn list(&mut self, work: Work) -> &mut Vec<u32> {
+    fn list(&mut self, work: Work) -> &mut Vec<StateId> {
         match work {
             Work::Mask => &mut self.masks,
             Work::Ci => &mut self.ci,
@@ -198,7 +198,7 @@ enum Claim<'a, T> {
 /// also when the computation panics.
 struct InFlight<'a> {
     g: &'a CompiledGrammar,
-    s: u32,
+    s: StateId,
     work: Work,
 }
 
@@ -327,7 +327,7 @@ impl CompiledGrammar {
     /// — a first-byte dispatch's targets, canonical states' masks — never wait), and it
     /// lets the builder lock go first (`before_wait`). So the thread waited for never waits
     /// for the waiter, and finishes (or unwinds, which clears its mark too).
-    fn claim<T>(&self, work: Work, s: u32, found: impl Fn() -> Option<T>, mut before_wait: impl FnMut()) -> Claim<'_, T> {
+    fn claim<T>(&self, work: Work, s: StateId, found: impl Fn() -> Option<T>, mut before_wait: impl FnMut()) -> Claim<'_, T> {
         let mut busy = locked(&self.in_flight);
         loop {
             if let Some(x) = found() {
@@ -348,7 +348,7 @@ impl CompiledGrammar {
     /// A matcher's miss on state `s`: its mask, computed here unless another thread is
     /// already computing it (then waited for; see [`claim`](Self::claim)). Returns the
     /// mask, whether it came from the cache, and the trie nodes walked.
-    pub(super) fn mask_miss(&self, s: u32) -> (Arc<TokenMask>, bool, usize) {
+    pub(super) fn mask_miss(&self, s: StateId) -> (Arc<TokenMask>, bool, usize) {
         let _mark = match self.claim(Work::Mask, s, || self.masks.masks.get(s).cloned(), || {}) {
             Claim::Done(m) => return (m, true, 0),
             Claim::Mine(mark) => mark,
@@ -364,7 +364,7 @@ impl CompiledGrammar {
     /// full). Returns the mask, whether it was a hit, and the trie nodes walked. `busy`:
     /// canonical states whose masks this thread is computing (a dispatch target inside them
     /// must not come back to them).
-    fn mask_of(&self, st: &mut Stepper<'_>, s: u32, busy: &mut Vec<u32>) -> (Arc<TokenMask>, bool, usize) {
+    fn mask_of(&self, st: &mut Stepper<'_>, s: StateId, busy: &mut Vec<StateId>) -> (Arc<TokenMask>, bool, usize) {
         if let Some(m) = self.masks.masks.get(s) {
             return (m.clone(), true, 0);
         }
@@ -399,7 +399,7 @@ impl CompiledGrammar {
     /// references may come next: every token they take (see [`takes_negated`]), and the
     /// others (the excluded one, EOS tokens that are text) when their bytes are a path from
     /// `s`. No trie walk: only those few tokens are in doubt.
-    fn negated_mask(&self, st: &mut Stepper<'_>, s: u32) -> TokenMask {
+    fn negated_mask(&self, st: &mut Stepper<'_>, s: StateId) -> TokenMask {
         let vocab = self.index.vocab();
         let info = st.info(s);
         let mut m = TokenMask::new(vocab.len());
@@ -419,7 +419,7 @@ impl CompiledGrammar {
     /// The state after token `t` from `s` (not EOS, which the caller handles): the union of
     /// its bytes read as text and of the token taken whole by the references that name it
     /// or negate another token. [`DEAD`] when neither goes on; [`OVERFLOW`] past a limit.
-    pub(super) fn after_token(&self, s: u32, t: TokenId) -> u32 {
+    pub(super) fn after_token(&self, s: StateId, t: TokenId) -> StateId {
         let vocab = self.index.vocab();
         let aut = &self.aut;
         let mut by_text = DEAD;
@@ -443,7 +443,7 @@ impl CompiledGrammar {
 
     /// The text-token mask of `s` through its canonical state, when `s` has frames inside
     /// bounded repetitions (see `mask::repeat_split`); `None` otherwise.
-    fn repeat_mask(&self, st: &mut Stepper<'_>, s: u32, busy: &mut Vec<u32>) -> Option<(TokenMask, usize)> {
+    fn repeat_mask(&self, st: &mut Stepper<'_>, s: StateId, busy: &mut Vec<StateId>) -> Option<(TokenMask, usize)> {
         if !self.repeat_shortcut.load(Ordering::Relaxed) {
             return None;
         }
@@ -479,13 +479,13 @@ impl CompiledGrammar {
     /// first-byte dispatch ([`dispatch_ci`](Self::dispatch_ci)); one that counts through a
     /// class to a loop by its chain (`mask::Chain`); any other by a plain walk. Unless `nested` (inside another one's computation), one that another thread is
     /// computing is waited for ([`claim`](Self::claim)).
-    fn ci_of(&self, st: &mut Stepper<'_>, t: u32, nested: bool) -> (Arc<CiMask>, usize) {
+    fn ci_of(&self, st: &mut Stepper<'_>, t: StateId, nested: bool) -> (Arc<CiMask>, usize) {
         self.ci_of_walk(st, t, nested, true).expect("a plain walk is allowed")
     }
 
     /// [`ci_of`](Self::ci_of); unless `plain`, `None` (and nothing cached) when only a
     /// plain walk of the trie would do.
-    fn ci_of_walk(&self, st: &mut Stepper<'_>, t: u32, nested: bool, plain: bool) -> Option<(Arc<CiMask>, usize)> {
+    fn ci_of_walk(&self, st: &mut Stepper<'_>, t: StateId, nested: bool, plain: bool) -> Option<(Arc<CiMask>, usize)> {
         let cache = &self.ci;
         if let Some(c) = cache.ci.get(t) {
             return Some((c.clone(), 0));
@@ -532,11 +532,11 @@ impl CompiledGrammar {
     /// part of the mask (and of the uncertain subtrees) is `x`'s, restricted to first byte
     /// `b`, taken from `x`'s cached (usually accelerated) mask. The other first bytes walk
     /// their subtrees. `None` when no such group exists.
-    fn dispatch_ci(&self, aut: &mut Stepper<'_>, t: u32) -> Option<CiMask> {
+    fn dispatch_ci(&self, aut: &mut Stepper<'_>, t: StateId) -> Option<CiMask> {
         let cache = &self.ci;
         let trie = self.index.trie();
         // The root's children: (node, byte, state after the byte).
-        let mut kids: Vec<(usize, u8, u32)> = Vec::with_capacity(256);
+        let mut kids: Vec<(usize, u8, StateId)> = Vec::with_capacity(256);
         let mut self_loops = 0;
         let (mut i, n) = (1, trie.end(0));
         while i < n {
@@ -553,7 +553,7 @@ impl CompiledGrammar {
         if self_loops >= DISPATCH_MIN {
             return None;
         }
-        let mut groups: Vec<(u32, ByteSet)> = Vec::new();
+        let mut groups: Vec<(StateId, ByteSet)> = Vec::new();
         for &(_, b, x) in &kids {
             if x == DEAD || x == OVERFLOW || x == t || aut.is_ctx(x) || aut.step(x, b) != x {
                 continue;
@@ -640,7 +640,7 @@ impl CompiledGrammar {
         }
         // The other first bytes: their subtrees, kept by the state after the byte. The map
         // is locked once to look them all up and once to add the new ones.
-        let wanted: Vec<(usize, u8, u32)> = kids
+        let wanted: Vec<(usize, u8, StateId)> = kids
             .into_iter()
             .filter(|&(_, b, x)| !grouped.contains(b) && x != DEAD && x != OVERFLOW)
             .collect();
@@ -673,7 +673,7 @@ impl CompiledGrammar {
     }
 
     /// The text-token mask of `s` through its truncation's context-independent mask.
-    fn ci_mask(&self, aut: &mut Stepper<'_>, s: u32) -> (TokenMask, usize) {
+    fn ci_mask(&self, aut: &mut Stepper<'_>, s: StateId) -> (TokenMask, usize) {
         let vocab = self.index.vocab();
         let trie = self.index.trie();
         let t = aut.truncate(s, TRUNCATE_DEPTH);

@@ -29,7 +29,7 @@
 //! ([`Matcher::completion_bytes_bound_tokens`]), a completion of `n` bytes has a plan of at
 //! most `n` tokens — the cheap check a generation loop uses far from its budget.
 
-use super::automaton::{Automaton, Builder, BOTTOM, CTX, DEAD, OVERFLOW};
+use super::automaton::{Automaton, Builder, StackId, StateId, BOTTOM, CTX, DEAD, OVERFLOW};
 use super::compiled::{CompiledGrammar, ENDED};
 use super::matching::Matcher;
 use super::index::TokenIndex;
@@ -65,7 +65,7 @@ pub(crate) struct Completion {
 #[derive(Debug, Default)]
 struct Memo {
     /// Stack node → fewest bytes to empty it.
-    nodes: FxHashMap<u32, u32>,
+    nodes: FxHashMap<StackId, u32>,
 }
 
 impl Completion {
@@ -113,7 +113,7 @@ impl Completion {
     }
 
     /// Fewest bytes that empty stack node `n` (iterative: stacks can be deep).
-    fn node_need(&self, aut: &Builder, memo: &mut Memo, n: u32) -> u32 {
+    fn node_need(&self, aut: &Builder, memo: &mut Memo, n: StackId) -> u32 {
         let mut chain = Vec::new();
         let mut x = n;
         let base = loop {
@@ -140,16 +140,16 @@ impl Completion {
 
     /// Fewest bytes from state `s` to a complete match, and the stack that achieves it
     /// (`BOTTOM` when accepting; `None` when no byte string completes `s`).
-    fn state_need(&self, aut: &Automaton, s: u32) -> Option<(u32, u32)> {
+    fn state_need(&self, aut: &Automaton, s: StateId) -> Option<(u32, StackId)> {
         if s == DEAD || s == OVERFLOW {
             return None;
         }
         let mut memo = self.memo();
         let b = aut.builder();
-        let mut best: Option<(u32, u32)> = None;
+        let mut best: Option<(u32, StackId)> = None;
         // Ties go to the stack whose next element comes first in the grammar (the first
         // alternative, as written: `0` before `[1-9]...`).
-        let pos = |n: u32| if n == BOTTOM || n == CTX { 0 } else { b.node(n).0 };
+        let pos = |n: StackId| if n == BOTTOM || n == CTX { 0 } else { b.node(n).0 };
         for &n in aut.info(s).stacks.iter() {
             let v = self.node_need(&b, &mut memo, n);
             if v < INF && best.is_none_or(|(bv, bn)| v < bv || (v == bv && pos(n) < pos(bn))) {
@@ -163,7 +163,7 @@ impl Completion {
     }
 
     /// Fewest bytes from `s`, memoized per state.
-    fn need(&self, aut: &Automaton, s: u32) -> Option<u32> {
+    fn need(&self, aut: &Automaton, s: StateId) -> Option<u32> {
         if let Some(&v) = self.states.get(s) {
             return Some(v);
         }

@@ -51,7 +51,7 @@
 //! The results (`CiMask`, `SubCi`, full masks) are immutable once built and cached by the
 //! compiled grammar, which any thread then reads in place.
 
-use super::automaton::{State, Stepper, DEAD, OVERFLOW};
+use super::automaton::{State, StateId, Stepper, DEAD, OVERFLOW};
 use formwork_vocab::TokenId;
 use formwork_vocab::{TokenMask, TokenTrie};
 
@@ -61,7 +61,7 @@ pub(crate) fn walk_from(
     aut: &mut Stepper<'_>,
     trie: &TokenTrie,
     root: usize,
-    s0: u32,
+    s0: StateId,
     mask: &mut TokenMask,
 ) -> usize {
     let words = mask.words_mut();
@@ -78,8 +78,8 @@ pub(crate) fn walk_from(
 pub(crate) fn repeat_split(
     aut: &mut Stepper<'_>,
     index: &super::index::TokenIndex,
-    s: u32,
-    c: u32,
+    s: StateId,
+    c: StateId,
     budget: u32,
     canon: &TokenMask,
 ) -> (TokenMask, usize) {
@@ -112,14 +112,14 @@ fn walk_longer(
     aut: &mut Stepper<'_>,
     trie: &TokenTrie,
     subtree_max: &[u16],
-    s0: u32,
+    s0: StateId,
     k: u32,
     mask: &mut TokenMask,
 ) -> usize {
     let words = mask.words_mut();
     let mut visited = 0usize;
     // (end of the node's subtree, state after the node, its entry)
-    let mut stack: Vec<(u32, u32, &State)> = Vec::with_capacity(trie.max_depth() + 2);
+    let mut stack: Vec<(u32, StateId, &State)> = Vec::with_capacity(trie.max_depth() + 2);
     stack.push((trie.end(0) as u32, s0, aut.entry(s0)));
     let mut i = 1;
     let n = trie.len();
@@ -166,7 +166,7 @@ impl Accel {
     pub(crate) fn for_state(
         aut: &mut Stepper<'_>,
         index: &super::index::TokenIndex,
-        s: u32,
+        s: StateId,
     ) -> Option<std::sync::Arc<Accel>> {
         let (info, entry) = (aut.info(s), aut.entry(s));
         if info.first.len() < MIN_CLASS {
@@ -189,14 +189,14 @@ impl Accel {
 }
 
 /// Does every valid multi-byte UTF-8 character lead from `s` back to `s`?
-fn utf8_loops(aut: &mut Stepper<'_>, s: u32) -> bool {
+fn utf8_loops(aut: &mut Stepper<'_>, s: StateId) -> bool {
     utf8_to(aut, s, s)
 }
 
 /// Does every valid multi-byte UTF-8 character lead from `s` to `to` (with `to` =
 /// [`DEAD`]: is every one rejected)? Checked exactly: per lead byte, every continuation
 /// byte of its valid range must give one same state, level by level.
-fn utf8_to(aut: &mut Stepper<'_>, s: u32, to: u32) -> bool {
+fn utf8_to(aut: &mut Stepper<'_>, s: StateId, to: StateId) -> bool {
     // (lead bytes, ranges of the following bytes), from the UTF-8 definition.
     type Seq = ((u8, u8), &'static [(u8, u8)]);
     const SEQS: &[Seq] = &[
@@ -253,7 +253,7 @@ fn utf8_to(aut: &mut Stepper<'_>, s: u32, to: u32) -> bool {
 /// (neither rejected, both or neither in the context)? Then any token is consumed from `a`
 /// exactly as from `b`, with the same uncertain nodes. `proven` memoizes pairs found the
 /// same with at least the depth they were asked for.
-pub(crate) fn same_within(aut: &mut Stepper<'_>, a: u32, b: u32, depth: u32, proven: &mut Vec<(u32, u32, u32)>) -> bool {
+pub(crate) fn same_within(aut: &mut Stepper<'_>, a: StateId, b: StateId, depth: u32, proven: &mut Vec<(StateId, StateId, u32)>) -> bool {
     if a == b {
         return true;
     }
@@ -300,7 +300,7 @@ pub(crate) struct Chain {
     class: std::sync::Arc<super::index::CountedIndex>,
     /// `states[k]`: the state after `k` characters of `C` (`states[0] = t`); the last one
     /// stands for every larger count, unless `dead`.
-    states: Vec<u32>,
+    states: Vec<StateId>,
     /// Counts from `states.len()` on are rejected.
     dead: bool,
 }
@@ -312,7 +312,7 @@ impl Chain {
     pub(crate) fn for_state(
         aut: &mut Stepper<'_>,
         index: &super::index::TokenIndex,
-        t: u32,
+        t: StateId,
         deep_min: u32,
     ) -> Option<Chain> {
         let info = aut.info(t);
@@ -322,7 +322,7 @@ impl Chain {
         aut.step_all(t);
         let entry = aut.entry(t);
         // ASCII first bytes by the state they lead to (a lead byte completes no character).
-        let mut groups: Vec<(u32, super::lower::ByteSet)> = Vec::new();
+        let mut groups: Vec<(StateId, super::lower::ByteSet)> = Vec::new();
         for b in 0..0x80u8 {
             if !info.first.contains(b) {
                 continue;
@@ -391,7 +391,7 @@ impl Chain {
     }
 
     /// The state after `k` characters of the class; `None` when they are rejected.
-    fn state(&self, k: usize) -> Option<u32> {
+    fn state(&self, k: usize) -> Option<StateId> {
         match self.states.get(k) {
             Some(&s) => Some(s),
             None if self.dead => None,
@@ -429,7 +429,7 @@ impl CiMask {
     pub(crate) fn build(
         aut: &mut Stepper<'_>,
         index: &super::index::TokenIndex,
-        t: u32,
+        t: StateId,
         accel: Option<&Accel>,
     ) -> CiMask {
         let mut ci = CiMask::empty(index.vocab().len());
@@ -464,7 +464,7 @@ impl CiMask {
 
     /// Computes the context-independent mask of truncated state `t` through its chain
     /// (see [`Chain`]).
-    pub(crate) fn build_chain(aut: &mut Stepper<'_>, index: &super::index::TokenIndex, t: u32, ch: &Chain) -> CiMask {
+    pub(crate) fn build_chain(aut: &mut Stepper<'_>, index: &super::index::TokenIndex, t: StateId, ch: &Chain) -> CiMask {
         let mut ci = CiMask::empty(index.vocab().len());
         let ix = &ch.class;
         ci.mask.words_mut().copy_from_slice(ix.all_in.words());
@@ -505,7 +505,7 @@ impl CiMask {
 pub(crate) fn walk_ci(
     aut: &mut Stepper<'_>,
     trie: &TokenTrie,
-    s0: u32,
+    s0: StateId,
     skip_first: Option<&super::lower::ByteSet>,
     mask: &mut TokenMask,
     uncertain: &mut Vec<(u32, Box<[u8]>)>,
@@ -554,7 +554,7 @@ impl SubCi {
     }
 
     /// Walks the subtree of root child `node` (byte `b`) from `x`, the state after `b`.
-    pub(crate) fn build(aut: &mut Stepper<'_>, trie: &TokenTrie, vocab_len: usize, node: usize, x: u32) -> SubCi {
+    pub(crate) fn build(aut: &mut Stepper<'_>, trie: &TokenTrie, vocab_len: usize, node: usize, x: StateId) -> SubCi {
         let b = trie.byte(node);
         let mut nodes = Vec::new();
         if aut.is_ctx(x) {
@@ -583,14 +583,14 @@ fn walk_ci_below(
     trie: &TokenTrie,
     root: usize,
     prefix: &[u8],
-    s0: u32,
+    s0: StateId,
     skip_first: Option<&super::lower::ByteSet>,
     mut allow: impl FnMut(TokenId),
     uncertain: &mut Vec<(u32, Box<[u8]>)>,
 ) -> usize {
     let mut visited = 0usize;
     // (end of the node's subtree, state after the node, its entry)
-    let mut stack: Vec<(u32, u32, &State)> = Vec::with_capacity(trie.max_depth() + 2);
+    let mut stack: Vec<(u32, StateId, &State)> = Vec::with_capacity(trie.max_depth() + 2);
     let mut path: Vec<u8> = Vec::with_capacity(trie.max_depth() + 1);
     path.extend_from_slice(prefix);
     stack.push((trie.end(root) as u32, s0, aut.entry(s0)));

@@ -2,7 +2,7 @@
 //! states (commit pushes, rollback truncates), masks through the grammar's shared caches,
 //! forced bytes and tokens, and counters ([`MatchStats`]).
 
-use super::automaton::{DEAD, OVERFLOW};
+use super::automaton::{StateId, DEAD, OVERFLOW};
 use super::compiled::{takes_negated, CompiledGrammar, ENDED, MAX_FORCED};
 use super::error::MatchError;
 use formwork_vocab::{TokenId, TokenMask};
@@ -31,17 +31,17 @@ pub struct MatchStats {
 pub struct Matcher {
     g: Arc<CompiledGrammar>,
     /// `states[0]` is the start; one more per commit.
-    pub(super) states: Vec<u32>,
+    pub(super) states: Vec<StateId>,
     stats: MatchStats,
 }
 
 impl Matcher {
     /// A matcher of `g` at state `initial`.
-    pub(super) fn new(g: Arc<CompiledGrammar>, initial: u32) -> Matcher {
+    pub(super) fn new(g: Arc<CompiledGrammar>, initial: StateId) -> Matcher {
         Matcher { g, states: vec![initial], stats: MatchStats::default() }
     }
 
-    pub(super) fn cur(&self) -> u32 {
+    pub(super) fn cur(&self) -> StateId {
         *self.states.last().expect("history never empty")
     }
 

@@ -44,6 +44,26 @@ impl<T> std::fmt::Debug for Slots<T> {
     }
 }
 
+/// What indexes slots: a plain id, or a typed one.
+pub(crate) trait SlotIndex: Copy {
+    /// The slot's number.
+    fn slot(self) -> u32;
+}
+
+impl SlotIndex for u32 {
+    #[inline(always)]
+    fn slot(self) -> u32 {
+        self
+    }
+}
+
+impl SlotIndex for super::automaton::StateId {
+    #[inline(always)]
+    fn slot(self) -> u32 {
+        self.0
+    }
+}
+
 /// The chunk and the offset in it of id `i`.
 #[inline]
 fn locate(i: u32) -> (usize, usize) {
@@ -55,15 +75,15 @@ fn locate(i: u32) -> (usize, usize) {
 impl<T> Slots<T> {
     /// The entry of `i`, once set.
     #[inline]
-    pub(crate) fn get(&self, i: u32) -> Option<&T> {
-        let (c, k) = locate(i);
+    pub(crate) fn get(&self, i: impl SlotIndex) -> Option<&T> {
+        let (c, k) = locate(i.slot());
         self.chunks[c].get()?[k].get()
     }
 
     /// The entry of `i`: the one already there (another thread may have been first), else
     /// `v`.
-    pub(crate) fn set(&self, i: u32, v: T) -> &T {
-        let (c, k) = locate(i);
+    pub(crate) fn set(&self, i: impl SlotIndex, v: T) -> &T {
+        let (c, k) = locate(i.slot());
         let chunk = self.chunks[c].get_or_init(|| (0..BASE << c).map(|_| OnceLock::new()).collect());
         let slot = &chunk[k];
         let _ = slot.set(v);

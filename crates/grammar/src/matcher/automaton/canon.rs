@@ -11,7 +11,7 @@
 //! Cost: the top frames of each stack, then one memo lookup per stack (deeper frames are
 //! memoized per node), so a state is canonicalized in time linear in its new frames.
 
-use super::{Builder, Table, BOTTOM, CTX};
+use super::{Builder, StackId, StateId, Table, BOTTOM, CTX};
 
 /// No replaced frame: every token length is safe.
 pub(crate) const UNBOUNDED: u32 = u32::MAX;
@@ -27,7 +27,7 @@ impl Builder {
     /// replaced. Frames inside bounded repetitions are replaced: the top [`NEAR`] of each
     /// stack when their budget is at least `top_min`, deeper ones from `deep_min` (which
     /// must be the same on every call: deep frames are memoized per node). Memoized.
-    pub(super) fn canonical(&mut self, t: &Table, s: u32, top_min: u32, deep_min: u32) -> (u32, u32) {
+    pub(super) fn canonical(&mut self, t: &Table, s: StateId, top_min: u32, deep_min: u32) -> (StateId, u32) {
         if self.flat.repeats.is_empty() {
             return (s, UNBOUNDED);
         }
@@ -43,7 +43,7 @@ impl Builder {
             top.clear();
             while top.len() < NEAR && x != BOTTOM && x != CTX {
                 top.push(x);
-                x = self.nodes[x as usize].1;
+                x = self.nodes[x.index()].1;
             }
             let (mut y, mut b) = self.canonical_deep(x, deep_min);
             for &p in top.iter().rev() {
@@ -66,8 +66,8 @@ impl Builder {
     /// Node `p` on top of `below` (the canonical form of its parent, with budget `budget`),
     /// its frame replaced when its budget is at least `min` (and `MIN_BUDGET`, the least
     /// budget recorded).
-    fn replace(&mut self, p: u32, below: u32, budget: u32, min: u32) -> (u32, u32) {
-        let (pos, parent) = self.nodes[p as usize];
+    fn replace(&mut self, p: StackId, below: StackId, budget: u32, min: u32) -> (StackId, u32) {
+        let (pos, parent) = self.nodes[p.index()];
         match self.flat.repeats.get(&pos).copied() {
             // Endless loop: nothing below is reachable within the budget.
             Some(rp) if rp.budget >= min && rp.endless => {
@@ -83,7 +83,7 @@ impl Builder {
 
     /// Stack `n` with its frames of budget at least `min` replaced, and the smallest budget
     /// of those (memoized per node).
-    fn canonical_deep(&mut self, n: u32, min: u32) -> (u32, u32) {
+    fn canonical_deep(&mut self, n: StackId, min: u32) -> (StackId, u32) {
         // Frames down to the bottom or to a node already done, top first.
         let mut path = Vec::new();
         let mut x = n;
@@ -95,7 +95,7 @@ impl Builder {
                 break r;
             }
             path.push(x);
-            x = self.nodes[x as usize].1;
+            x = self.nodes[x.index()].1;
         };
         for &p in path.iter().rev() {
             let r = self.replace(p, cur, budget, min);
