@@ -10,7 +10,7 @@
 //! | `list`, `show`, `rm`, `cp`, `create` | `models_cmd` | the models on this machine (formwork's cache and aliases, Ollama's store, the Hugging Face cache); aliases with a system prompt and parameters |
 //! | `ps` | `models_cmd` | the models a running server has loaded (`GET /api/ps`) |
 //! | `grammar` | `grammar_cmd` | `check`, `print`, `compile` grammars and schemas |
-//! | `bench` | `bench`, `bench_e2e`, `bench_extract` | `masks`, `mask-engine`, `e2e`, `extract`, `serve` |
+//! | `bench` | `bench`, `bench_e2e`, `bench_extract` | `masks`, `mask-engine`, `e2e`, `extract`, `serve`, `sql`; only with the `bench` feature (developers' builds) |
 //! | `serve` | `serve` | the Ollama- and OpenAI-compatible HTTP server |
 //! | `repair` | `repair_cmd` | recover JSON from free text (fences, prose, common faults), optionally validate |
 //! | `sql` | `sql_cmd` | a question to a query over a live database (SQLite, PostgreSQL), optionally run |
@@ -21,8 +21,11 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+#[cfg(feature = "bench")]
 mod bench;
+#[cfg(feature = "bench")]
 mod bench_e2e;
+#[cfg(feature = "bench")]
 mod bench_extract;
 mod embed_cmd;
 mod grammar_cmd;
@@ -65,8 +68,16 @@ enum Command {
     #[command(subcommand)]
     Grammar(grammar_cmd::Command),
     /// Benchmarks of the constraint engine.
+    #[cfg(feature = "bench")]
     #[command(subcommand)]
     Bench(bench::Command),
+    /// Benchmarks: not in this build (see `BENCH_MISSING`).
+    #[cfg(not(feature = "bench"))]
+    #[command(hide = true, disable_help_flag = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Serve the Ollama- and OpenAI-compatible HTTP APIs.
     Serve(serve::Args),
     /// Recover JSON from free text on stdin (code fences, prose, trailing commas, quotes...).
@@ -76,6 +87,12 @@ enum Command {
     /// Embed texts (arguments, or lines of stdin): one JSON vector per input.
     Embed(embed_cmd::Args),
 }
+
+/// What `formwork bench` says in a build without the benchmarks.
+#[cfg(not(feature = "bench"))]
+const BENCH_MISSING: &str = "this formwork was built without its benchmarks, which are for developers; \
+build them with `cargo build --release -p formwork-cli --features bench` (they compare against \
+llguidance and other servers, which the user binary does not carry)";
 
 fn main() {
     tracing_subscriber::fmt()
@@ -95,7 +112,10 @@ fn main() {
         Command::Create(a) => models_cmd::create(a),
         Command::Ps(a) => models_cmd::ps(a),
         Command::Grammar(c) => grammar_cmd::main(c),
+        #[cfg(feature = "bench")]
         Command::Bench(c) => bench::main(c),
+        #[cfg(not(feature = "bench"))]
+        Command::Bench { .. } => Err(anyhow::anyhow!(BENCH_MISSING)),
         Command::Serve(a) => serve::main(a),
         Command::Repair(a) => repair_cmd::main(a),
         Command::Sql(a) => sql_cmd::main(a),

@@ -5,8 +5,8 @@
 //!   files with token ids it chose (JSON lines on stdin/stdout, logs on stderr, one thread).
 //! - `bench masks`: grammars (the built-in JSON grammar, `--grammar FILE.gbnf`) and JSON Schemas
 //!   (MaskBench files in `--data`) run through formwork and, in the same process on the same
-//!   vocabulary, through the `llguidance` crate (cargo feature `llguidance-peer`, on by
-//!   default). Each MaskBench test is walked exactly as the protocol says; the table gives,
+//!   vocabulary, through the `llguidance` crate (cargo feature `llguidance-peer`, part of
+//!   the `bench` feature that builds this module). Each MaskBench test is walked exactly as the protocol says; the table gives,
 //!   per engine, files compiled/refused, pass / validation errors / invalidation errors, TTFM
 //!   and TBM percentiles, memory per compiled grammar, and the ratio formwork / llguidance.
 //! - `bench serve --url URL`: concurrent clients over the OpenAI API against a running
