@@ -8,103 +8,16 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
+mod conjunct;
+mod exprs;
+mod json_types;
+mod values;
+pub(crate) use conjunct::*;
+pub(crate) use exprs::*;
+pub(crate) use json_types::*;
+
 /// What every step of the compiler returns: a value, or the refusal or error that stops it.
 pub(crate) type CompileResult<T> = Result<T, SchemaError>;
-
-/// Type bits.
-pub(crate) const T_NULL: u8 = 1;
-pub(crate) const T_BOOL: u8 = 2;
-pub(crate) const T_OBJ: u8 = 4;
-pub(crate) const T_ARR: u8 = 8;
-pub(crate) const T_STR: u8 = 16;
-pub(crate) const T_INT: u8 = 32;
-pub(crate) const T_FRAC: u8 = 64;
-pub(crate) const T_ALL: u8 = 127;
-
-/// Keywords consumed by distribution (bit flags on a [`Conjunct`]).
-pub(crate) const C_ANYOF: u16 = 1;
-pub(crate) const C_ONEOF: u16 = 2;
-pub(crate) const C_IF: u16 = 4;
-pub(crate) const C_DEPS: u16 = 8;
-pub(crate) const C_NOT: u16 = 16;
-pub(crate) const C_ALLOF: u16 = 32;
-pub(crate) const C_REF: u16 = 64;
-/// Draft 4-7: `$ref` replaced this object; every sibling is ignored.
-pub(crate) const C_REF_ONLY: u16 = 128;
-/// `oneOf` distributed over branches proven pairwise disjoint: a value of the branch in the
-/// conjunction matches no other, so the branch (a part of its own) decides the `oneOf`.
-pub(crate) const C_ONEOF_DISJOINT: u16 = 256;
-
-/// One conjunct: a schema object, where it lives, and which combinators were already handled.
-#[derive(Clone, Debug)]
-pub(crate) struct Conjunct {
-    pub root: Rc<Value>,
-    pub ptr: String,
-    pub doc: usize,
-    /// Where the schema is (for errors); for synthetic parts, where it came from.
-    pub at: String,
-    /// True when this part is a location of a real document (validators exist for it).
-    pub real: bool,
-    /// True when this part is a negation or other derived schema whose properties are not
-    /// "evaluated" in the sense of `unevaluated*`.
-    pub derived: bool,
-    pub consumed: u16,
-    /// `ptr` resolved in `root`, once, when the part is made ([`Conjunct::locate`]; a sub-part
-    /// resolves only its own tail from here, [`Conjunct::sub`]). `value()` is asked for nearly
-    /// every keyword lookup, and walking the pointer from the root each time took about a
-    /// quarter of a large schema's compile time.
-    pub node: Node,
-}
-
-/// A location in a document, held with the document (a reference yoked to its `Rc`).
-pub(crate) type Node = yoke::Yoke<&'static Value, Rc<Value>>;
-
-/// What a pointer that resolves to nothing reads as: `true`, the empty schema.
-static TRUE: Value = Value::Bool(true);
-
-impl Conjunct {
-    /// `ptr` resolved in `root` (`true` when it resolves to nothing).
-    pub fn locate(root: &Rc<Value>, ptr: &str) -> Node {
-        yoke::Yoke::attach_to_cart(root.clone(), |r| crate::resolve::pointer(r, ptr).unwrap_or(&TRUE))
-    }
-
-    pub fn value(&self) -> &Value {
-        self.node.get()
-    }
-    pub fn obj(&self) -> Option<&Map<String, Value>> {
-        if self.consumed & C_REF_ONLY != 0 {
-            return None;
-        }
-        self.value().as_object()
-    }
-    pub fn get(&self, k: &str) -> Option<&Value> {
-        crate::resolve::map_get(self.obj()?, k)
-    }
-    /// The pointer of keyword `k` in this part, for errors.
-    pub fn kw_ptr(&self, k: &str) -> String {
-        if self.real {
-            format!("{}/{}", self.ptr, escape_ptr(k))
-        } else {
-            self.at.clone()
-        }
-    }
-    /// A subschema of this part, at `ptr` relative to this part.
-    pub fn sub(&self, rel: &str) -> Conjunct {
-        Conjunct {
-            root: self.root.clone(),
-            node: self.node.map_project_cloned(|v, _| crate::resolve::pointer(v, rel).unwrap_or(&TRUE)),
-            ptr: format!("{}{}", self.ptr, rel),
-            doc: self.doc,
-            at: if self.real { format!("{}{}", self.ptr, rel) } else { self.at.clone() },
-            real: self.real,
-            derived: self.derived,
-            consumed: 0,
-        }
-    }
-    fn key(&self) -> Option<String> {
-        self.real.then(|| format!("{}:{}:{}", self.doc, self.ptr, self.consumed))
-    }
-}
 
 /// The state of one schema compilation: the documents and their references, the options,
 /// the rules shared between places, the validators built for `enum`/`const` checks, the
@@ -141,45 +54,6 @@ pub(crate) struct Compiler<'a> {
     /// construction is the costly part of an object with `patternProperties`, and schemas
     /// repeat the same map type at many places.
     pub pattern_regions_memo: HashMap<String, Option<Vec<(u32, Expr)>>>,
-}
-
-pub(crate) fn err(kind: SchemaErrorKind, pointer: impl Into<String>) -> SchemaError {
-    SchemaError { kind, pointer: pointer.into() }
-}
-
-pub(crate) fn unsupported(keyword: &str, why: impl Into<String>, pointer: impl Into<String>) -> SchemaError {
-    err(SchemaErrorKind::Unsupported { keyword: keyword.into(), why: why.into() }, pointer)
-}
-
-pub(crate) fn invalid(keyword: &str, why: impl Into<String>, pointer: impl Into<String>) -> SchemaError {
-    err(SchemaErrorKind::Invalid { keyword: keyword.into(), why: why.into() }, pointer)
-}
-
-/// Matches nothing.
-pub(crate) fn nothing() -> Expr {
-    Expr::Class(vec![])
-}
-
-pub(crate) fn is_nothing(e: &Expr) -> bool {
-    matches!(e, Expr::Class(v) if v.is_empty())
-}
-
-/// An alternation that drops branches matching nothing.
-pub(crate) fn alt_of(items: Vec<Expr>) -> Expr {
-    let v: Vec<Expr> = items.into_iter().filter(|e| !is_nothing(e)).collect();
-    if v.is_empty() {
-        nothing()
-    } else {
-        Expr::alt(v)
-    }
-}
-
-/// A sequence that is nothing if any item is.
-pub(crate) fn seq_of(items: Vec<Expr>) -> Expr {
-    if items.iter().any(is_nothing) {
-        return nothing();
-    }
-    Expr::seq(items)
 }
 
 /// Compiles `schema` to a grammar rooted at `root`.
@@ -376,7 +250,7 @@ impl<'a> Compiler<'a> {
                 let id = self.b.rule_id(&name);
                 self.memo.insert(k, id);
                 self.depth += 1;
-                let body = self.conj(parts);
+                let body = self.conjunction(parts);
                 self.depth -= 1;
                 let body = body?;
                 self.b.define(&name, body);
@@ -384,7 +258,7 @@ impl<'a> Compiler<'a> {
             }
             None => {
                 self.depth += 1;
-                let body = self.conj(parts);
+                let body = self.conjunction(parts);
                 self.depth -= 1;
                 body
             }
@@ -469,7 +343,11 @@ impl<'a> Compiler<'a> {
         Ok(Some(out))
     }
 
-    fn conj(&mut self, parts: Vec<Conjunct>) -> CompileResult<Expr> {
+    /// Compiles a conjunction of parts: `$ref` and `allOf` expanded ([`flatten`](Self::flatten)),
+    /// then the first combinator left (`anyOf`, `oneOf`, `if`, dependencies, `not`)
+    /// distributed over its branches, each branch a conjunction again; with none left, the
+    /// parts go to [`flat_conjunction`](Self::flat_conjunction).
+    fn conjunction(&mut self, parts: Vec<Conjunct>) -> CompileResult<Expr> {
         let Some(mut parts) = self.flatten(parts)? else { return Ok(nothing()) };
         if parts.is_empty() {
             let root = Rc::new(Value::Object(Map::new()));
@@ -616,11 +494,12 @@ impl<'a> Compiler<'a> {
                 return self.schema(parts);
             }
         }
-        self.flat(parts)
+        self.flat_conjunction(parts)
     }
 
-    /// Compiles a flat conjunction (no combinators left).
-    fn flat(&mut self, parts: Vec<Conjunct>) -> CompileResult<Expr> {
+    /// Compiles a flat conjunction (no combinators left): the keyword check, then one
+    /// alternative per JSON type the parts allow, each by its type module.
+    fn flat_conjunction(&mut self, parts: Vec<Conjunct>) -> CompileResult<Expr> {
         // Keyword check.
         for p in &parts {
             let Some(o) = p.obj() else { continue };
@@ -710,162 +589,6 @@ impl<'a> Compiler<'a> {
         Ok(alt_of(alts))
     }
 
-    /// Is `v` valid against every real part (exact, through `jsonschema`)?
-    pub fn value_ok(&mut self, parts: &[Conjunct], v: &Value) -> CompileResult<bool> {
-        for p in parts {
-            if !p.real {
-                // Derived parts come from real ones that stay in the list; only check the
-                // simple keywords they carry.
-                if let Some(Value::Array(ex)) = p.get("x-formwork-not-values") {
-                    if ex.iter().any(|e| json_eq(e, v)) {
-                        return Ok(false);
-                    }
-                }
-                continue;
-            }
-            let ok = self.validate_at(p, v)?;
-            if !ok {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    fn validate_at(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
-        if p.consumed & C_REF_ONLY != 0 {
-            // Drafts 4-7: the `$ref` replaced this object, and its target is a part of the
-            // same conjunction (checked there).
-            return Ok(true);
-        }
-        // The `$ref` target and `allOf` branches already expanded into this conjunction are
-        // parts of their own, each checked against `v`: leave them out here, so that the
-        // subschema can often be checked on its own instead of through the validator of
-        // its whole document (which compiles every definition and every regex in it). So is
-        // the `anyOf` branch this conjunction took (a value valid for it satisfies the
-        // `anyOf`), and the `oneOf` branch when the branches are pairwise disjoint (a value
-        // valid for it matches no other). An exact `oneOf` with overlapping branches keeps its
-        // `oneOf`: the negations of the others are not checked here.
-        let strip = match p.value() {
-            Value::Object(o) if !o.contains_key("unevaluatedProperties") && !o.contains_key("unevaluatedItems") => {
-                p.consumed & (C_REF | C_ALLOF | C_ANYOF | C_ONEOF_DISJOINT)
-            }
-            _ => 0,
-        };
-        let ck = (p.doc, p.ptr.clone(), strip);
-        match self.local_validators.get(&ck) {
-            Some(Some(val)) => return Ok(val.is_valid(v)),
-            Some(None) => return self.validate_in_document(p, v),
-            None => {}
-        }
-        let mut sub = p.value().clone();
-        if let Value::Object(o) = &mut sub {
-            if strip & C_REF != 0 {
-                o.remove("$ref");
-            }
-            if strip & C_ALLOF != 0 {
-                o.remove("allOf");
-            }
-            if strip & C_ANYOF != 0 {
-                o.remove("anyOf");
-            }
-            if strip & C_ONEOF_DISJOINT != 0 {
-                o.remove("oneOf");
-            }
-            if strip != 0 {
-                // Definitions are reached only through references.
-                o.remove("$defs");
-                o.remove("definitions");
-            }
-        }
-        // Fast path: a subschema without references validates on its own.
-        if !has_ref(&sub) {
-            let draft = self.draft(p);
-            let mut wrapped = sub;
-            if let Value::Object(o) = &mut wrapped {
-                o.remove("$id");
-                o.remove("id");
-            }
-            let opts = SchemaOptions { draft, ..Default::default() };
-            if let Ok(o) = crate::validator_options(&wrapped, &opts) {
-                if let Ok(val) = o.build(&wrapped) {
-                    let ok = val.is_valid(v);
-                    self.local_validators.insert(ck, Some(Rc::new(val)));
-                    return Ok(ok);
-                }
-            }
-        }
-        self.local_validators.insert(ck, None);
-        self.validate_in_document(p, v)
-    }
-
-    /// Is `v` valid at `p`'s location, through the validator of its whole document?
-    fn validate_in_document(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
-        if !self.validators.contains_key(&p.doc) {
-            let root = self.res.docs[p.doc].value.clone();
-            let map = crate::validator_options(&root, self.opts).ok().and_then(|o| o.build_map(&root).ok()).map(Rc::new);
-            self.validators.insert(p.doc, map);
-        }
-        let key = format!("#{}", p.ptr);
-        if let Some(Some(m)) = self.validators.get(&p.doc) {
-            if let Some(val) = m.get(&key) {
-                return Ok(val.is_valid(v));
-            }
-        }
-        Err(unsupported("enum", "cannot check enum values against this subschema", p.at.clone()))
-    }
-
-    /// A JSON value as grammar, laid out in the whitespace style at the current level.
-    pub fn literal(&mut self, v: &Value) -> Expr {
-        match v {
-            Value::Array(a) => {
-                let seps = self.seps();
-                let items: Vec<Expr> = self.nested(|cx| a.iter().map(|x| cx.literal(x)).collect());
-                let mut body = Vec::new();
-                for (i, x) in items.into_iter().enumerate() {
-                    if i > 0 {
-                        body.push(seps.comma.clone());
-                    }
-                    body.push(x);
-                }
-                if a.is_empty() {
-                    seps.empty("[", "]")
-                } else {
-                    seps.wrap("[", Expr::seq(body), false, "]")
-                }
-            }
-            Value::Object(o) => {
-                let seps = self.seps();
-                let members: Vec<(String, Expr, bool)> = self.nested(|cx| o.iter().map(|(k, x)| (k.clone(), cx.literal(x), true)).collect());
-                if self.opts.key_order == crate::KeyOrder::Any && o.len() > 1 {
-                    return crate::object::unordered(&seps, &members, Vec::new(), 0, None);
-                }
-                let mut body = Vec::new();
-                for (i, (k, x, _)) in members.into_iter().enumerate() {
-                    if i > 0 {
-                        body.push(seps.comma.clone());
-                    }
-                    body.extend([Expr::lit(serde_json::to_string(&k).unwrap_or_default()), seps.colon.clone(), x]);
-                }
-                if o.is_empty() {
-                    seps.empty("{", "}")
-                } else {
-                    seps.wrap("{", Expr::seq(body), false, "}")
-                }
-            }
-            Value::Number(n) => {
-                // Integral floats print as `1.0`; accept the integer spelling too.
-                let s = n.to_string();
-                if n.is_i64() || n.is_u64() {
-                    Expr::seq([Expr::lit(s), crate::number::zero_fraction()])
-                } else if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15) {
-                    Expr::alt([Expr::seq([Expr::lit(format!("{}", f as i64)), crate::number::zero_fraction()]), Expr::lit(s)])
-                } else {
-                    Expr::lit(s)
-                }
-            }
-            v => Expr::lit(serde_json::to_string(v).unwrap_or_default()),
-        }
-    }
 }
 
 fn rule_name(ptr: &str) -> String {
@@ -880,73 +603,5 @@ fn rule_name(ptr: &str) -> String {
         "schema".into()
     } else {
         s
-    }
-}
-
-/// Type bits of a `type` keyword value.
-/// Whether `v` has a `$ref`, `$dynamicRef` or `$recursiveRef` keyword anywhere (a conservative
-/// test: a property that happens to be named `$ref` counts too, which only sends the value to
-/// the document's validator).
-fn has_ref(v: &Value) -> bool {
-    match v {
-        Value::Object(o) => o.iter().any(|(k, x)| matches!(k.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef") || has_ref(x)),
-        Value::Array(a) => a.iter().any(has_ref),
-        _ => false,
-    }
-}
-
-pub(crate) fn type_bits(t: &Value) -> Option<u8> {
-    fn one(s: &str) -> Option<u8> {
-        Some(match s {
-            "null" => T_NULL,
-            "boolean" => T_BOOL,
-            "object" => T_OBJ,
-            "array" => T_ARR,
-            "string" => T_STR,
-            "integer" => T_INT,
-            "number" => T_INT | T_FRAC,
-            _ => return None,
-        })
-    }
-    match t {
-        Value::String(s) => one(s),
-        Value::Array(a) => a.iter().try_fold(0u8, |acc, x| Some(acc | one(x.as_str()?)?)),
-        _ => None,
-    }
-}
-
-/// The type bit of a value.
-pub(crate) fn value_type(v: &Value) -> u8 {
-    match v {
-        Value::Null => T_NULL,
-        Value::Bool(_) => T_BOOL,
-        Value::Object(_) => T_OBJ,
-        Value::Array(_) => T_ARR,
-        Value::String(_) => T_STR,
-        Value::Number(n) => {
-            if n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0) {
-                T_INT
-            } else {
-                T_FRAC
-            }
-        }
-    }
-}
-
-/// JSON equality (numbers by value).
-pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            if let (Some(i), Some(j)) = (x.as_i64(), y.as_i64()) {
-                i == j
-            } else if let (Some(i), Some(j)) = (x.as_u64(), y.as_u64()) {
-                i == j
-            } else {
-                x.as_f64() == y.as_f64()
-            }
-        }
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
-        (Value::Object(x), Value::Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w))),
-        _ => a == b,
     }
 }

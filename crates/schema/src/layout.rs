@@ -18,7 +18,7 @@
 //!
 //! `ws` is the flexible style's bounded whitespace run. Pretty indentation depends on the
 //! nesting level of the container (the root value is level 0), so a subschema used at two
-//! levels compiles to two rules ([`crate::compile`] keys its memo by level in pretty
+//! levels compiles to two rules ([`crate::compile()`] keys its memo by level in pretty
 //! mode). A context-free grammar cannot indent an unbounded recursion, so containers nested
 //! deeper than [`PRETTY_MAX_LEVEL`] are written compact.
 

@@ -1,7 +1,7 @@
 //! # formwork-schema: JSON Schema to grammar IR, and final validation
 //!
-//! [`compile`] turns a JSON Schema (draft 2020-12, also the older spellings of drafts 4, 6, 7
-//! and 2019-09) into a [`Grammar`] whose language is a **subset** of the instances valid
+//! [`compile()`] turns a JSON Schema (draft 2020-12, also the older spellings of drafts 4, 6, 7
+//! and 2019-09) into a [`Grammar`](formwork_grammar::Grammar) whose language is a **subset** of the instances valid
 //! against the schema: every string the grammar accepts validates, and as many valid
 //! instances as we can express are accepted. A keyword that cannot be enforced exactly (or
 //! by a documented safe subset) fails compilation with a [`SchemaError`] naming the keyword
@@ -166,7 +166,7 @@ impl Draft {
     }
 }
 
-/// Options for [`compile`]. The [`Default`] follows the specification where it is silent on
+/// Options for [`compile()`]. The [`Default`] follows the specification where it is silent on
 /// generation: known formats asserted, unknown formats annotations, nothing lenient.
 #[derive(Clone, Debug)]
 pub struct SchemaOptions {

@@ -106,7 +106,7 @@ pub(crate) fn pointer<'a>(v: &'a Value, ptr: &str) -> Option<&'a Value> {
 
 /// `m.get(key)`, by a scan of the entries when the map is small. Most schema objects have a
 /// handful of keywords, and a scan comparing lengths first beats hashing the key with the
-/// map's SipHash; this is on the path of every keyword lookup (see [`pointer`]).
+/// map's SipHash; this is on the path of every keyword lookup (see [`pointer()`]).
 #[inline]
 pub(crate) fn map_get<'a>(m: &'a serde_json::Map<String, Value>, key: &str) -> Option<&'a Value> {
     if m.len() <= 8 {

@@ -1,0 +1,91 @@
+//! One conjunct of a conjunction: a schema object, where it lives, and which combinators
+//! were already distributed (the `C_*` flags).
+
+use crate::resolve::escape_ptr;
+use serde_json::{Map, Value};
+use std::rc::Rc;
+
+/// Keywords consumed by distribution (bit flags on a [`Conjunct`]).
+pub(crate) const C_ANYOF: u16 = 1;
+pub(crate) const C_ONEOF: u16 = 2;
+pub(crate) const C_IF: u16 = 4;
+pub(crate) const C_DEPS: u16 = 8;
+pub(crate) const C_NOT: u16 = 16;
+pub(crate) const C_ALLOF: u16 = 32;
+pub(crate) const C_REF: u16 = 64;
+/// Draft 4-7: `$ref` replaced this object; every sibling is ignored.
+pub(crate) const C_REF_ONLY: u16 = 128;
+/// `oneOf` distributed over branches proven pairwise disjoint: a value of the branch in the
+/// conjunction matches no other, so the branch (a part of its own) decides the `oneOf`.
+pub(crate) const C_ONEOF_DISJOINT: u16 = 256;
+
+/// One conjunct: a schema object, where it lives, and which combinators were already handled.
+#[derive(Clone, Debug)]
+pub(crate) struct Conjunct {
+    pub root: Rc<Value>,
+    pub ptr: String,
+    pub doc: usize,
+    /// Where the schema is (for errors); for synthetic parts, where it came from.
+    pub at: String,
+    /// True when this part is a location of a real document (validators exist for it).
+    pub real: bool,
+    /// True when this part is a negation or other derived schema whose properties are not
+    /// "evaluated" in the sense of `unevaluated*`.
+    pub derived: bool,
+    pub consumed: u16,
+    /// `ptr` resolved in `root`, once, when the part is made ([`Conjunct::locate`]; a sub-part
+    /// resolves only its own tail from here, [`Conjunct::sub`]). `value()` is asked for nearly
+    /// every keyword lookup, and walking the pointer from the root each time took about a
+    /// quarter of a large schema's compile time.
+    pub node: Node,
+}
+
+/// A location in a document, held with the document (a reference yoked to its `Rc`).
+pub(crate) type Node = yoke::Yoke<&'static Value, Rc<Value>>;
+
+/// What a pointer that resolves to nothing reads as: `true`, the empty schema.
+static TRUE: Value = Value::Bool(true);
+
+impl Conjunct {
+    /// `ptr` resolved in `root` (`true` when it resolves to nothing).
+    pub fn locate(root: &Rc<Value>, ptr: &str) -> Node {
+        yoke::Yoke::attach_to_cart(root.clone(), |r| crate::resolve::pointer(r, ptr).unwrap_or(&TRUE))
+    }
+
+    pub fn value(&self) -> &Value {
+        self.node.get()
+    }
+    pub fn obj(&self) -> Option<&Map<String, Value>> {
+        if self.consumed & C_REF_ONLY != 0 {
+            return None;
+        }
+        self.value().as_object()
+    }
+    pub fn get(&self, k: &str) -> Option<&Value> {
+        crate::resolve::map_get(self.obj()?, k)
+    }
+    /// The pointer of keyword `k` in this part, for errors.
+    pub fn kw_ptr(&self, k: &str) -> String {
+        if self.real {
+            format!("{}/{}", self.ptr, escape_ptr(k))
+        } else {
+            self.at.clone()
+        }
+    }
+    /// A subschema of this part, at `ptr` relative to this part.
+    pub fn sub(&self, rel: &str) -> Conjunct {
+        Conjunct {
+            root: self.root.clone(),
+            node: self.node.map_project_cloned(|v, _| crate::resolve::pointer(v, rel).unwrap_or(&TRUE)),
+            ptr: format!("{}{}", self.ptr, rel),
+            doc: self.doc,
+            at: if self.real { format!("{}{}", self.ptr, rel) } else { self.at.clone() },
+            real: self.real,
+            derived: self.derived,
+            consumed: 0,
+        }
+    }
+    pub fn key(&self) -> Option<String> {
+        self.real.then(|| format!("{}:{}:{}", self.doc, self.ptr, self.consumed))
+    }
+}

@@ -1,0 +1,179 @@
+//! Values in schemas: checking an `enum`/`const` value against the rest of its conjunction
+//! (through `jsonschema` validators, of a subschema alone where it has no references, else of
+//! its whole document), and a value as grammar.
+
+use super::{json_eq, unsupported, Compiler, CompileResult, Conjunct, C_ALLOF, C_ANYOF, C_ONEOF_DISJOINT, C_REF, C_REF_ONLY};
+use crate::SchemaOptions;
+use formwork_grammar::Expr;
+use serde_json::Value;
+use std::rc::Rc;
+
+impl Compiler<'_> {
+    /// Is `v` valid against every real part (exact, through `jsonschema`)?
+    pub fn value_ok(&mut self, parts: &[Conjunct], v: &Value) -> CompileResult<bool> {
+        for p in parts {
+            if !p.real {
+                // Derived parts come from real ones that stay in the list; only check the
+                // simple keywords they carry.
+                if let Some(Value::Array(ex)) = p.get("x-formwork-not-values") {
+                    if ex.iter().any(|e| json_eq(e, v)) {
+                        return Ok(false);
+                    }
+                }
+                continue;
+            }
+            let ok = self.validate_at(p, v)?;
+            if !ok {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn validate_at(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
+        if p.consumed & C_REF_ONLY != 0 {
+            // Drafts 4-7: the `$ref` replaced this object, and its target is a part of the
+            // same conjunction (checked there).
+            return Ok(true);
+        }
+        // The `$ref` target and `allOf` branches already expanded into this conjunction are
+        // parts of their own, each checked against `v`: leave them out here, so that the
+        // subschema can often be checked on its own instead of through the validator of
+        // its whole document (which compiles every definition and every regex in it). So is
+        // the `anyOf` branch this conjunction took (a value valid for it satisfies the
+        // `anyOf`), and the `oneOf` branch when the branches are pairwise disjoint (a value
+        // valid for it matches no other). An exact `oneOf` with overlapping branches keeps its
+        // `oneOf`: the negations of the others are not checked here.
+        let strip = match p.value() {
+            Value::Object(o) if !o.contains_key("unevaluatedProperties") && !o.contains_key("unevaluatedItems") => {
+                p.consumed & (C_REF | C_ALLOF | C_ANYOF | C_ONEOF_DISJOINT)
+            }
+            _ => 0,
+        };
+        let ck = (p.doc, p.ptr.clone(), strip);
+        match self.local_validators.get(&ck) {
+            Some(Some(val)) => return Ok(val.is_valid(v)),
+            Some(None) => return self.validate_in_document(p, v),
+            None => {}
+        }
+        let mut sub = p.value().clone();
+        if let Value::Object(o) = &mut sub {
+            if strip & C_REF != 0 {
+                o.remove("$ref");
+            }
+            if strip & C_ALLOF != 0 {
+                o.remove("allOf");
+            }
+            if strip & C_ANYOF != 0 {
+                o.remove("anyOf");
+            }
+            if strip & C_ONEOF_DISJOINT != 0 {
+                o.remove("oneOf");
+            }
+            if strip != 0 {
+                // Definitions are reached only through references.
+                o.remove("$defs");
+                o.remove("definitions");
+            }
+        }
+        // Fast path: a subschema without references validates on its own.
+        if !has_ref(&sub) {
+            let draft = self.draft(p);
+            let mut wrapped = sub;
+            if let Value::Object(o) = &mut wrapped {
+                o.remove("$id");
+                o.remove("id");
+            }
+            let opts = SchemaOptions { draft, ..Default::default() };
+            if let Ok(o) = crate::validator_options(&wrapped, &opts) {
+                if let Ok(val) = o.build(&wrapped) {
+                    let ok = val.is_valid(v);
+                    self.local_validators.insert(ck, Some(Rc::new(val)));
+                    return Ok(ok);
+                }
+            }
+        }
+        self.local_validators.insert(ck, None);
+        self.validate_in_document(p, v)
+    }
+
+    /// Is `v` valid at `p`'s location, through the validator of its whole document?
+    fn validate_in_document(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
+        if !self.validators.contains_key(&p.doc) {
+            let root = self.res.docs[p.doc].value.clone();
+            let map = crate::validator_options(&root, self.opts).ok().and_then(|o| o.build_map(&root).ok()).map(Rc::new);
+            self.validators.insert(p.doc, map);
+        }
+        let key = format!("#{}", p.ptr);
+        if let Some(Some(m)) = self.validators.get(&p.doc) {
+            if let Some(val) = m.get(&key) {
+                return Ok(val.is_valid(v));
+            }
+        }
+        Err(unsupported("enum", "cannot check enum values against this subschema", p.at.clone()))
+    }
+
+    /// A JSON value as grammar, laid out in the whitespace style at the current level.
+    pub fn literal(&mut self, v: &Value) -> Expr {
+        match v {
+            Value::Array(a) => {
+                let seps = self.seps();
+                let items: Vec<Expr> = self.nested(|cx| a.iter().map(|x| cx.literal(x)).collect());
+                let mut body = Vec::new();
+                for (i, x) in items.into_iter().enumerate() {
+                    if i > 0 {
+                        body.push(seps.comma.clone());
+                    }
+                    body.push(x);
+                }
+                if a.is_empty() {
+                    seps.empty("[", "]")
+                } else {
+                    seps.wrap("[", Expr::seq(body), false, "]")
+                }
+            }
+            Value::Object(o) => {
+                let seps = self.seps();
+                let members: Vec<(String, Expr, bool)> = self.nested(|cx| o.iter().map(|(k, x)| (k.clone(), cx.literal(x), true)).collect());
+                if self.opts.key_order == crate::KeyOrder::Any && o.len() > 1 {
+                    return crate::object::unordered(&seps, &members, Vec::new(), 0, None);
+                }
+                let mut body = Vec::new();
+                for (i, (k, x, _)) in members.into_iter().enumerate() {
+                    if i > 0 {
+                        body.push(seps.comma.clone());
+                    }
+                    body.extend([Expr::lit(serde_json::to_string(&k).unwrap_or_default()), seps.colon.clone(), x]);
+                }
+                if o.is_empty() {
+                    seps.empty("{", "}")
+                } else {
+                    seps.wrap("{", Expr::seq(body), false, "}")
+                }
+            }
+            Value::Number(n) => {
+                // Integral floats print as `1.0`; accept the integer spelling too.
+                let s = n.to_string();
+                if n.is_i64() || n.is_u64() {
+                    Expr::seq([Expr::lit(s), crate::number::zero_fraction()])
+                } else if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15) {
+                    Expr::alt([Expr::seq([Expr::lit(format!("{}", f as i64)), crate::number::zero_fraction()]), Expr::lit(s)])
+                } else {
+                    Expr::lit(s)
+                }
+            }
+            v => Expr::lit(serde_json::to_string(v).unwrap_or_default()),
+        }
+    }
+}
+
+/// Whether `v` has a `$ref`, `$dynamicRef` or `$recursiveRef` keyword anywhere (a conservative
+/// test: a property that happens to be named `$ref` counts too, which only sends the value to
+/// the document's validator).
+fn has_ref(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.iter().any(|(k, x)| matches!(k.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef") || has_ref(x)),
+        Value::Array(a) => a.iter().any(has_ref),
+        _ => false,
+    }
+}
