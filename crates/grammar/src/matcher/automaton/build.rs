@@ -1,0 +1,389 @@
+//! The write side: how a transition is built. A step seeds the stacks that take the byte,
+//! closes them (rule references expanded, ended alternatives popped; [`Builder::closure`]),
+//! and interns the stacks and the state; whole UTF-8 characters, all of a state's bytes at
+//! once, tokens taken whole, unions and truncations are built the same way.
+
+use super::*;
+
+impl Builder {
+    /// Node `n` of the stack arena: `(pos, parent)` (not for [`BOTTOM`] / [`CTX`]).
+    #[inline]
+    pub fn node(&self, n: StackId) -> (u32, StackId) {
+        self.nodes[n.index()]
+    }
+
+    /// The state after byte `b` from `s`: memoized, or built and published.
+    pub(super) fn step(&mut self, t: &Table, s: StateId, b: u8) -> StateId {
+        let st = t.state(s);
+        // Another thread may have built it while this one waited for the lock.
+        let v = st.trans[b as usize].load(Ordering::Acquire);
+        if v != UNKNOWN {
+            return StateId(v);
+        }
+        let info = &st.info;
+        let next = if !info.first.contains(b) {
+            DEAD
+        } else {
+            self.seeds.clear();
+            for &n in info.stacks.iter() {
+                if n == BOTTOM || n == CTX {
+                    continue;
+                }
+                let (pos, parent) = self.nodes[n.index()];
+                if let Symbol::Bytes(k) = self.flat.elems[pos as usize] {
+                    if self.flat.sets[k as usize].contains(b) {
+                        self.seeds.push((pos + 1, parent));
+                    }
+                }
+            }
+            self.memo_closure(t)
+        };
+        st.trans[b as usize].store(next.0, Ordering::Release);
+        next
+    }
+
+    /// The state after a whole UTF-8 character (lead byte `lead`, then one byte of each of
+    /// the ranges `rest`) from `s`, read off the elements without building the states in
+    /// the middle of the character: each stack that takes `lead` must be followed by byte
+    /// sets that each hold the whole range of their level (the stack survives every such
+    /// character) or none of it (it dies on all of them). Then every valid character with
+    /// this lead leaves the same stacks behind, and the state after it is the closure of
+    /// their continuations: exactly what stepping byte by byte gives, which is what a
+    /// `None` (some stack takes part of a range, or meets a rule or the end mid-character)
+    /// leaves to the caller. Mid-character states are otherwise built only to be compared,
+    /// about a dozen per string state in a new context.
+    pub(super) fn char_step(&mut self, t: &Table, s: StateId, lead: u8, rest: &[(u8, u8)]) -> Option<StateId> {
+        self.seeds.clear();
+        for &n in t.state(s).info.stacks.iter() {
+            if n == BOTTOM || n == CTX {
+                continue;
+            }
+            let (pos, parent) = self.nodes[n.index()];
+            let Symbol::Bytes(k) = self.flat.elems[pos as usize] else { continue };
+            if !self.flat.sets[k as usize].contains(lead) {
+                continue;
+            }
+            let mut p = pos + 1;
+            let mut alive = true;
+            for &(a, b) in rest {
+                let Symbol::Bytes(k) = self.flat.elems[p as usize] else { return None };
+                let set = &self.flat.sets[k as usize];
+                let held = (a..=b).filter(|&x| set.contains(x)).count();
+                if held == 0 {
+                    alive = false;
+                    break;
+                }
+                if held != (b - a) as usize + 1 {
+                    return None;
+                }
+                p += 1;
+            }
+            if alive {
+                self.seeds.push((p, parent));
+            }
+        }
+        if self.seeds.is_empty() {
+            return Some(DEAD);
+        }
+        Some(self.memo_closure(t))
+    }
+
+    /// Fills in every byte transition of `s` at once: bytes taken by the same stacks lead to
+    /// the same state, so each distinct set of stacks is closed once (a state of many stacks,
+    /// an object's unseen keys, would otherwise scan all of them for each of ~200 bytes).
+    pub(super) fn step_all(&mut self, t: &Table, s: StateId) {
+        if t.complete(s) {
+            return;
+        }
+        let stacks = t.state(s).info.stacks.clone();
+        let words = stacks.len().div_ceil(64).max(1);
+        // Per byte: the stacks (by index) that take it.
+        let mut sig = vec![0u64; 256 * words];
+        for (i, &n) in stacks.iter().enumerate() {
+            if n == BOTTOM || n == CTX {
+                continue;
+            }
+            let pos = self.nodes[n.index()].0;
+            if let Symbol::Bytes(k) = self.flat.elems[pos as usize] {
+                let set = self.flat.sets[k as usize];
+                for (w, &bits) in set.0.iter().enumerate() {
+                    let mut bits = bits;
+                    while bits != 0 {
+                        let b = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        sig[b * words + i / 64] |= 1 << (i % 64);
+                    }
+                }
+            }
+        }
+        let mut done: FxHashMap<&[u64], StateId> = FxHashMap::default();
+        let mut next = [DEAD; 256];
+        for b in 0..256 {
+            let key = &sig[b * words..(b + 1) * words];
+            if key.iter().all(|&w| w == 0) {
+                continue;
+            }
+            if let Some(&x) = done.get(key) {
+                next[b] = x;
+                continue;
+            }
+            self.seeds.clear();
+            for (w, &bits) in key.iter().enumerate() {
+                let mut bits = bits;
+                while bits != 0 {
+                    let i = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let (pos, parent) = self.nodes[stacks[i].index()];
+                    self.seeds.push((pos + 1, parent));
+                }
+            }
+            let x = self.memo_closure(t);
+            done.insert(key, x);
+            next[b] = x;
+        }
+        for (slot, x) in t.state(s).trans.iter().zip(next) {
+            if slot.load(Ordering::Acquire) == UNKNOWN {
+                slot.store(x.0, Ordering::Release);
+            }
+        }
+    }
+
+    /// The state after token `tok` taken whole from `s` (see [`Automaton::step_token`]).
+    pub(super) fn step_token(&mut self, t: &Table, s: StateId, tok: TokenId, negated: bool) -> StateId {
+        self.seeds.clear();
+        for &n in t.state(s).info.stacks.iter() {
+            if n == BOTTOM || n == CTX {
+                continue;
+            }
+            let (pos, parent) = self.nodes[n.index()];
+            let takes = match self.flat.elems[pos as usize] {
+                Symbol::Token(x) => x == tok,
+                Symbol::NotToken(x) => negated && x != tok,
+                _ => false,
+            };
+            if takes {
+                self.seeds.push((pos + 1, parent));
+            }
+        }
+        self.closure(t)
+    }
+
+    /// The state of the stacks of `a` and `b` (see [`Automaton::union`]), within the limits.
+    pub(super) fn union(&mut self, t: &Table, a: StateId, b: StateId) -> StateId {
+        let (sa, sb) = (&t.state(a).info.stacks, &t.state(b).info.stacks);
+        let mut stacks: Vec<StackId> = sa.iter().chain(sb.iter()).copied().collect();
+        stacks.sort_unstable();
+        stacks.dedup();
+        if stacks.len() > self.max_stacks {
+            return OVERFLOW;
+        }
+        match self.state_ids.get(stacks.as_slice()) {
+            Some(&id) => id,
+            None if self.state_ids.len() >= self.max_states => {
+                t.states_capped.store(true, Ordering::Relaxed);
+                OVERFLOW
+            }
+            None => self.intern_state(t, stacks),
+        }
+    }
+
+    pub(super) fn intern_node(&mut self, pos: u32, parent: StackId) -> StackId {
+        let next = StackId(self.nodes.len() as u32);
+        let id = *self.node_ids.entry((pos, parent)).or_insert(next);
+        if id == next {
+            self.nodes.push((pos, parent));
+            self.heights.push(self.heights[parent.index()] + 1);
+        }
+        id
+    }
+
+    /// [`closure`](Self::closure) through the memo of seed sets.
+    pub(super) fn memo_closure(&mut self, t: &Table) -> StateId {
+        // Stacks are sorted, so equal seed sets come out in the same order.
+        if let Some(&s) = self.closures.get(self.seeds.as_slice()) {
+            return s;
+        }
+        let key: Box<[(u32, StackId)]> = self.seeds.as_slice().into();
+        let s = self.closure(t);
+        self.closures.insert(key, s);
+        s
+    }
+
+    /// Expands `self.seeds` (positions to match, with their stacks) into a state.
+    pub(super) fn closure(&mut self, t: &Table) -> StateId {
+        self.visited.clear();
+        self.out.clear();
+        self.work.clear();
+        self.work.extend_from_slice(&self.seeds);
+        let mut accepting = false;
+        let mut ctx = false;
+        let budget = self.max_stacks.saturating_mul(8).max(1024);
+        // Small closures (the common case) dedupe with a linear scan; big ones use the set.
+        self.visited_small.clear();
+        while let Some((pos, parent)) = self.work.pop() {
+            if self.visited_small.len() < 32 {
+                if self.visited_small.contains(&(pos, parent)) {
+                    continue;
+                }
+                self.visited_small.push((pos, parent));
+                if self.visited_small.len() == 32 {
+                    self.visited.extend(self.visited_small.iter().copied());
+                }
+            } else {
+                if !self.visited.insert((pos, parent)) {
+                    continue;
+                }
+                if self.visited.len() > budget {
+                    return OVERFLOW;
+                }
+            }
+            match self.flat.elems[pos as usize] {
+                Symbol::End => {
+                    if parent == BOTTOM {
+                        accepting = true;
+                    } else if parent == CTX {
+                        ctx = true;
+                    } else {
+                        let p = self.nodes[parent.index()];
+                        self.work.push(p);
+                    }
+                }
+                Symbol::Rule(r) => {
+                    if self.flat.alts[r as usize].is_empty() {
+                        // An unordered group's rule, built on first use.
+                        self.flat.expand(r);
+                    }
+                    let cont = if self.flat.elems[pos as usize + 1] == Symbol::End {
+                        parent
+                    } else {
+                        self.intern_node(pos + 1, parent)
+                    };
+                    for i in 0..self.flat.alts[r as usize].len() {
+                        let a = self.flat.alts[r as usize][i];
+                        self.work.push((a, cont));
+                    }
+                }
+                Symbol::Bytes(_) | Symbol::Token(_) | Symbol::NotToken(_) => {
+                    let n = self.intern_node(pos, parent);
+                    self.out.push(n);
+                }
+            }
+        }
+        if self.out.len() > self.max_stacks {
+            return OVERFLOW;
+        }
+        let mut stacks = std::mem::take(&mut self.out);
+        if accepting {
+            stacks.push(BOTTOM);
+        }
+        if ctx {
+            stacks.push(CTX);
+        }
+        stacks.sort_unstable();
+        stacks.dedup();
+        let id = match self.state_ids.get(stacks.as_slice()) {
+            Some(&id) => id,
+            None if self.state_ids.len() >= self.max_states => {
+                t.states_capped.store(true, Ordering::Relaxed);
+                OVERFLOW
+            }
+            None => self.intern_state(t, stacks.clone()),
+        };
+        stacks.clear();
+        self.out = stacks;
+        id
+    }
+
+    /// The id of the state of `stacks`, published in the table if new.
+    pub(super) fn intern_state(&mut self, t: &Table, stacks: Vec<StackId>) -> StateId {
+        if let Some(&id) = self.state_ids.get(stacks.as_slice()) {
+            return id;
+        }
+        let id = StateId(self.state_ids.len() as u32);
+        let mut first = ByteSet::default();
+        let mut tokens = Vec::new();
+        let mut not_tokens = Vec::new();
+        let mut accepting = false;
+        let mut ctx = false;
+        for &n in &stacks {
+            if n == BOTTOM {
+                accepting = true;
+                continue;
+            }
+            if n == CTX {
+                ctx = true;
+                continue;
+            }
+            match self.flat.elems[self.nodes[n.index()].0 as usize] {
+                Symbol::Bytes(k) => first.union(&self.flat.sets[k as usize]),
+                Symbol::Token(t) if t.0 != u32::MAX && !tokens.contains(&t) => tokens.push(t),
+                Symbol::NotToken(t) if !not_tokens.contains(&t) => not_tokens.push(t),
+                _ => {}
+            }
+        }
+        let stacks: Box<[StackId]> = stacks.into_boxed_slice();
+        self.state_bytes += 1024 + stacks.len() * 4 + (tokens.len() + not_tokens.len()) * 4;
+        self.state_ids.insert(stacks.clone(), id);
+        let info = StateInfo { stacks, accepting, first, tokens: tokens.into_boxed_slice(), not_tokens: not_tokens.into_boxed_slice() };
+        let trans = Box::new(std::array::from_fn(|_| AtomicU32::new(UNKNOWN)));
+        t.states.set(id.0, State { trans, ctx, info });
+        // Published: the slot is set before the count says so.
+        t.n_states.store(id.0 + 1, Ordering::Release);
+        id
+    }
+
+    /// State `s` with its stacks cut below a common height: frames more than `k` below the
+    /// tallest stack's top are replaced by [`CTX`]. The cut is one height for all stacks (so
+    /// stacks sharing frames are cut alike, and a step that stays above the cut maps the
+    /// truncation of `s` to the truncation of the next state); stacks that reach the bottom
+    /// above the cut are kept whole, so a state of shallow stacks is its own truncation.
+    /// A stack is also cut at its topmost frame inside an unordered group's family rule
+    /// (which records the members seen so far): what happens inside one member is the same
+    /// whichever members came before, so states that differ only there share a truncation.
+    pub(super) fn truncate(&mut self, t: &Table, s: StateId, k: usize) -> StateId {
+        if let Some(&x) = self.truncs.get(&(s, k as u32)) {
+            return x;
+        }
+        let stacks = &t.state(s).info.stacks;
+        let tallest = stacks
+            .iter()
+            .map(|&n| self.heights[n.index()])
+            .max()
+            .unwrap_or(0);
+        let cut = tallest.saturating_sub(k as u32);
+        let mut out: Vec<StackId> = Vec::with_capacity(stacks.len());
+        let mut path: Vec<StackId> = Vec::with_capacity(k);
+        for &n in stacks.iter() {
+            if n == BOTTOM || n == CTX {
+                out.push(n);
+                continue;
+            }
+            path.clear();
+            let mut x = n;
+            // Keep at least each stack's top frame (its next terminal).
+            while x != BOTTOM
+                && x != CTX
+                && (path.is_empty()
+                    || (self.heights[x.index()] > cut && !self.flat.lazy.in_family(self.nodes[x.index()].0)))
+            {
+                path.push(x);
+                x = self.nodes[x.index()].1;
+            }
+            if x == BOTTOM || x == CTX {
+                out.push(n);
+                continue;
+            }
+            let mut parent = CTX;
+            for &p in path.iter().rev() {
+                let pos = self.nodes[p.index()].0;
+                parent = self.intern_node(pos, parent);
+            }
+            out.push(parent);
+        }
+        out.sort_unstable();
+        out.dedup();
+        let x = self.intern_state(t, out);
+        self.truncs.insert((s, k as u32), x);
+        x
+    }
+}
