@@ -4,7 +4,7 @@
 //! Handlers translate Ollama and OpenAI requests into one [`Job`]; a model's worker thread
 //! (see [`crate::worker`]) hands jobs to its [`Backend`] one at a time. The real backend
 //! runs `formwork_engine` over a loaded model, compiling (and caching) the job's
-//! [`ConstraintRequest`]; tests use the fakes in [`crate::testing`].
+//! [`ConstraintRequest`]; tests use the fakes in `crate::testing` (feature `testing`).
 
 pub use formwork_model::logprob::{TokenLogprob, TopLogprob};
 use serde_json::Value;

@@ -29,7 +29,7 @@
 
 use crate::backend::{BackendError, EmbedInput, EmbedJob, Embeddings};
 use crate::error::{ApiError, ApiJson, Flavor, OllamaApi, OpenAiApi};
-use crate::exec::{self, kind_of, nanos, DEADLINE_SLACK};
+use crate::jobs::{self, kind_of, nanos, DEADLINE_SLACK};
 use crate::wire::{ollama as wo, openai as wa};
 use crate::worker::ModelWorker;
 use crate::{AppState, ServerConfig};
@@ -136,11 +136,11 @@ pub async fn openai_embeddings(
 /// Queues `job` on the model and waits for it, counting it in the model's metrics.
 async fn embed(wk: &ModelWorker, job: EmbedJob) -> Result<Embeddings, ApiError> {
     if !wk.can_embed() {
-        return Err(exec::backend_error(cannot_embed(&wk.meta().name)));
+        return Err(jobs::backend_error(cannot_embed(&wk.meta().name)));
     }
     let deadline = job.deadline;
     let queued_at = Instant::now();
-    let rx = wk.submit_embed(job).map_err(exec::submit_error)?;
+    let rx = wk.submit_embed(job).map_err(jobs::submit_error)?;
     let result = match tokio::time::timeout_at((deadline + DEADLINE_SLACK).into(), rx).await {
         Ok(Ok(r)) => r,
         Ok(Err(_)) => Err(BackendError::Internal("the model worker dropped the request".into())),
@@ -157,7 +157,7 @@ async fn embed(wk: &ModelWorker, job: EmbedJob) -> Result<Embeddings, ApiError> 
             m.failed.fetch_add(1, Ordering::Relaxed);
         }
     }
-    result.map_err(exec::backend_error)
+    result.map_err(jobs::backend_error)
 }
 
 /// The error for a model that has no embedder.

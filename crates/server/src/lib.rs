@@ -51,7 +51,7 @@ mod config;
 #[cfg(feature = "engine")]
 pub mod engine_backend;
 mod error;
-mod exec;
+mod jobs;
 pub mod metrics;
 pub mod ollama;
 pub mod openai;
@@ -64,7 +64,7 @@ pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tools;
-pub mod util;
+mod stamps;
 pub mod wire;
 pub mod worker;
 
@@ -293,7 +293,7 @@ fn request_id(headers: &axum::http::HeaderMap) -> axum::http::HeaderValue {
         .get(REQUEST_ID)
         .filter(|v| !v.is_empty() && v.len() <= 200 && v.as_bytes().iter().all(|b| b.is_ascii_graphic()))
         .cloned()
-        .unwrap_or_else(|| axum::http::HeaderValue::from_str(&util::new_id("req_")).expect("hex id is a header value"))
+        .unwrap_or_else(|| axum::http::HeaderValue::from_str(&stamps::new_id("req_")).expect("hex id is a header value"))
 }
 
 /// Sets `x-request-id` on the response and writes one access line per request: `info`, or

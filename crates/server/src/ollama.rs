@@ -3,9 +3,9 @@
 
 use crate::backend::{ChatTurn, ConstraintRequest, Outcome, PromptSpec, ToolDef};
 use crate::error::{ApiError, ApiJson, Flavor, OllamaApi};
-use crate::exec::{self};
+use crate::jobs::{self};
 use crate::tools::{self, ToolMode};
-use crate::util::rfc3339_now;
+use crate::stamps::rfc3339_now;
 use crate::wire::ollama as w;
 use crate::AppState;
 use axum::extract::State;
@@ -49,7 +49,7 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
     }
     let tools: Vec<ToolDef> = req.tools.unwrap_or_default().into_iter().map(tool_def).collect();
     for t in &tools {
-        exec::check_schema(&t.parameters, cfg, "tools")?;
+        jobs::check_schema(&t.parameters, cfg, "tools")?;
     }
     let mut constraint = format(req.format, cfg)?;
     // Ollama has no tool_choice: tools mean "auto", unless a format fixes the output.
@@ -61,7 +61,7 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
         constraint = ConstraintRequest::TextOrCall { call_schema: Arc::new(call_schema), max_calls: tools::MAX_PARALLEL_CALLS };
     }
     let (sampling, num_predict, stop, num_ctx) = options(with_defaults(req.options, &defaults.parameters), cfg);
-    let mut job = exec::job(
+    let mut job = jobs::job(
         cfg,
         received,
         PromptSpec::Chat { messages, tools: tools.clone() },
@@ -71,12 +71,12 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
         stop,
         num_ctx,
     );
-    job.schema_in_prompt = exec::schema_in_prompt(req.schema_in_prompt.as_ref())?;
-    job.whitespace = exec::whitespace(req.whitespace.as_ref())?;
+    job.schema_in_prompt = jobs::schema_in_prompt(req.schema_in_prompt.as_ref())?;
+    job.whitespace = jobs::whitespace(req.whitespace.as_ref())?;
     job.think = think;
     job.logprobs = logprobs(req.logprobs, req.top_logprobs)?;
     let asked = job.logprobs.is_some();
-    let started = exec::start(&wk, job).await?;
+    let started = jobs::start(&wk, job).await?;
     let model = req.model;
     let auto = mode == ToolMode::Auto;
     // The calls in the output (none for text).
@@ -129,7 +129,7 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
         };
         Ok(ndjson(started, auto, piece, last))
     } else {
-        let o = exec::collect(started).await?;
+        let o = jobs::collect(started).await?;
         let mut message = w::Message { role: "assistant".into(), thinking: o.thinking.clone(), ..Default::default() };
         match calls(&o) {
             Some(calls) => message.tool_calls = Some(calls),
@@ -188,13 +188,13 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
     };
     let constraint = format(req.format, cfg)?;
     let (sampling, num_predict, stop, num_ctx) = options(with_defaults(req.options, &defaults.parameters), cfg);
-    let mut job = exec::job(cfg, received, prompt, constraint, sampling, num_predict, stop, num_ctx);
-    job.schema_in_prompt = exec::schema_in_prompt(req.schema_in_prompt.as_ref())?;
-    job.whitespace = exec::whitespace(req.whitespace.as_ref())?;
+    let mut job = jobs::job(cfg, received, prompt, constraint, sampling, num_predict, stop, num_ctx);
+    job.schema_in_prompt = jobs::schema_in_prompt(req.schema_in_prompt.as_ref())?;
+    job.whitespace = jobs::whitespace(req.whitespace.as_ref())?;
     job.think = think;
     job.logprobs = logprobs(req.logprobs, req.top_logprobs)?;
     let asked = job.logprobs.is_some();
-    let started = exec::start(&wk, job).await?;
+    let started = jobs::start(&wk, job).await?;
     let model = req.model;
     if req.stream.unwrap_or(true) {
         let m2 = model.clone();
@@ -228,7 +228,7 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
         };
         Ok(ndjson(started, false, piece, last))
     } else {
-        let o = exec::collect(started).await?;
+        let o = jobs::collect(started).await?;
         Ok(Json(w::GenerateResponse {
             model,
             created_at: rfc3339_now(),

@@ -2,10 +2,10 @@
 
 use crate::backend::{ChatTurn, ConstraintRequest, PromptSpec, Sampling, TokenLogprob};
 use crate::error::{ApiError, ApiJson, Flavor, OpenAiApi};
-use crate::exec;
+use crate::jobs;
 use crate::tools::detect::Route;
 use crate::tools::{self, ToolMode};
-use crate::util::{new_id, unix_now};
+use crate::stamps::{new_id, unix_now};
 use crate::wire::openai as w;
 use crate::worker::Event;
 use crate::AppState;
@@ -68,15 +68,15 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
     let sampling = Sampling {
         temperature: req.temperature,
         top_p: req.top_p,
-        seed: exec::seed(req.seed),
+        seed: jobs::seed(req.seed),
         presence_penalty: req.presence_penalty,
         frequency_penalty: req.frequency_penalty,
         ..Default::default()
     };
-    let num_predict = exec::num_predict(req.max_completion_tokens.or(req.max_tokens).map(i64::from), &cfg);
+    let num_predict = jobs::num_predict(req.max_completion_tokens.or(req.max_tokens).map(i64::from), &cfg);
     let stop = req.stop.map(crate::wire::ollama::StopField::into_vec).unwrap_or_default();
-    let schema_in_prompt = exec::schema_in_prompt(req.schema_in_prompt.as_ref())?;
-    let whitespace = exec::whitespace(req.whitespace.as_ref())?;
+    let schema_in_prompt = jobs::schema_in_prompt(req.schema_in_prompt.as_ref())?;
+    let whitespace = jobs::whitespace(req.whitespace.as_ref())?;
     let think = reasoning_effort(req.reasoning_effort.as_deref(), wk.meta().supports_thinking)?;
     let logprobs = chat_logprobs_request(req.logprobs, req.top_logprobs)?;
     let asked = logprobs.is_some();
@@ -86,7 +86,7 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
         move |i: u32| {
             let mut s = sampling.clone();
             s.seed = s.seed.map(|x| x.wrapping_add(u64::from(i)));
-            let mut job = exec::job(&cfg, received, prompt.clone(), constraint.clone(), s, num_predict, stop.clone(), None);
+            let mut job = jobs::job(&cfg, received, prompt.clone(), constraint.clone(), s, num_predict, stop.clone(), None);
             job.schema_in_prompt = schema_in_prompt;
             job.whitespace = whitespace;
             job.think = think.clone();
@@ -97,7 +97,7 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
     let id = new_id("chatcmpl-");
     let created = unix_now();
     let model = req.model;
-    let first = exec::start(&wk, make_job(0)).await?;
+    let first = jobs::start(&wk, make_job(0)).await?;
     if !req.stream.unwrap_or(false) {
         let mut out = Vec::new();
         let (mut prompt_tokens, mut completion) = (0, 0);
@@ -105,9 +105,9 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
         for i in 0..n {
             let s = match started.take() {
                 Some(s) => s,
-                None => exec::start(&wk, make_job(i)).await?,
+                None => jobs::start(&wk, make_job(i)).await?,
             };
-            let o = exec::collect(s).await?;
+            let o = jobs::collect(s).await?;
             prompt_tokens = o.prompt_tokens;
             completion += o.eval_tokens;
             let (message, finish) = answer(&o, &mode, &tools)?;
@@ -157,7 +157,7 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
         for i in 0..n {
             let mut s = match started.take() {
                 Some(s) => s,
-                None => match exec::start(&wk, make_job(i)).await {
+                None => match jobs::start(&wk, make_job(i)).await {
                     Ok(s) => s,
                     Err(e) => {
                         let _ = tx.send(fail(e)).await;
@@ -205,7 +205,7 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
                         }
                     }
                     Event::Done(r) => {
-                        let r = r.map_err(exec::backend_error).and_then(|o| calls(&o, &mode, &tools).map(|c| (o, c)));
+                        let r = r.map_err(jobs::backend_error).and_then(|o| calls(&o, &mode, &tools).map(|c| (o, c)));
                         let (o, calls) = match r {
                             Ok(x) => x,
                             Err(e) => {
@@ -299,7 +299,7 @@ async fn completions_inner(state: AppState, req: w::CompletionRequest) -> Result
         .param("n"));
     }
     // OpenAI's default max_tokens for completions is 16.
-    let num_predict = exec::num_predict(Some(i64::from(req.max_tokens.unwrap_or(16))), &cfg);
+    let num_predict = jobs::num_predict(Some(i64::from(req.max_tokens.unwrap_or(16))), &cfg);
     let stop = req.stop.map(crate::wire::ollama::StopField::into_vec).unwrap_or_default();
     let echo = req.echo.unwrap_or(false);
     let logprobs = match req.logprobs {
@@ -324,19 +324,19 @@ async fn completions_inner(state: AppState, req: w::CompletionRequest) -> Result
             let sampling = Sampling {
                 temperature: req.temperature,
                 top_p: req.top_p,
-                seed: exec::seed(req.seed).map(|s| s.wrapping_add(u64::from(i))),
+                seed: jobs::seed(req.seed).map(|s| s.wrapping_add(u64::from(i))),
                 presence_penalty: req.presence_penalty,
                 frequency_penalty: req.frequency_penalty,
                 ..Default::default()
             };
-            let mut job = exec::job(&cfg, received, PromptSpec::Raw(p.clone()), ConstraintRequest::None, sampling, num_predict, stop.clone(), None);
+            let mut job = jobs::job(&cfg, received, PromptSpec::Raw(p.clone()), ConstraintRequest::None, sampling, num_predict, stop.clone(), None);
             job.logprobs = logprobs;
             jobs.push((p.clone(), job));
         }
     }
     let mut jobs = jobs.into_iter();
     let (p0, j0) = jobs.next().expect("at least one prompt and n >= 1");
-    let first = exec::start(&wk, j0).await?;
+    let first = jobs::start(&wk, j0).await?;
     let model_name = req.model.clone();
     let completion_obj = move |choices: Vec<w::CompletionChoice>, usage: Option<w::Usage>| w::Completion {
         id: id.clone(),
@@ -356,11 +356,11 @@ async fn completions_inner(state: AppState, req: w::CompletionRequest) -> Result
             let (p, s) = match next.take() {
                 Some(x) => x,
                 None => match jobs.next() {
-                    Some((p, j)) => (p, exec::start(&wk, j).await?),
+                    Some((p, j)) => (p, jobs::start(&wk, j).await?),
                     None => break,
                 },
             };
-            let o = exec::collect(s).await?;
+            let o = jobs::collect(s).await?;
             pt += o.prompt_tokens;
             ct += o.eval_tokens;
             let text = if echo { format!("{p}{}", o.text) } else { o.text };
@@ -381,7 +381,7 @@ async fn completions_inner(state: AppState, req: w::CompletionRequest) -> Result
             let (p, mut s) = match next.take() {
                 Some(x) => x,
                 None => match jobs.next() {
-                    Some((p, j)) => match exec::start(&wk, j).await {
+                    Some((p, j)) => match jobs::start(&wk, j).await {
                         Ok(s) => (p, s),
                         Err(e) => {
                             let _ = tx.send(Ok(SseEvent::default().data(e.flavor(FL).body().to_string()))).await;
@@ -424,7 +424,7 @@ async fn completions_inner(state: AppState, req: w::CompletionRequest) -> Result
                         break;
                     }
                     Event::Done(Err(e)) => {
-                        let _ = tx.send(Ok(SseEvent::default().data(exec::backend_error(e).flavor(FL).body().to_string()))).await;
+                        let _ = tx.send(Ok(SseEvent::default().data(jobs::backend_error(e).flavor(FL).body().to_string()))).await;
                         return;
                     }
                 }

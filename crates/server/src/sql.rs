@@ -25,7 +25,7 @@
 
 use crate::backend::{ChatTurn, ConstraintRequest, CustomConstraint, PromptSpec, Sampling};
 use crate::error::{ApiError, ApiJson, OllamaApi};
-use crate::{exec, AppState};
+use crate::{jobs, AppState};
 use axum::extract::State;
 use axum::Json;
 use formwork_sql::{ExecOptions, SqlDatabase};
@@ -132,8 +132,8 @@ pub async fn sql(State(state): State<AppState>, ApiJson(req, _): ApiJson<SqlRequ
     loop {
         attempts += 1;
         let prompt = PromptSpec::Chat { messages: turns.clone(), tools: Vec::new() };
-        let job = exec::job(cfg, received, prompt, constraint.clone(), greedy.clone(), QUERY_TOKENS, Vec::new(), None);
-        let outcome = exec::collect(exec::start(&worker, job).await?).await?;
+        let job = jobs::job(cfg, received, prompt, constraint.clone(), greedy.clone(), QUERY_TOKENS, Vec::new(), None);
+        let outcome = jobs::collect(jobs::start(&worker, job).await?).await?;
         let sql = outcome.text;
         let mut answer = SqlResponse {
             model: req.model.clone(),

@@ -16,7 +16,7 @@
 
 use crate::error::{ApiError, ApiJson, ErrorKind, Flavor, OllamaApi};
 use crate::ollama::digest_of;
-use crate::util::rfc3339;
+use crate::stamps::rfc3339;
 use crate::wire::ollama as w;
 use crate::AppState;
 use axum::body::Body;

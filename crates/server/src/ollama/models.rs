@@ -2,7 +2,7 @@
 
 use super::FL;
 use crate::error::{ApiError, ApiJson, OllamaApi};
-use crate::util::rfc3339_now;
+use crate::stamps::rfc3339_now;
 use crate::wire::ollama as w;
 use crate::worker::ModelWorker;
 use crate::AppState;
@@ -39,7 +39,7 @@ pub(super) fn modified_at(worker: &ModelWorker) -> String {
         .as_ref()
         .and_then(|p| std::fs::metadata(p).ok())
         .and_then(|m| m.modified().ok())
-        .map(crate::util::rfc3339)
+        .map(crate::stamps::rfc3339)
         .unwrap_or_else(rfc3339_now)
 }
 

@@ -4,7 +4,7 @@
 use super::FL;
 use crate::backend::{Outcome, TokenLogprob};
 use crate::error::ApiError;
-use crate::exec::{self, Started};
+use crate::jobs::{self, Started};
 use crate::tools::{self};
 use crate::wire::ollama as w;
 use crate::worker::Event;
@@ -80,7 +80,7 @@ where
                     return;
                 }
                 Event::Done(Err(e)) => {
-                    let e = exec::backend_error(e).flavor(FL);
+                    let e = jobs::backend_error(e).flavor(FL);
                     tracing::warn!("stream ended with an error: {}", e.message);
                     let l = line(&e.body());
                     let _ = tx.send(l).await;

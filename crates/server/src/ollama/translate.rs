@@ -3,8 +3,8 @@
 
 use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, Sampling, Think, ToolCall, ToolDef};
 use crate::error::ApiError;
-use crate::exec::{self};
-use crate::util::rfc3339_now;
+use crate::jobs::{self};
+use crate::stamps::rfc3339_now;
 use crate::wire::ollama as w;
 use crate::worker::ModelWorker;
 use crate::ServerConfig;
@@ -21,13 +21,13 @@ pub(super) fn options(o: Option<w::Options>, cfg: &ServerConfig) -> (Sampling, u
         top_k: o.top_k,
         top_p: o.top_p,
         min_p: o.min_p,
-        seed: exec::seed(o.seed),
+        seed: jobs::seed(o.seed),
         repeat_penalty: o.repeat_penalty,
         repeat_last_n: o.repeat_last_n,
         presence_penalty: o.presence_penalty,
         frequency_penalty: o.frequency_penalty,
     };
-    (sampling, exec::num_predict(o.num_predict, cfg), o.stop.map(w::StopField::into_vec).unwrap_or_default(), o.num_ctx)
+    (sampling, jobs::num_predict(o.num_predict, cfg), o.stop.map(w::StopField::into_vec).unwrap_or_default(), o.num_ctx)
 }
 
 /// `o` with every option it leaves unset taken from a model's own parameters (an alias's).
@@ -61,7 +61,7 @@ pub(super) fn format(f: Option<w::Format>, cfg: &ServerConfig) -> Result<Constra
             "invalid format {s:?}: use \"json\" or a JSON Schema object"
         ))
         .param("format")),
-        Some(w::Format::Schema(v)) => exec::schema_constraint(v, false, cfg, "format"),
+        Some(w::Format::Schema(v)) => jobs::schema_constraint(v, false, cfg, "format"),
     }
 }
 
@@ -132,12 +132,12 @@ pub(super) fn turn(m: w::Message) -> Result<ChatTurn, ApiError> {
 pub(super) fn stats(o: &Outcome, received: Instant) -> w::Stats {
     let total = received.elapsed();
     w::Stats {
-        total_duration: exec::nanos(total),
-        load_duration: exec::nanos(total.saturating_sub(o.prompt_eval_duration + o.eval_duration)),
+        total_duration: jobs::nanos(total),
+        load_duration: jobs::nanos(total.saturating_sub(o.prompt_eval_duration + o.eval_duration)),
         prompt_eval_count: o.prompt_tokens,
-        prompt_eval_duration: exec::nanos(o.prompt_eval_duration),
+        prompt_eval_duration: jobs::nanos(o.prompt_eval_duration),
         eval_count: o.eval_tokens,
-        eval_duration: exec::nanos(o.eval_duration),
+        eval_duration: jobs::nanos(o.eval_duration),
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::backend::TokenLogprob;
 use crate::error::ApiError;
 use crate::tools::scan::CallPiece;
-use crate::util::new_id;
+use crate::stamps::new_id;
 use crate::wire::openai as w;
 use serde_json::Value;
 

@@ -4,9 +4,9 @@
 
 use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, Think, ToolCall, ToolDef};
 use crate::error::ApiError;
-use crate::exec;
+use crate::jobs;
 use crate::tools::{self, ToolMode};
-use crate::util::new_id;
+use crate::stamps::new_id;
 use crate::wire::openai as w;
 use crate::ServerConfig;
 use serde_json::{json, Value};
@@ -82,7 +82,7 @@ pub(crate) fn tools_and_constraint(
             return Err(ApiError::bad_request(format!("tool type {:?} is not supported; use \"function\"", t.kind)).param("tools"));
         }
         let parameters = t.function.parameters.unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-        exec::check_schema(&parameters, cfg, "tools")?;
+        jobs::check_schema(&parameters, cfg, "tools")?;
         tools.push(ToolDef { name: t.function.name, description: t.function.description, parameters });
     }
     let mode = match choice {
@@ -121,7 +121,7 @@ pub(crate) fn tools_and_constraint(
         Some(w::ResponseFormat::JsonObject) => ConstraintRequest::Json,
         Some(w::ResponseFormat::JsonSchema { json_schema }) => match json_schema.schema {
             None => ConstraintRequest::Json,
-            Some(s) => exec::schema_constraint(s, json_schema.strict.unwrap_or(false), cfg, "response_format")?,
+            Some(s) => jobs::schema_constraint(s, json_schema.strict.unwrap_or(false), cfg, "response_format")?,
         },
         #[cfg(feature = "engine")]
         Some(w::ResponseFormat::Sql { database }) => {

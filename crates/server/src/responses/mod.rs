@@ -2,9 +2,9 @@
 //! `stream: true`), `GET` and `DELETE /v1/responses/{id}`.
 //!
 //! A request becomes the same [`Job`](crate::Job) a chat completion does: `input` items
-//! become chat turns ([`input`]), `instructions` a system turn before them, `text.format`
+//! become chat turns (`input.rs`), `instructions` a system turn before them, `text.format`
 //! and function `tools` / `tool_choice` the constraint (through the chat endpoint's own
-//! [`tools_and_constraint`](crate::openai::tools_and_constraint), so tool calls are generated
+//! `openai::tools_and_constraint`, so tool calls are generated
 //! and read exactly as there), and the output is one `message` item or one `function_call`
 //! item per call (with a `reasoning` item first when the model reasoned).
 //!
@@ -24,10 +24,10 @@ mod stream;
 
 use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, ToolCall, ToolDef};
 use crate::error::{ApiError, ApiJson, ErrorKind, Flavor, OpenAiApi};
-use crate::exec;
+use crate::jobs;
 use crate::openai;
 use crate::tools::ToolMode;
-use crate::util::{new_id, unix_now};
+use crate::stamps::{new_id, unix_now};
 use crate::wire::openai as chat;
 use crate::wire::responses as w;
 use crate::AppState;
@@ -137,25 +137,25 @@ async fn create_inner(state: AppState, mut req: w::CreateRequest) -> Result<Resp
             *max_calls = (*max_calls).min(m);
         }
     }
-    let sampling = Sampling { temperature: req.temperature, top_p: req.top_p, seed: exec::seed(req.seed), ..Default::default() };
-    let num_predict = exec::num_predict(req.max_output_tokens.map(i64::from), &cfg);
+    let sampling = Sampling { temperature: req.temperature, top_p: req.top_p, seed: jobs::seed(req.seed), ..Default::default() };
+    let num_predict = jobs::num_predict(req.max_output_tokens.map(i64::from), &cfg);
     let think = openai::reasoning_effort(req.reasoning.as_ref().and_then(|r| r.effort.as_deref()), wk.meta().supports_thinking)?;
     let mut messages = Vec::with_capacity(conversation.turns.len() + 1);
     if let Some(i) = req.instructions.as_ref().filter(|i| !i.is_empty()) {
         messages.push(ChatTurn { role: "system".into(), content: i.clone(), ..Default::default() });
     }
     messages.extend(conversation.turns.iter().cloned());
-    let mut job = exec::job(&cfg, received, PromptSpec::Chat { messages, tools: tools.clone() }, constraint, sampling, num_predict, vec![], None);
+    let mut job = jobs::job(&cfg, received, PromptSpec::Chat { messages, tools: tools.clone() }, constraint, sampling, num_predict, vec![], None);
     job.think = think;
     let logprobs = logprobs_request(&req);
     job.logprobs = logprobs;
     let skeleton = skeleton(&req);
     let plan = Plan { mode, tools, max_calls: req.max_tool_calls, conversation, store: req.store != Some(false), logprobs: logprobs.is_some() };
-    let first = exec::start(&wk, job).await.map_err(rename_params)?;
+    let first = jobs::start(&wk, job).await.map_err(rename_params)?;
     if req.stream.unwrap_or(false) {
         return Ok(stream::sse(state, first, skeleton, plan));
     }
-    let o = exec::collect(first).await.map_err(rename_params)?;
+    let o = jobs::collect(first).await.map_err(rename_params)?;
     let calls = calls(&o, &plan)?;
     let mut output = Vec::new();
     if let Some(t) = &o.thinking {

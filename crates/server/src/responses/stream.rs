@@ -15,11 +15,11 @@
 use super::{call_item, calls, finish, logprob_values, message_item, output_text, reasoning_item, set_logprobs, status_of, Plan};
 use crate::backend::TokenLogprob;
 use crate::error::{ApiError, Flavor};
-use crate::exec::{self, Started};
+use crate::jobs::{self, Started};
 use crate::tools::detect::{CallDetector, Route};
 use crate::tools::scan::{CallPiece, CallScanner};
 use crate::tools::ToolMode;
-use crate::util::new_id;
+use crate::stamps::new_id;
 use crate::wire::responses as w;
 use crate::worker::Event;
 use crate::AppState;
@@ -241,7 +241,7 @@ impl Writer {
                     }
                 }
                 Event::Logprobs(l) => self.logprobs(l),
-                Event::Done(r) => match r.map_err(exec::backend_error) {
+                Event::Done(r) => match r.map_err(jobs::backend_error) {
                     Ok(o) => break o,
                     Err(e) => return self.fail(e).await,
                 },

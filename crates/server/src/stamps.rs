@@ -1,22 +1,22 @@
-//! Small helpers: timestamps, response ids.
+//! Stamps on responses: timestamps (Unix seconds, RFC 3339) and response ids.
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Seconds since the Unix epoch.
-pub fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 /// Now as RFC 3339 UTC with nanoseconds (`2024-07-01T12:34:56.123456789Z`), as Ollama writes
 /// `created_at`.
-pub fn rfc3339_now() -> String {
+pub(crate) fn rfc3339_now() -> String {
     rfc3339(SystemTime::now())
 }
 
 /// `t` as RFC 3339 UTC with nanoseconds.
-pub fn rfc3339(t: SystemTime) -> String {
+pub(crate) fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
@@ -47,7 +47,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 /// A fresh id with `prefix` (`chatcmpl-…`, `call_…`): 24 hex digits, unique per process and
 /// unpredictable across processes.
-pub fn new_id(prefix: &str) -> String {
+pub(crate) fn new_id(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let h = std::collections::hash_map::RandomState::new().hash_one(n);
