@@ -81,6 +81,19 @@ pub(crate) const CTX: StackId = StackId(1);
 pub(crate) const DEAD: StateId = StateId(0);
 /// A step that would exceed `max_stacks` (dead for masks; an error on commit).
 pub(crate) const OVERFLOW: StateId = StateId(u32::MAX - 1);
+/// The valid multi-byte UTF-8 characters: (lead bytes, the range of each following byte),
+/// from the UTF-8 definition (RFC 3629), for the checks that step whole characters.
+pub(crate) const UTF8_SEQUENCES: &[((u8, u8), &[(u8, u8)])] = &[
+    ((0xC2, 0xDF), &[(0x80, 0xBF)]),
+    ((0xE0, 0xE0), &[(0xA0, 0xBF), (0x80, 0xBF)]),
+    ((0xE1, 0xEC), &[(0x80, 0xBF), (0x80, 0xBF)]),
+    ((0xED, 0xED), &[(0x80, 0x9F), (0x80, 0xBF)]),
+    ((0xEE, 0xEF), &[(0x80, 0xBF), (0x80, 0xBF)]),
+    ((0xF0, 0xF0), &[(0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
+    ((0xF1, 0xF3), &[(0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
+    ((0xF4, 0xF4), &[(0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)]),
+];
+
 /// A transition not built yet (only in the table, never handed out).
 const UNKNOWN: u32 = u32::MAX;
 

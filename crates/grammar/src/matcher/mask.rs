@@ -51,7 +51,7 @@
 //! The results (`CiMask`, `SubCi`, full masks) are immutable once built and cached by the
 //! compiled grammar, which any thread then reads in place.
 
-use super::automaton::{State, StateId, Stepper, DEAD, OVERFLOW};
+use super::automaton::{State, StateId, Stepper, DEAD, OVERFLOW, UTF8_SEQUENCES};
 use formwork_vocab::TokenId;
 use formwork_vocab::{TokenMask, TokenTrie};
 
@@ -197,20 +197,8 @@ fn utf8_loops(aut: &mut Stepper<'_>, s: StateId) -> bool {
 /// [`DEAD`]: is every one rejected)? Checked exactly: per lead byte, every continuation
 /// byte of its valid range must give one same state, level by level.
 fn utf8_to(aut: &mut Stepper<'_>, s: StateId, to: StateId) -> bool {
-    // (lead bytes, ranges of the following bytes), from the UTF-8 definition.
-    type Seq = ((u8, u8), &'static [(u8, u8)]);
-    const SEQS: &[Seq] = &[
-        ((0xC2, 0xDF), &[(0x80, 0xBF)]),
-        ((0xE0, 0xE0), &[(0xA0, 0xBF), (0x80, 0xBF)]),
-        ((0xE1, 0xEC), &[(0x80, 0xBF), (0x80, 0xBF)]),
-        ((0xED, 0xED), &[(0x80, 0x9F), (0x80, 0xBF)]),
-        ((0xEE, 0xEF), &[(0x80, 0xBF), (0x80, 0xBF)]),
-        ((0xF0, 0xF0), &[(0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
-        ((0xF1, 0xF3), &[(0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
-        ((0xF4, 0xF4), &[(0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)]),
-    ];
     let mut stepped = false;
-    for &((lo, hi), rest) in SEQS {
+    for &((lo, hi), rest) in UTF8_SEQUENCES {
         for lead in lo..=hi {
             // Most characters are decided from the grammar's elements, with no state built
             // in the middle of one.

@@ -3,18 +3,6 @@
 use super::*;
 use crate::Limits;
 
-/// UTF-8 sequences: (lead bytes, continuation ranges), as `mask::utf8_to` uses them.
-const SEQS: &[((u8, u8), &[(u8, u8)])] = &[
-    ((0xC2, 0xDF), &[(0x80, 0xBF)]),
-    ((0xE0, 0xE0), &[(0xA0, 0xBF), (0x80, 0xBF)]),
-    ((0xE1, 0xEC), &[(0x80, 0xBF), (0x80, 0xBF)]),
-    ((0xED, 0xED), &[(0x80, 0x9F), (0x80, 0xBF)]),
-    ((0xEE, 0xEF), &[(0x80, 0xBF), (0x80, 0xBF)]),
-    ((0xF0, 0xF0), &[(0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
-    ((0xF1, 0xF3), &[(0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
-    ((0xF4, 0xF4), &[(0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)]),
-];
-
 /// Continuation bytes to try in `a..=b`: all of them for the last level of a 2- or
 /// 3-byte character, else the ends and the middle.
 fn samples(a: u8, b: u8, all: bool) -> Vec<u8> {
@@ -47,7 +35,7 @@ fn char_step_agrees_with_byte_steps() {
         for input in inputs.iter() {
             let s = aut.steps(start, input);
             assert!(s != DEAD && s != OVERFLOW, "{src}: {input:?} is a prefix");
-            for &((lo, hi), rest) in SEQS {
+            for &((lo, hi), rest) in UTF8_SEQUENCES {
                 for lead in lo..=hi {
                     let fast = aut.stepper().char_step(s, lead, rest);
                     let Some(fast) = fast else { continue };
