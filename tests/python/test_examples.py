@@ -27,7 +27,7 @@ CACHE = Path(os.environ.get("FORMWORK_EXAMPLES_CACHE", ROOT / "target" / "client
 
 # Model names as the examples spell them: any string literal that looks like one.
 MODEL_NAME = re.compile(
-    r"""(['"])((?:gemma|llama|qwen|deepseek|mistral|phi|gpt-oss|gpt-|o[1-9]|chatgpt|smollm|granite|nomic|mxbai|all-minilm|embeddinggemma)[\w.:\-/]*)\1"""
+    r"""(['"])((?:gemma|llama|qwen|deepseek|mistral|phi|gpt-oss|gpt-|o[1-9]|chatgpt|smollm|granite|nomic|mxbai|all-minilm|embeddinggemma|nimble)[\w.:\-/]*)\1"""
 )
 
 SKIP = {
@@ -48,8 +48,6 @@ SKIP = {
     "ollama/gpt-oss-tools.py": "gpt-oss (a reasoning model with Harmony channels)",
     "ollama/gpt-oss-tools-stream.py": "gpt-oss (a reasoning model with Harmony channels)",
     "ollama/multi-tool.py": "a reasoning model (think=True; on a model without thinking formwork, like Ollama, answers 400)",
-    # Ollama's systemone API (/v1/systemone) with its own `nimble` model.
-    "ollama/systemone.py": "Ollama's systemone API and its nimble model",
     # Fill-in-the-middle needs a code model's FIM template.
     "ollama/fill-in-middle.py": "a fill-in-the-middle model",
 }

@@ -92,6 +92,10 @@ pub enum ConstraintRequest {
         /// Most calls (1 without parallel calls).
         max_calls: u32,
     },
+    /// Exactly one of these strings (the option letters of `POST /v1/systemone`): a
+    /// grammar of their alternation, so the first token's masked distribution is spread
+    /// over the options only.
+    OneOf(Arc<[String]>),
     /// Another constraint, made fresh for the job (a configured database's SQL,
     /// `POST /api/sql`). Backends that cannot run it generate freely.
     #[cfg(feature = "engine")]

@@ -189,6 +189,7 @@ impl EngineBackend {
             ConstraintRequest::ToolCalls { call_schema, max_calls } => {
                 (format!("{fp:016x}|calls|{max_calls}|{call_schema}"), Some(call_schema.clone()), false, *max_calls)
             }
+            ConstraintRequest::OneOf(options) => return self.compile_one_of(options).map(Some),
         };
         let limits = self.limits.clone();
         self.cache
@@ -212,6 +213,20 @@ impl EngineBackend {
                     .map_err(|e| BackendError::BadRequest { message: format!("the schema's grammar cannot be compiled: {e}"), param: None })
             })
             .map(Some)
+    }
+
+    /// The grammar of exactly one of `options`, from the cache.
+    fn compile_one_of(&self, options: &[String]) -> Result<Arc<CompiledGrammar>, BackendError> {
+        let vocab = self.vocab().clone();
+        let key = format!("{:016x}|one-of|{}", vocab.fingerprint(), serde_json::to_string(options).unwrap_or_default());
+        let limits = self.limits.clone();
+        self.cache.get_or_try_insert(key, || {
+            let mut b = GrammarBuilder::new();
+            b.define("root", Expr::alt(options.iter().map(|o| Expr::lit(o.as_str()))));
+            let grammar = b.build("root").map_err(|e| BackendError::BadRequest { message: format!("the options' grammar cannot be built: {e}"), param: None })?;
+            CompiledGrammar::new(&grammar, vocab.clone(), &limits)
+                .map_err(|e| BackendError::BadRequest { message: format!("the options' grammar cannot be compiled: {e}"), param: None })
+        })
     }
 
     fn run(
@@ -398,6 +413,13 @@ fn validate(c: &ConstraintRequest, text: &str) -> Result<(), BackendError> {
             }
             Ok(())
         }
+        ConstraintRequest::OneOf(options) => {
+            if options.iter().any(|o| o == text) {
+                Ok(())
+            } else {
+                Err(BackendError::Internal(format!("the answer {text:?} is none of the options; please report this")))
+            }
+        }
         // A custom constraint's output is what it allowed; its caller checks the rest.
         ConstraintRequest::None | ConstraintRequest::TextOrCall { .. } | ConstraintRequest::Custom(_) => Ok(()),
     }
@@ -430,6 +452,7 @@ impl Backend for EngineBackend {
                 ConstraintRequest::None
                 | ConstraintRequest::TextOrCall { .. }
                 | ConstraintRequest::ToolCalls { .. }
+                | ConstraintRequest::OneOf(_)
                 | ConstraintRequest::Custom(_) => {}
             }
         }

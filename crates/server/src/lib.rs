@@ -5,7 +5,8 @@
 //! the OpenAI API (`/v1/chat/completions`, `/v1/responses` ([`responses`]), `/v1/completions`,
 //! `/v1/models`); embeddings on both ([`embeddings`]: `/api/embed`, `/api/embeddings`,
 //! `/v1/embeddings`); the model store ([`store`]: `/api/pull`, `/api/copy`, `/api/delete`,
-//! `/api/create`, aliases usable at once); and
+//! `/api/create`, aliases usable at once); Ollama's System One questions
+//! ([`systemone`]: `/v1/systemone`, option probabilities under a one-of constraint); and
 //! `POST /api/repair` ([`repair`]), which recovers JSON from the output of other systems.
 //!
 //! ## Map
@@ -61,6 +62,7 @@ pub mod responses;
 #[cfg(feature = "engine")]
 pub mod sql;
 pub mod store;
+pub mod systemone;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tools;
@@ -208,6 +210,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/version", get(ollama::version))
         .route("/api/embed", post(embeddings::ollama_embed))
         .route("/api/embeddings", post(embeddings::ollama_embeddings))
+        .route("/v1/systemone", post(systemone::systemone))
         .route("/metrics", get(metrics_text));
     #[cfg(feature = "engine")]
     let ollama = ollama.route("/api/repair", post(repair::repair)).route("/api/sql", post(sql::sql));
