@@ -379,7 +379,16 @@ impl<'a> Compiler<'a> {
                     sigs.push(crate::negate::signature(self, &parts, br)?);
                 }
                 let live: Vec<usize> = (0..n).filter(|&j| !sigs[j].empty).collect();
-                let overlapping = (0..live.len()).any(|a| (a + 1..live.len()).any(|b| !sigs[live[a]].disjoint(&sigs[live[b]])));
+                // disjoint[a][b], by branch index.
+                let mut disjoint = vec![vec![true; n]; n];
+                for a in 0..live.len() {
+                    for b in a + 1..live.len() {
+                        let d = crate::negate::disjoint(self, &sigs[live[a]], &sigs[live[b]]);
+                        disjoint[live[a]][live[b]] = d;
+                        disjoint[live[b]][live[a]] = d;
+                    }
+                }
+                let overlapping = (0..live.len()).any(|a| (a + 1..live.len()).any(|b| !disjoint[live[a]][live[b]]));
                 if overlapping && live.len() <= 6 {
                     // Exact form: branch i and the negation of every other branch.
                     let negs: Result<Vec<Conjunct>, SchemaError> = live.iter().map(|&j| crate::negate::negate(self, &branches[j])).collect();
@@ -389,7 +398,7 @@ impl<'a> Compiler<'a> {
                             let mut v = parts.clone();
                             v.push(branches[i].clone());
                             for (b, neg) in negs.iter().enumerate() {
-                                if a != b && !sigs[i].disjoint(&sigs[live[b]]) {
+                                if a != b && !disjoint[i][live[b]] {
                                     v.push(neg.clone());
                                 }
                             }
@@ -400,10 +409,10 @@ impl<'a> Compiler<'a> {
                 }
                 for a in 0..live.len() {
                     for b in a + 1..live.len() {
-                        if !sigs[live[a]].disjoint(&sigs[live[b]]) {
+                        if !disjoint[live[a]][live[b]] {
                             self.refuse(
                                 "oneOf",
-                                format!("branches {} and {} may both match the same instance (formwork enforces oneOf only when branches are provably disjoint, by type or by a const/enum property, or when every branch can be negated)", live[a], live[b]),
+                                format!("branches {} and {} may both match the same instance (formwork enforces oneOf only when branches are provably disjoint (by type, by constant values, by a key one requires and the other forbids, or by the types of a required property), or when every branch can be negated)", live[a], live[b]),
                                 p.kw_ptr("oneOf"),
                             )?;
                         }

@@ -164,36 +164,88 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize) -> Compil
     })
 }
 
-/// What a `oneOf` branch can match, coarsely: its types and its constant-valued properties.
+/// What a `oneOf` branch can match, coarsely: necessary conditions on its instances, read
+/// off its keywords (and those of its `allOf` members and `$ref` targets, a few levels
+/// deep), enough to prove two branches disjoint.
 #[derive(Debug, Clone)]
 pub(crate) struct Sig {
+    /// The branch itself (to check another branch's constant values against it).
+    pub at: Conjunct,
     pub types: u8,
     /// `(property, allowed values, required)`; property `None` means the instance itself.
     pub consts: Vec<(Option<String>, Vec<Value>, bool)>,
+    /// Keys an object instance must have.
+    pub required: Vec<String>,
+    /// Keys an object instance must not have: `properties: {k: false}`.
+    pub forbidden: Vec<String>,
+    /// Per member with `additionalProperties: false` (and no `patternProperties`): the only
+    /// keys it allows.
+    pub closed: Vec<Vec<String>>,
+    /// `(property, its types, its schema)` for every property a member describes.
+    pub props: Vec<(String, u8, Conjunct)>,
     pub empty: bool,
 }
 
 impl Sig {
-    /// True when no instance can match both.
-    pub fn disjoint(&self, other: &Sig) -> bool {
-        if self.types & other.types == 0 {
-            return true;
-        }
-        for (k, a, ra) in &self.consts {
-            for (k2, b, rb) in &other.consts {
-                if k == k2 && (*ra || *rb) && !a.iter().any(|x| b.iter().any(|y| crate::compile::json_eq(x, y))) {
-                    if k.is_none() {
+    /// Can an object instance of this signature not have key `k`?
+    fn excludes_key(&self, k: &str) -> bool {
+        self.forbidden.iter().any(|f| f == k) || self.closed.iter().any(|allowed| !allowed.iter().any(|a| a == k))
+    }
+}
+
+/// True when no instance can match both `a` and `b`. Each rule uses only necessary
+/// conditions of each side, so a `true` is a proof; `false` means "not proven".
+/// - their types do not meet;
+/// - a constant-valued part (the instance, or a property one of them requires) has no
+///   value in common with the other's constants for it, or none that the other's schema
+///   for it accepts (checked exactly, through `jsonschema`);
+/// - objects only: one requires a key the other forbids (a closed object without it, or
+///   the key's schema `false`), or a key one requires has types that do not meet in the two.
+pub(crate) fn disjoint(cx: &mut Compiler, a: &Sig, b: &Sig) -> bool {
+    if a.types & b.types == 0 {
+        return true;
+    }
+    let only_objects = a.types & b.types & !T_OBJ == 0;
+    for (x, y) in [(a, b), (b, a)] {
+        for (k, vals, rx) in &x.consts {
+            // Against the other's constants for the same part.
+            for (k2, vals2, ry) in &y.consts {
+                if k == k2 && (*rx || *ry) && !vals.iter().any(|v| vals2.iter().any(|w| crate::compile::json_eq(v, w))) && (k.is_none() || only_objects) {
+                    return true;
+                }
+            }
+            // Against the other's schema for it: no constant is valid there.
+            let none_valid = |cx: &mut Compiler, at: &Conjunct| vals.iter().all(|v| matches!(cx.validate_at(at, v), Ok(false)));
+            match k {
+                None => {
+                    if none_valid(cx, &y.at) {
                         return true;
                     }
-                    // Property discriminators only separate objects.
-                    if self.types & other.types & !T_OBJ == 0 {
+                }
+                Some(k) if only_objects && (*rx || x.required.contains(k) || y.required.contains(k)) => {
+                    for (k2, _, at) in &y.props {
+                        if k2 == k && none_valid(cx, at) {
+                            return true;
+                        }
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        if only_objects {
+            if x.required.iter().any(|k| y.excludes_key(k)) {
+                return true;
+            }
+            for (k, tx, _) in &x.props {
+                if x.required.contains(k) || y.required.contains(k) {
+                    if y.props.iter().any(|(k2, ty, _)| k2 == k && tx & ty == 0) {
                         return true;
                     }
                 }
             }
         }
-        false
     }
+    false
 }
 
 fn deref(cx: &mut Compiler, p: Conjunct, hops: usize) -> CompileResult<Conjunct> {
@@ -224,7 +276,16 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
             types &= t;
         }
     }
-    let mut sig = Sig { types, consts: Vec::new(), empty: false };
+    let mut sig = Sig {
+        at: branch.clone(),
+        types,
+        consts: Vec::new(),
+        required: Vec::new(),
+        forbidden: Vec::new(),
+        closed: Vec::new(),
+        props: Vec::new(),
+        empty: false,
+    };
     // The branch and its allOf members / $ref targets, a few levels deep.
     let mut stack = vec![(branch.clone(), 0usize)];
     while let Some((b, d)) = stack.pop() {
@@ -240,16 +301,28 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
                     sig.consts.push((None, vals, true));
                 }
                 let required: Vec<String> = o.get("required").and_then(|r| r.as_array()).map(|r| r.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
-                if let Some(props) = o.get("properties").and_then(|p| p.as_object()) {
+                let props = o.get("properties").and_then(|p| p.as_object());
+                if let Some(props) = props {
                     for k in props.keys() {
                         let sub = deref(cx, b.sub(&format!("/properties/{}", crate::resolve::escape_ptr(k))), 8)?;
-                        if let Some(so) = sub.obj() {
-                            if let Some(vals) = consts_of(so) {
-                                sig.consts.push((Some(k.clone()), vals, required.contains(k)));
+                        match sub.value() {
+                            Value::Bool(false) => sig.forbidden.push(k.clone()),
+                            Value::Object(so) => {
+                                let mut t = so.get("type").and_then(type_bits).unwrap_or(T_ALL);
+                                if let Some(vals) = consts_of(so) {
+                                    t &= vals.iter().fold(0, |acc, v| acc | value_type(v) | if value_type(v) == T_INT { T_FRAC } else { 0 });
+                                    sig.consts.push((Some(k.clone()), vals, required.contains(k)));
+                                }
+                                sig.props.push((k.clone(), t, sub.clone()));
                             }
+                            _ => {}
                         }
                     }
                 }
+                if o.get("additionalProperties") == Some(&Value::Bool(false)) && !o.contains_key("patternProperties") {
+                    sig.closed.push(props.map(|p| p.keys().cloned().collect()).unwrap_or_default());
+                }
+                sig.required.extend(required);
                 if d < 4 {
                     if let Some(all) = o.get("allOf").and_then(|a| a.as_array()) {
                         for i in 0..all.len() {

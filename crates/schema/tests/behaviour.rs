@@ -394,3 +394,71 @@ fn many_pattern_properties_give_each_key_its_own_pattern_schema() {
         assert!(validate(&s, doc).is_ok(), "{doc}");
     }
 }
+
+/// Every object over `keys` whose values come from `values` (each key absent or one of
+/// them), plus a few non-objects: the instances the `oneOf` disjointness checks below are
+/// compared with the validator on.
+fn small_objects(keys: &[&str], values: &[serde_json::Value]) -> Vec<String> {
+    let mut out = vec!["null".to_string(), "3".to_string(), r#""s""#.to_string(), "[]".to_string()];
+    let choices = values.len() + 1;
+    for mut code in 0..choices.pow(keys.len() as u32) {
+        let mut o = serde_json::Map::new();
+        for k in keys {
+            let c = code % choices;
+            code /= choices;
+            if c > 0 {
+                o.insert(k.to_string(), values[c - 1].clone());
+            }
+        }
+        out.push(serde_json::Value::Object(o).to_string());
+    }
+    out
+}
+
+#[test]
+fn one_of_branches_proven_disjoint_by_keys_and_property_types_agree_with_the_validator() {
+    let values = [json!("x"), json!(1), json!(true), json!(["deleted"]), json!(["size"])];
+    let schemas = [
+        // A key one branch requires and the other's closed object forbids.
+        json!({"oneOf": [
+            {"type": "object", "properties": {"a": {"type": "string"}, "b": {}}, "required": ["a", "b"], "additionalProperties": false, "uniqueItems": true},
+            {"type": "object", "properties": {"a": {}, "c": {}}, "required": ["c"], "additionalProperties": false}]}),
+        // The same through `$ref`s and `allOf`, and a key whose schema is `false`.
+        json!({"oneOf": [{"$ref": "#/$defs/P"}, {"allOf": [{"required": ["a"]}, {"properties": {"b": false}}]}],
+               "$defs": {"P": {"type": "object", "required": ["b"], "uniqueItems": true}}}),
+        // A key both may have, required by one, with types that do not meet.
+        json!({"oneOf": [
+            {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}, "required": ["a"], "uniqueItems": true},
+            {"type": "object", "properties": {"a": {"type": "boolean"}, "c": {"type": "integer"}}}]}),
+        // A constant-valued key whose values the other branch's schema for it rejects.
+        json!({"oneOf": [
+            {"type": "object", "properties": {"a": {"type": "array", "items": {"enum": ["size", "mode"]}, "minItems": 1}, "b": {"minLength": 1}}, "required": ["a", "b"]},
+            {"type": "object", "properties": {"a": {"enum": [["deleted"]]}}, "required": ["a"]}]}),
+        // An instance-level constant the other branch rejects.
+        json!({"oneOf": [{"const": "x"}, {"type": "string", "maxLength": 0}, {"type": "object", "required": ["a"]}]}),
+    ];
+    // Each has a branch whose negation formwork cannot express (`uniqueItems`, `items`,
+    // `maxLength` of a string... ), so it compiles only through the disjointness proof.
+    // Keys in any order, as the validator takes them (the default puts listed keys first).
+    let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
+    for schema in schemas {
+        let g = compile(&schema, &opts).unwrap_or_else(|e| panic!("{schema} should compile without negations: {e}"));
+        let mut valid = 0;
+        for s in small_objects(&["a", "b", "c"], &values) {
+            let want = validate(&schema, &s).is_ok();
+            valid += usize::from(want);
+            assert_eq!(accepts(&g, s.as_bytes(), &opts.limits).unwrap(), want, "{schema} on {s}: the validator says {want}");
+        }
+        assert!(valid > 0, "{schema}: the test should see valid instances");
+    }
+}
+
+#[test]
+fn one_of_branches_not_proven_disjoint_are_still_refused() {
+    // Both may be `{"a": "x", "c": 1}`: `c` is allowed by the open first branch.
+    let schema = json!({"oneOf": [
+        {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "patternProperties": {"^z": {}}},
+        {"type": "object", "properties": {"a": {"type": "string"}, "c": {"type": "array", "items": {"not": {"type": "string"}}}}, "required": ["c"]}]});
+    let e = compile(&schema, &SchemaOptions::default()).unwrap_err();
+    assert_eq!(e.keyword(), Some("oneOf"), "{e}");
+}

@@ -30,7 +30,8 @@ impl Compiler<'_> {
         Ok(true)
     }
 
-    fn validate_at(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
+    /// Is `v` valid against `p` alone (exact, through `jsonschema`)?
+    pub(crate) fn validate_at(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
         if p.consumed & C_REF_ONLY != 0 {
             // Drafts 4-7: the `$ref` replaced this object, and its target is a part of the
             // same conjunction (checked there).
