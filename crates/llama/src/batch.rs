@@ -8,7 +8,8 @@
 //! `llama_decode`. Drive it through a `formwork_engine::batch::Batcher`.
 
 use crate::embed::LlamaEmbedder;
-use crate::model::{load, Engine, Loaded, LlamaTokenizer};
+use crate::engine::{Engine, LlamaTokenizer};
+use crate::model::{load, Loaded};
 use formwork_model::embed::Embed;
 use crate::options::LoadOptions;
 use formwork_model::batch::{BatchEntry, BatchModel, SeqId, Tokenize};

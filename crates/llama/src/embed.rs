@@ -30,7 +30,7 @@
 //! uses the model's thread count, so an embedding that runs while generations do competes
 //! with them for the cores (they slow down, their output does not change).
 
-use crate::model::Engine;
+use crate::engine::{Engine, MAX_TOKENIZE_BYTES};
 use formwork_model::embed::{normalize, Embed};
 use formwork_model::ModelError;
 use formwork_vocab::TokenId;
@@ -161,8 +161,8 @@ impl Embed for LlamaEmbedder {
     /// llama.cpp's tokenizer with the special tokens the model adds to a text (BOS; CLS and
     /// SEP for BERT-style models); special-token names in the text are plain text.
     fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, ModelError> {
-        if text.len() > crate::model::MAX_TOKENIZE_BYTES {
-            return Err(ModelError::Tokenize(format!("the text is {} bytes; at most {} can be tokenized", text.len(), crate::model::MAX_TOKENIZE_BYTES)));
+        if text.len() > MAX_TOKENIZE_BYTES {
+            return Err(ModelError::Tokenize(format!("the text is {} bytes; at most {} can be tokenized", text.len(), MAX_TOKENIZE_BYTES)));
         }
         let raw = self.model.vocab().tokenize(text.as_bytes(), true, false);
         Ok(raw.into_iter().filter_map(|t| u32::try_from(t.0).ok()).map(TokenId).collect())
@@ -205,3 +205,11 @@ impl Embed for LlamaEmbedder {
         Ok(v)
     }
 }
+
+impl Engine {
+    /// An embedder over the same weights (its context is made on first use).
+    pub(crate) fn embedder(&self, pooling: Pooling, n_ctx: usize, n_threads: usize) -> Arc<LlamaEmbedder> {
+        Arc::new(LlamaEmbedder::new(self.model.clone(), pooling, n_ctx, n_threads))
+    }
+}
+

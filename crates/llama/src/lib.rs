@@ -53,6 +53,7 @@
 mod backend;
 mod batch;
 mod embed;
+mod engine;
 mod model;
 mod options;
 mod threads;
@@ -60,5 +61,6 @@ mod threads;
 pub use backend::LOG_ENV;
 pub use batch::LlamaBatchModel;
 pub use embed::{LlamaEmbedder, Pooling, EMBED_MAX_CONTEXT};
-pub use model::{LlamaModel, LlamaTokenizer, MAX_SEQUENCES};
+pub use engine::LlamaTokenizer;
+pub use model::{LlamaModel, MAX_SEQUENCES};
 pub use options::{default_threads, LoadOptions, DEFAULT_MAX_CONTEXT, MAX_DEFAULT_THREADS};

@@ -57,16 +57,6 @@ pub fn alias_name(name: &str) -> Result<(String, String), ModelsError> {
     Ok((model.to_string(), tag.to_string()))
 }
 
-/// Whether `s` reads as a filesystem path rather than a model name: it starts with `/`, `.`
-/// or `~`, has a `\`, ends in `.gguf`, or has a `/` without being an Ollama or Hugging Face
-/// name. A server refuses such a `from` (a client never names a file on the server).
-pub fn looks_like_path(s: &str) -> bool {
-    s.starts_with(['/', '.', '~'])
-        || s.contains('\\')
-        || s.to_ascii_lowercase().ends_with(".gguf")
-        || (s.contains('/') && crate::ollama::OllamaName::parse(s).is_none())
-}
-
 impl Cache {
     /// Where aliases are kept: `<root>/manifests`.
     pub fn aliases_dir(&self) -> PathBuf {
@@ -241,8 +231,6 @@ mod tests {
             assert!(matches!(alias_name(bad), Err(ModelsError::InvalidName { .. })), "{bad:?}");
         }
         assert!(alias_name(&"x".repeat(129)).is_err());
-        assert!(looks_like_path("/m.gguf") && looks_like_path("./m") && looks_like_path("m.gguf") && looks_like_path("a/b/c/d"));
-        assert!(!looks_like_path("llama3.2:1b") && !looks_like_path("hf.co/org/repo:Q4_K_M") && !looks_like_path("user/model"));
     }
 
     #[test]

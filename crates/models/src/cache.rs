@@ -281,7 +281,7 @@ impl Cache {
     /// The error for a name nothing here has: [`ModelsError::FileNotFound`] for what looks
     /// like a path, else [`ModelsError::UnknownModel`] listing some of the models found.
     pub fn not_found(&self, name: &str) -> ModelsError {
-        if crate::alias::looks_like_path(name) {
+        if crate::ollama::looks_like_path(name) {
             return ModelsError::FileNotFound { path: PathBuf::from(name), known: known_names() };
         }
         const SHOWN: usize = 8;

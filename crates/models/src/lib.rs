@@ -55,9 +55,9 @@ pub mod registry;
 
 pub use cache::{check_gguf, default_home, pull, resolve, Cache, Progress, Pulled, GGUF_MAGIC};
 pub use error::ModelsError;
-pub use alias::{alias_name, looks_like_path, Alias};
+pub use alias::{alias_name, Alias};
 pub use hf::HfCache;
 pub use modelfile::Modelfile;
 pub use local::{Defaults, LocalModel, Parameters, Source, PARAMETER_NAMES};
-pub use ollama::{OllamaName, OllamaStore};
+pub use ollama::{looks_like_path, OllamaName, OllamaStore};
 pub use registry::{known_models, lookup, KnownModel, DEFAULT_MODEL};

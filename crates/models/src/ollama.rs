@@ -249,11 +249,27 @@ pub(crate) fn read_small(path: &Path) -> Result<Vec<u8>, ModelsError> {
     Ok(buf)
 }
 
+/// Whether `s` reads as a filesystem path rather than a model name: it starts with `/`, `.`
+/// or `~`, has a `\`, ends in `.gguf`, or has a `/` without being an Ollama or Hugging Face
+/// name. A server refuses such a `from` (a client never names a file on the server).
+pub fn looks_like_path(s: &str) -> bool {
+    s.starts_with(['/', '.', '~'])
+        || s.contains('\\')
+        || s.to_ascii_lowercase().ends_with(".gguf")
+        || (s.contains('/') && OllamaName::parse(s).is_none())
+}
+
 /// Builds fake Ollama stores for tests, with the real layout.
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn paths_are_told_from_model_names() {
+        assert!(looks_like_path("/m.gguf") && looks_like_path("./m") && looks_like_path("m.gguf") && looks_like_path("a/b/c/d"));
+        assert!(!looks_like_path("llama3.2:1b") && !looks_like_path("hf.co/org/repo:Q4_K_M") && !looks_like_path("user/model"));
+    }
 
     /// Writes `blobs/sha256-<hex>` holding `bytes` and returns its digest `sha256:<hex>`.
     fn blob(root: &Path, bytes: &[u8]) -> String {
