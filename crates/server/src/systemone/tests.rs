@@ -37,7 +37,7 @@ fn bad_questions_say_what_is_wrong() {
 }
 
 fn lp(chosen: &str, top: &[(&str, f32)]) -> TokenLogprob {
-    let top = top.iter().map(|&(t, l)| TopLogprob { token: formwork_model::TokenId(0), bytes: t.as_bytes().to_vec(), logprob: l }).collect();
+    let top: Vec<TopLogprob> = top.iter().map(|&(t, l)| TopLogprob { token: formwork_model::TokenId(0), bytes: t.as_bytes().to_vec(), logprob: l }).collect();
     let logprob = top.iter().find(|t| t.bytes == chosen.as_bytes()).map_or(-1.0, |t| t.logprob);
     TokenLogprob { token: formwork_model::TokenId(0), bytes: chosen.as_bytes().to_vec(), logprob, top }
 }
