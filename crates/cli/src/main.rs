@@ -10,7 +10,7 @@
 //! | `list`, `show`, `rm`, `cp`, `create` | `models_cmd` | the models on this machine (formwork's cache and aliases, Ollama's store, the Hugging Face cache); aliases with a system prompt and parameters |
 //! | `ps` | `models_cmd` | the models a running server has loaded (`GET /api/ps`) |
 //! | `grammar` | `grammar_cmd` | `check`, `print`, `compile` grammars and schemas |
-//! | `bench` | `bench`, `bench_e2e`, `bench_extract` | `masks`, `mask-engine`, `e2e`, `extract`, `serve`, `sql`; only with the `bench` feature (developers' builds) |
+//! | `bench` | `bench` (`bench::e2e`, `bench::extract`, …) | `masks`, `mask-engine`, `e2e`, `extract`, `serve`, `sql`; only with the `bench` feature (developers' builds) |
 //! | `serve` | `serve` | the Ollama- and OpenAI-compatible HTTP server |
 //! | `repair` | `repair_cmd` | recover JSON from free text (fences, prose, common faults), optionally validate |
 //! | `sql` | `sql_cmd` | a question to a query over a live database (SQLite, PostgreSQL), optionally run |
@@ -23,10 +23,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[cfg(feature = "bench")]
 mod bench;
-#[cfg(feature = "bench")]
-mod bench_e2e;
-#[cfg(feature = "bench")]
-mod bench_extract;
 mod embed_cmd;
 mod grammar_cmd;
 mod models_cmd;

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The built-in extraction set.
-const BUILTIN_SET: &str = include_str!("../testdata/extraction.jsonl");
+const BUILTIN_SET: &str = include_str!("../../testdata/extraction.jsonl");
 
 /// Flags of `bench extract`.
 #[derive(clap::Args, Debug)]
@@ -263,9 +263,9 @@ pub fn extract(a: ExtractArgs) -> Result<()> {
 
 /// 0 for half A, 1 for half B (`bench masks --half`'s rule, on the item id).
 fn half(id: &str) -> usize {
-    match crate::bench::masks::half_of(id) {
-        crate::bench::HalfArg::A => 0,
-        crate::bench::HalfArg::B => 1,
+    match super::masks::half_of(id) {
+        super::HalfArg::A => 0,
+        super::HalfArg::B => 1,
     }
 }
 

@@ -26,6 +26,8 @@ use formwork_grammar::{Grammar, Limits};
 use formwork_vocab::{TokenId, TokenMask, Vocabulary};
 use serde_json::{json, Value};
 
+mod e2e;
+mod extract;
 mod lark;
 pub(crate) mod masks;
 #[cfg(feature = "llguidance-peer")]
@@ -46,9 +48,9 @@ pub enum Command {
     /// Compare formwork with llguidance on grammars and MaskBench schemas, same run.
     Masks(MasksArgs),
     /// Constrained vs unconstrained generation speed on a real model, alternating, same run.
-    E2e(crate::bench_e2e::E2eArgs),
+    E2e(e2e::E2eArgs),
     /// Extraction accuracy with and without the schema in the prompt, on a real model.
-    Extract(crate::bench_extract::ExtractArgs),
+    Extract(extract::ExtractArgs),
     /// Concurrent clients against an OpenAI-compatible server: tok/s, latency, validity.
     Serve(serve::ServeArgs),
     /// Text-to-SQL on sample databases: free, generic-grammar, schema-grammar and full SQL constraint.
@@ -151,8 +153,8 @@ pub fn main(c: Command) -> anyhow::Result<()> {
     match c {
         Command::MaskEngine(a) => mask_engine(a),
         Command::Masks(a) => masks(a),
-        Command::E2e(a) => crate::bench_e2e::e2e(a),
-        Command::Extract(a) => crate::bench_extract::extract(a),
+        Command::E2e(a) => e2e::e2e(a),
+        Command::Extract(a) => extract::extract(a),
         Command::Serve(a) => serve::serve(a),
         Command::Sql(a) => sql::sql(a),
     }
