@@ -32,10 +32,10 @@
 //! ```
 
 use crate::constraint::{Constraint, ConstraintFactory, GrammarConstraint};
-use crate::generate::{generate, GenerateOptions, Generation, Prompt};
+use crate::generate::{GenerateOptions, Generation, Prompt};
 use crate::instruct::{add_schema_instruction, SchemaPlacement};
 use crate::model::Model;
-use crate::reasoning::{generate_with_reasoning, Piece, Reasoning};
+use crate::reasoning::{attempt, Piece, Reasoning};
 use crate::retry::{validated, Attempt, RetryError, RetryMode, Validation, Validator};
 use formwork_grammar::{CompiledGrammar, Grammar, Limits};
 pub use formwork_schema::Whitespace;
@@ -391,20 +391,5 @@ fn event(attempt: usize, p: Piece<'_>) -> Event<'_> {
     match p {
         Piece::Thinking(text) => Event::Thinking { attempt, text },
         Piece::Answer(text) => Event::Answer { attempt, text },
-    }
-}
-
-/// One generation, with reasoning when asked for.
-pub(crate) fn attempt(
-    model: &mut dyn Model,
-    prompt: &Prompt,
-    opts: &GenerateOptions,
-    reasoning: Option<&Reasoning>,
-    constraint: Option<&mut dyn Constraint>,
-    on_piece: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
-) -> Result<Generation, crate::EngineError> {
-    match reasoning {
-        None => generate(model, prompt, opts, constraint, &mut |t| on_piece(Piece::Answer(t))),
-        Some(r) => generate_with_reasoning(model, prompt, opts, r, constraint, on_piece),
     }
 }

@@ -341,7 +341,7 @@ pub(crate) fn validated(
         let mut constraint = make_constraint();
         let c = constraint.as_mut().map(|c| &mut **c as &mut dyn Constraint);
         let attempt_opts = attempt_options(opts, number);
-        let generation = crate::request::attempt(model, &current, &attempt_opts, reasoning, c, &mut |p| on_piece(number, p))?;
+        let generation = crate::reasoning::attempt(model, &current, &attempt_opts, reasoning, c, &mut |p| on_piece(number, p))?;
         let t0 = Instant::now();
         let (checked_text, repaired, fixes, mut errors) = if validation.repair {
             match formwork_repair::repair(&generation.text) {

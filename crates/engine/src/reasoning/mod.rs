@@ -237,6 +237,22 @@ pub fn reasoning_prompt(model: &dyn Model, prompt: &Prompt, r: &Reasoning) -> Re
     Ok((text, false))
 }
 
+/// One generation, with reasoning when `reasoning` is given (one attempt of a
+/// [`crate::request::Request`] or of a validated retry loop).
+pub(crate) fn attempt(
+    model: &mut dyn Model,
+    prompt: &Prompt,
+    opts: &GenerateOptions,
+    reasoning: Option<&Reasoning>,
+    constraint: Option<&mut dyn Constraint>,
+    on_piece: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
+) -> Result<Generation, EngineError> {
+    match reasoning {
+        None => generate(model, prompt, opts, constraint, &mut |t| on_piece(Piece::Answer(t))),
+        Some(r) => generate_with_reasoning(model, prompt, opts, r, constraint, on_piece),
+    }
+}
+
 /// Generates reasoning and answer in one pass (see the module docs). `constraint`
 /// constrains the answer only. The result's `text` is the answer, `thinking` the reasoning
 /// (`Some` when the model reasoned or it was given; `None` when off).
