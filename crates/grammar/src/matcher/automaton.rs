@@ -45,7 +45,7 @@
 //! costs a lock round trip (uncontended: two atomic operations) on top of its closure.
 
 use super::lower::{ByteSet, Symbol, ByteGrammar};
-use super::slots::Slots;
+use super::slots::{SlotIndex, Slots};
 use formwork_vocab::TokenId;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -58,6 +58,13 @@ mod canon;
 /// too, so a step always gives one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct StateId(pub(crate) u32);
+
+impl SlotIndex for StateId {
+    #[inline(always)]
+    fn slot(self) -> u32 {
+        self.0
+    }
+}
 
 /// A stack: a node of the stack arena, `(pos, parent)` (its top frame and the rest of the
 /// stack), or one of the two ends [`BOTTOM`] and [`CTX`].
@@ -81,6 +88,8 @@ pub(crate) const CTX: StackId = StackId(1);
 pub(crate) const DEAD: StateId = StateId(0);
 /// A step that would exceed `max_stacks` (dead for masks; an error on commit).
 pub(crate) const OVERFLOW: StateId = StateId(u32::MAX - 1);
+/// The state after an end-of-sequence token was committed.
+pub(crate) const ENDED: StateId = StateId(u32::MAX - 2);
 /// The valid multi-byte UTF-8 characters: (lead bytes, the range of each following byte),
 /// from the UTF-8 definition (RFC 3629), for the checks that step whole characters.
 pub(crate) const UTF8_SEQUENCES: &[((u8, u8), &[(u8, u8)])] = &[

@@ -49,9 +49,9 @@
 
 mod strategy;
 
+use super::complete::Completion;
 use super::automaton::{Automaton, StateId, Stepper, DEAD, OVERFLOW};
 use super::error::CompileError;
-use super::matching::Matcher;
 use super::index::TokenIndex;
 use super::lower::lower;
 use super::lower::ByteSet;
@@ -63,8 +63,6 @@ use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-/// The state after an end-of-sequence token was committed.
-pub(super) const ENDED: StateId = StateId(u32::MAX - 2);
 /// Bytes kept by each of the two caches of a compiled grammar (full masks, and
 /// context-independent parts); a full cache takes no more (see the module docs).
 const MASK_CACHE_BYTES: usize = 64 << 20;
@@ -81,7 +79,7 @@ pub(super) const MAX_FORCED: usize = 4096;
 /// with no lock held (see the module docs for the design and its cost).
 pub struct CompiledGrammar {
     pub(super) index: Arc<TokenIndex>,
-    initial: StateId,
+    pub(super) initial: StateId,
     pub(super) aut: Automaton,
     /// Full masks by state.
     pub(super) masks: MaskCache,
@@ -95,7 +93,7 @@ pub struct CompiledGrammar {
     in_flight_done: Condvar,
     pub(super) limits: Limits,
     /// Shortest-completion tables, built on first use (see `complete`).
-    pub(super) completion: std::sync::OnceLock<super::complete::Completion>,
+    pub(super) completion: std::sync::OnceLock<Completion>,
 }
 
 /// Room left in a cache of at most `MASK_CACHE_BYTES`: reserves `bytes`, or marks the
@@ -260,11 +258,6 @@ impl CompiledGrammar {
         }))
     }
 
-    /// A fresh matcher at the start of the grammar.
-    pub fn matcher(self: &Arc<Self>) -> Matcher {
-        Matcher::new(self.clone(), self.initial)
-    }
-
     /// The vocabulary.
     pub fn vocab(&self) -> &Arc<Vocabulary> {
         self.index.vocab()
@@ -399,3 +392,13 @@ pub fn accepts(g: &Grammar, input: &[u8], limits: &Limits) -> Result<bool, Compi
     Ok(aut.info(s).accepting)
 }
 
+impl CompiledGrammar {
+    /// The completion tables (built on first use; takes the automaton's builder lock to
+    /// build, so the caller must not hold it).
+    pub(super) fn completion(&self) -> &Completion {
+        self.completion.get_or_init(|| {
+            let b = self.aut.builder();
+            Completion::new(&b.flat, self.index())
+        })
+    }
+}

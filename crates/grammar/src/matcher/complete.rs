@@ -30,12 +30,9 @@
 //! most `n` tokens — the cheap check a generation loop uses far from its budget.
 
 use super::automaton::{Automaton, Builder, StackId, StateId, BOTTOM, CTX, DEAD, OVERFLOW};
-use super::compiled::{CompiledGrammar, ENDED};
-use super::matching::Matcher;
 use super::index::TokenIndex;
 use super::lower::{ByteSet, Symbol, ByteGrammar};
 use super::slots::Slots;
-use formwork_vocab::{TokenId, TokenKind};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -43,8 +40,8 @@ use std::sync::Mutex;
 
 /// No completion (only special tokens, or an empty byte set, lie ahead).
 const INF: u32 = u32::MAX;
-/// Longest completion spelled out by [`Matcher::shortest_completion`], in bytes.
-const MAX_COMPLETION: u32 = 1 << 20;
+/// Longest completion spelled out by `Matcher::shortest_completion`, in bytes.
+pub(crate) const MAX_COMPLETION: u32 = 1 << 20;
 
 /// The shortest-completion tables of one compiled grammar (see the module docs).
 #[derive(Debug)]
@@ -56,7 +53,7 @@ pub(crate) struct Completion {
     /// Indexed by byte set: the byte a completion uses.
     pick: Vec<u8>,
     /// Every nonempty set's pick is a single-byte text token.
-    per_byte: bool,
+    pub(super) per_byte: bool,
     memo: Mutex<Memo>,
     /// Indexed by state: fewest bytes to a complete match (states with one).
     states: Slots<u32>,
@@ -69,7 +66,7 @@ struct Memo {
 }
 
 impl Completion {
-    fn new(flat: &ByteGrammar, index: &TokenIndex) -> Self {
+    pub(super) fn new(flat: &ByteGrammar, index: &TokenIndex) -> Self {
         let (min, best) = rule_mins(flat);
         let mut rest = vec![0u32; flat.elems.len()];
         for starts in &flat.alts {
@@ -140,7 +137,7 @@ impl Completion {
 
     /// Fewest bytes from state `s` to a complete match, and the stack that achieves it
     /// (`BOTTOM` when accepting; `None` when no byte string completes `s`).
-    fn state_need(&self, aut: &Automaton, s: StateId) -> Option<(u32, StackId)> {
+    pub(super) fn state_need(&self, aut: &Automaton, s: StateId) -> Option<(u32, StackId)> {
         if s == DEAD || s == OVERFLOW {
             return None;
         }
@@ -163,7 +160,7 @@ impl Completion {
     }
 
     /// Fewest bytes from `s`, memoized per state.
-    fn need(&self, aut: &Automaton, s: StateId) -> Option<u32> {
+    pub(super) fn need(&self, aut: &Automaton, s: StateId) -> Option<u32> {
         if let Some(&v) = self.states.get(s) {
             return Some(v);
         }
@@ -171,7 +168,7 @@ impl Completion {
     }
 
     /// Appends a shortest string from position `pos` to the end of its alternative.
-    fn emit_from(&self, flat: &ByteGrammar, pos: u32, out: &mut Vec<u8>) {
+    pub(super) fn emit_from(&self, flat: &ByteGrammar, pos: u32, out: &mut Vec<u8>) {
         let mut todo = vec![pos];
         while let Some(p) = todo.pop() {
             match flat.elems[p as usize] {
@@ -269,135 +266,4 @@ fn rule_mins(flat: &ByteGrammar) -> (Vec<u32>, Vec<u32>) {
         }
     }
     (min, best)
-}
-
-impl CompiledGrammar {
-    /// The completion tables (built on first use; takes the automaton's builder lock to
-    /// build, so the caller must not hold it).
-    pub(super) fn completion(&self) -> &Completion {
-        self.completion.get_or_init(|| {
-            let b = self.aut.builder();
-            Completion::new(&b.flat, self.index())
-        })
-    }
-}
-
-impl Matcher {
-    /// The fewest bytes that take the current state to a complete match: 0 when accepting,
-    /// `None` when only tokens named by the grammar (negated or not) could finish it. Cheap (one hash
-    /// probe once the state has been seen).
-    pub fn min_completion_len(&self) -> Option<usize> {
-        let s = self.cur();
-        if s == ENDED {
-            return Some(0);
-        }
-        let comp = self.grammar().completion();
-        comp.need(&self.grammar().aut, s).map(|v| v as usize)
-    }
-
-    /// [`min_completion_len`](Self::min_completion_len) after token `t`, without committing
-    /// it: `None` when `t` is not allowed (EOS included) or nothing but special tokens could
-    /// finish the output after it. About the cost of [`is_allowed`](Self::is_allowed).
-    pub fn min_completion_len_after(&self, t: TokenId) -> Option<usize> {
-        let s = self.cur();
-        let g = self.grammar();
-        let vocab = g.vocab();
-        if s == ENDED || t.index() >= vocab.len() {
-            return None;
-        }
-        let comp = g.completion();
-        comp.need(&g.aut, g.after_token(s, t)).map(|v| v as usize)
-    }
-
-    /// True when the grammar's completions only use bytes that are single-byte text tokens
-    /// of the vocabulary (byte-level BPE and byte-fallback vocabularies): then
-    /// [`completion_tokens`](Self::completion_tokens) never fails and never needs more tokens
-    /// than [`min_completion_len`](Self::min_completion_len) bytes.
-    pub fn completion_bytes_bound_tokens(&self) -> bool {
-        self.grammar().completion().per_byte
-    }
-
-    /// A shortest byte string that takes the current state to a complete match (empty when
-    /// accepting). `None` when only special tokens could finish the output, or when the
-    /// shortest completion is longer than 1 MiB.
-    pub fn shortest_completion(&self) -> Option<Vec<u8>> {
-        let s = self.cur();
-        if s == ENDED {
-            return Some(Vec::new());
-        }
-        let g = self.grammar();
-        let comp = g.completion();
-        let (need, mut n) = comp.state_need(&g.aut, s)?;
-        if need > MAX_COMPLETION {
-            return None;
-        }
-        let mut out = Vec::with_capacity(need as usize);
-        let b = g.aut.builder();
-        while n != BOTTOM {
-            let (pos, parent) = b.node(n);
-            comp.emit_from(&b.flat, pos, &mut out);
-            n = parent;
-        }
-        debug_assert_eq!(out.len(), need as usize);
-        Some(out)
-    }
-
-    /// The fewest tokens that spell [`shortest_completion`](Self::shortest_completion), each
-    /// a prefix of the rest of it (so each is allowed in turn; after the last one the matcher
-    /// accepts). Empty when accepting. The matcher's state is unchanged. `None` when there is
-    /// no byte completion, or it cannot be spelled with the vocabulary's tokens.
-    ///
-    /// The tokens are not necessarily the model tokenizer's canonical ones (like
-    /// [`forced_tokens`](Self::forced_tokens)); they are meant for closing an output when the
-    /// token budget runs out.
-    pub fn completion_tokens(&mut self) -> Option<Vec<TokenId>> {
-        let bytes = self.shortest_completion()?;
-        if bytes.is_empty() {
-            return Some(Vec::new());
-        }
-        let g = self.grammar().clone();
-        let trie = g.index().trie();
-        let vocab = g.vocab();
-        let n = bytes.len();
-        // cost[i]: fewest tokens for bytes[i..]; next[i]: (end, token) of the first one.
-        let mut cost = vec![u32::MAX; n + 1];
-        let mut next = vec![(0usize, TokenId(0)); n + 1];
-        cost[n] = 0;
-        for i in (0..n).rev() {
-            let mut node = 0;
-            for (j, &b) in bytes[i..].iter().enumerate() {
-                let Some(c) = trie.child(node, b) else { break };
-                node = c;
-                let toks = trie.tokens_at(c);
-                let Some(&t) = toks.iter().find(|&&t| vocab.kind(t) == TokenKind::Normal).or(toks.first()) else {
-                    continue;
-                };
-                let end = i + j + 1;
-                if cost[end] < cost[i] {
-                    cost[i] = cost[end] + 1;
-                    next[i] = (end, t);
-                }
-            }
-        }
-        if cost[0] == u32::MAX {
-            return None;
-        }
-        // The bytes are a path of the grammar by construction; check that stepping them stays
-        // within the ambiguity limit and ends accepting.
-        {
-            let aut = &g.aut;
-            let x = aut.steps(self.cur(), &bytes);
-            if x == DEAD || x == OVERFLOW || !aut.info(x).accepting {
-                return None;
-            }
-        }
-        let mut out = Vec::with_capacity(cost[0] as usize);
-        let mut i = 0;
-        while i < n {
-            let (end, t) = next[i];
-            out.push(t);
-            i = end;
-        }
-        Some(out)
-    }
 }

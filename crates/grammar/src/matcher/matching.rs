@@ -2,11 +2,13 @@
 //! states (commit pushes, rollback truncates), masks through the grammar's shared caches,
 //! forced bytes and tokens, and counters ([`MatchStats`]).
 
-use super::automaton::{StateId, DEAD, OVERFLOW};
-use super::compiled::{takes_negated, CompiledGrammar, ENDED, MAX_FORCED};
+use super::automaton::{StateId, DEAD, ENDED, OVERFLOW};
+use super::compiled::{takes_negated, CompiledGrammar, MAX_FORCED};
 use super::error::MatchError;
 use formwork_vocab::{TokenId, TokenMask};
 use std::sync::Arc;
+
+mod completion;
 
 /// Counters a matcher keeps (serializable, for logs and benchmarks).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -300,3 +302,9 @@ impl Matcher {
     }
 }
 
+impl CompiledGrammar {
+    /// A fresh matcher at the start of the grammar.
+    pub fn matcher(self: &Arc<Self>) -> Matcher {
+        Matcher::new(self.clone(), self.initial)
+    }
+}

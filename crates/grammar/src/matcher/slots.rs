@@ -44,7 +44,8 @@ impl<T> std::fmt::Debug for Slots<T> {
     }
 }
 
-/// What indexes slots: a plain id, or a typed one.
+/// What indexes slots: a plain id, or a typed one (which implements this where it is
+/// declared, so the table knows none of its users).
 pub(crate) trait SlotIndex: Copy {
     /// The slot's number.
     fn slot(self) -> u32;
@@ -54,13 +55,6 @@ impl SlotIndex for u32 {
     #[inline(always)]
     fn slot(self) -> u32 {
         self
-    }
-}
-
-impl SlotIndex for super::automaton::StateId {
-    #[inline(always)]
-    fn slot(self) -> u32 {
-        self.0
     }
 }
 
