@@ -7,6 +7,8 @@
 //! [`ConstraintRequest`]; tests use the fakes in `crate::testing` (feature `testing`).
 
 pub use formwork_model::logprob::{TokenLogprob, TopLogprob};
+use formwork_model::embed::{normalize, Embed};
+use formwork_model::{ModelError, TokenId};
 use serde_json::Value;
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -356,4 +358,82 @@ pub trait Backend: Send + 'static {
         job: &Job,
         on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
     ) -> Result<Outcome, BackendError>;
+}
+
+impl EmbedJob {
+    /// Runs an embedding job with `embedder` (on a model's worker thread): tokenize, truncate or
+    /// refuse, embed, cut to `dimensions`.
+    pub(crate) fn run(&self, embedder: &dyn Embed) -> Result<Embeddings, BackendError> {
+        let job = self;
+        let started = Instant::now();
+        let full = embedder.dimensions();
+        if let Some(d) = job.dimensions.filter(|&d| d > full) {
+            return Err(BackendError::BadRequest {
+                message: format!("dimensions is {d}, more than this model's {full}"),
+                param: Some("dimensions".into()),
+            });
+        }
+        let max = embedder.max_tokens();
+        let n_vocab = embedder.vocab_size();
+        let mut vectors = Vec::with_capacity(job.inputs.len());
+        let mut total = 0usize;
+        for (i, input) in job.inputs.iter().enumerate() {
+            if Instant::now() >= job.deadline {
+                return Err(BackendError::Timeout(started.elapsed()));
+            }
+            let mut tokens = match input {
+                EmbedInput::Text(s) => embedder.tokenize(s).map_err(model_error)?,
+                EmbedInput::Tokens(ts) => {
+                    if let Some(t) = ts.iter().find(|&&t| t as usize >= n_vocab) {
+                        return Err(BackendError::BadRequest {
+                            message: format!("input[{i}] has token id {t}, out of range: this model's vocabulary has {n_vocab} tokens"),
+                            param: Some("input".into()),
+                        });
+                    }
+                    ts.iter().map(|&t| TokenId(t)).collect()
+                }
+            };
+            if tokens.is_empty() {
+                return Err(BackendError::BadRequest { message: format!("input[{i}] has no tokens"), param: Some("input".into()) });
+            }
+            if tokens.len() > max {
+                if !job.truncate {
+                    return Err(BackendError::BadRequest {
+                        message: format!(
+                            "input[{i}] is {} tokens, more than the {max} this model embeds at once; shorten it (on /api/embed, truncate: true cuts it to fit)",
+                            tokens.len()
+                        ),
+                        param: Some("input".into()),
+                    });
+                }
+                tokens.truncate(max);
+            }
+            let mut v = embedder.embed(&tokens).map_err(model_error)?;
+            if let Some(d) = job.dimensions {
+                v.truncate(d);
+                normalize(&mut v);
+            }
+            total += tokens.len();
+            vectors.push(v);
+        }
+        Ok(Embeddings { vectors, prompt_tokens: u32::try_from(total).unwrap_or(u32::MAX), duration: started.elapsed() })
+    }
+}
+
+impl BackendError {
+    /// The error for a model that has no embedder.
+    pub(crate) fn cannot_embed(model: &str) -> BackendError {
+        BackendError::BadRequest {
+            message: format!("model '{model}' does not compute embeddings; use a GGUF model served by llama.cpp"),
+            param: Some("model".into()),
+        }
+    }
+}
+
+/// An embedder's error as the request's: a text that cannot be tokenized is the client's.
+fn model_error(e: ModelError) -> BackendError {
+    match e {
+        ModelError::Tokenize(_) => BackendError::BadRequest { message: e.to_string(), param: Some("input".into()) },
+        other => BackendError::Internal(format!("embedding failed: {other}")),
+    }
 }

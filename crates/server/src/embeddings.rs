@@ -9,7 +9,7 @@
 //! 2. A model without an embedder ([`Backend::embedder`](crate::Backend::embedder)) is refused
 //!    at once (400, `param: model`).
 //! 3. The [`EmbedJob`] waits in the model's queue like a generation and takes a slot: its
-//!    worker thread runs `run`, which tokenizes each input, truncates it to the model's
+//!    worker thread runs [`EmbedJob::run`], which tokenizes each input, truncates it to the model's
 //!    embedding context (or refuses it: Ollama `truncate: false`, and always on OpenAI, whose
 //!    service refuses over-long inputs), embeds it and, for `dimensions`, keeps the first
 //!    dimensions and normalizes again. The embedder evaluates in its own context (for
@@ -35,8 +35,6 @@ use crate::worker::ModelWorker;
 use crate::{AppState, ServerConfig};
 use axum::extract::State;
 use axum::Json;
-use formwork_model::embed::{normalize, Embed};
-use formwork_model::{ModelError, TokenId};
 use serde_json::Value;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -136,7 +134,7 @@ pub async fn openai_embeddings(
 /// Queues `job` on the model and waits for it, counting it in the model's metrics.
 async fn embed(wk: &ModelWorker, job: EmbedJob) -> Result<Embeddings, ApiError> {
     if !wk.can_embed() {
-        return Err(jobs::backend_error(cannot_embed(&wk.meta().name)));
+        return Err(jobs::backend_error(BackendError::cannot_embed(&wk.meta().name)));
     }
     let deadline = job.deadline;
     let queued_at = Instant::now();
@@ -158,14 +156,6 @@ async fn embed(wk: &ModelWorker, job: EmbedJob) -> Result<Embeddings, ApiError> 
         }
     }
     result.map_err(jobs::backend_error)
-}
-
-/// The error for a model that has no embedder.
-pub(crate) fn cannot_embed(model: &str) -> BackendError {
-    BackendError::BadRequest {
-        message: format!("model '{model}' does not compute embeddings; use a GGUF model served by llama.cpp"),
-        param: Some("model".into()),
-    }
 }
 
 /// Checks `dimensions` (positive when given; the upper bound is the model's, checked in `run`).
@@ -277,70 +267,6 @@ fn openai_inputs(v: Value, cfg: &ServerConfig) -> Result<Vec<EmbedInput>, ApiErr
 
 fn empty(i: usize) -> ApiError {
     ApiError::bad_request(format!("input[{i}] is empty; every input needs some text")).param("input")
-}
-
-/// Runs an embedding job with `embedder` (on a model's worker thread): tokenize, truncate or
-/// refuse, embed, cut to `dimensions`.
-pub(crate) fn run(embedder: &dyn Embed, job: &EmbedJob) -> Result<Embeddings, BackendError> {
-    let started = Instant::now();
-    let full = embedder.dimensions();
-    if let Some(d) = job.dimensions.filter(|&d| d > full) {
-        return Err(BackendError::BadRequest {
-            message: format!("dimensions is {d}, more than this model's {full}"),
-            param: Some("dimensions".into()),
-        });
-    }
-    let max = embedder.max_tokens();
-    let n_vocab = embedder.vocab_size();
-    let mut vectors = Vec::with_capacity(job.inputs.len());
-    let mut total = 0usize;
-    for (i, input) in job.inputs.iter().enumerate() {
-        if Instant::now() >= job.deadline {
-            return Err(BackendError::Timeout(started.elapsed()));
-        }
-        let mut tokens = match input {
-            EmbedInput::Text(s) => embedder.tokenize(s).map_err(model_error)?,
-            EmbedInput::Tokens(ts) => {
-                if let Some(t) = ts.iter().find(|&&t| t as usize >= n_vocab) {
-                    return Err(BackendError::BadRequest {
-                        message: format!("input[{i}] has token id {t}, out of range: this model's vocabulary has {n_vocab} tokens"),
-                        param: Some("input".into()),
-                    });
-                }
-                ts.iter().map(|&t| TokenId(t)).collect()
-            }
-        };
-        if tokens.is_empty() {
-            return Err(BackendError::BadRequest { message: format!("input[{i}] has no tokens"), param: Some("input".into()) });
-        }
-        if tokens.len() > max {
-            if !job.truncate {
-                return Err(BackendError::BadRequest {
-                    message: format!(
-                        "input[{i}] is {} tokens, more than the {max} this model embeds at once; shorten it (on /api/embed, truncate: true cuts it to fit)",
-                        tokens.len()
-                    ),
-                    param: Some("input".into()),
-                });
-            }
-            tokens.truncate(max);
-        }
-        let mut v = embedder.embed(&tokens).map_err(model_error)?;
-        if let Some(d) = job.dimensions {
-            v.truncate(d);
-            normalize(&mut v);
-        }
-        total += tokens.len();
-        vectors.push(v);
-    }
-    Ok(Embeddings { vectors, prompt_tokens: u32::try_from(total).unwrap_or(u32::MAX), duration: started.elapsed() })
-}
-
-fn model_error(e: ModelError) -> BackendError {
-    match e {
-        ModelError::Tokenize(_) => BackendError::BadRequest { message: e.to_string(), param: Some("input".into()) },
-        other => BackendError::Internal(format!("embedding failed: {other}")),
-    }
 }
 
 /// `v`'s little-endian bytes in standard base64 (with padding), as OpenAI's

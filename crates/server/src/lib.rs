@@ -264,7 +264,7 @@ async fn refuse_oversized(limit: usize, req: Request, next: Next) -> Response {
 
 /// `GET /metrics` (Prometheus text format).
 async fn metrics_text(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
-    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics::render(state.models())).into_response()
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics::render(&state.models().iter().map(ModelWorker::figures).collect::<Vec<_>>())).into_response()
 }
 
 async fn not_found(req: Request) -> Response {

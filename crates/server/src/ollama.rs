@@ -18,7 +18,6 @@ mod models;
 mod stream;
 mod translate;
 pub use models::{ps, root, show, tags, version};
-pub(crate) use models::digest_of;
 use stream::*;
 use translate::*;
 

@@ -1,4 +1,5 @@
-//! Stamps on responses: timestamps (Unix seconds, RFC 3339) and response ids.
+//! Stamps on responses: timestamps (Unix seconds, RFC 3339), response ids, and the digests
+//! that name models.
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,4 +76,14 @@ mod tests {
         assert_ne!(a, b);
         assert!(a.starts_with("call_") && a.len() == 5 + 24);
     }
+}
+
+/// 64 hex digits naming `key` (FNV-1a, four salts).
+pub(crate) fn digest_of(key: &str) -> String {
+    (0u64..4)
+        .map(|salt| {
+            let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64 ^ salt, |h, x| (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3));
+            format!("{h:016x}")
+        })
+        .collect()
 }

@@ -15,7 +15,7 @@
 //! a 404 saying to restart `formwork serve --model NAME`.
 
 use crate::error::{ApiError, ApiJson, ErrorKind, Flavor, OllamaApi};
-use crate::ollama::digest_of;
+use crate::stamps::digest_of;
 use crate::stamps::rfc3339;
 use crate::wire::ollama as w;
 use crate::AppState;

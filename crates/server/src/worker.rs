@@ -148,6 +148,11 @@ impl ModelWorker {
         &self.metrics
     }
 
+    /// What `/metrics` shows of this model now.
+    pub fn figures(&self) -> crate::metrics::ModelFigures<'_> {
+        crate::metrics::ModelFigures { name: &self.meta.name, metrics: &self.metrics, queued: self.queue_len(), slots: self.slots() }
+    }
+
     /// Queues `job`; the receiver yields its events. Dropping the receiver cancels the job.
     pub fn submit(&self, job: Job) -> Result<UnboundedReceiver<Event>, SubmitError> {
         let (events, rx) = unbounded_channel();
@@ -269,8 +274,8 @@ fn embed(backend: &dyn Backend, job: EmbedJob, reply: oneshot::Sender<Result<Emb
         Err(BackendError::Timeout(Duration::ZERO))
     } else {
         match backend.embedder() {
-            None => Err(crate::embeddings::cannot_embed(name)),
-            Some(embedder) => catch_unwind(AssertUnwindSafe(|| crate::embeddings::run(embedder.as_ref(), &job))).unwrap_or_else(|panic| {
+            None => Err(BackendError::cannot_embed(name)),
+            Some(embedder) => catch_unwind(AssertUnwindSafe(|| job.run(embedder.as_ref()))).unwrap_or_else(|panic| {
                 let msg = panic_message(panic.as_ref());
                 tracing::error!(model = %name, "embedding panicked: {msg}");
                 Err(BackendError::Internal(format!("internal error: embedding panicked ({msg})")))

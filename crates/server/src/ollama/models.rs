@@ -2,7 +2,7 @@
 
 use super::FL;
 use crate::error::{ApiError, ApiJson, OllamaApi};
-use crate::stamps::rfc3339_now;
+use crate::stamps::{digest_of, rfc3339_now};
 use crate::wire::ollama as w;
 use crate::worker::ModelWorker;
 use crate::AppState;
@@ -100,16 +100,6 @@ pub async fn ps(State(state): State<AppState>) -> Json<w::PsResponse> {
 /// not a content hash: formwork does not hash multi-GB files at startup).
 pub(super) fn digest(m: &crate::backend::ModelMeta) -> String {
     digest_of(&format!("{}\0{:?}\0{}", m.name, m.path, m.size))
-}
-
-/// 64 hex digits naming `key` (FNV-1a, four salts).
-pub(crate) fn digest_of(key: &str) -> String {
-    (0u64..4)
-        .map(|salt| {
-            let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64 ^ salt, |h, x| (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3));
-            format!("{h:016x}")
-        })
-        .collect()
 }
 
 /// `POST /api/show`.
