@@ -1,60 +1,25 @@
-//! The compiler: schema locations → rules; conjunctions, combinators, per-type dispatch.
+//! The recursive compiler: a conjunction of schema locations becomes a rule (memoized, so
+//! recursion closes); `$ref`/`allOf` are flattened, the combinators (`anyOf`, `oneOf`,
+//! `if`/`then`/`else`, dependencies, `not`) rewritten into conjunctions, and what is left
+//! dispatched by type: numbers and strings to their emitters (`crate::number`,
+//! `crate::string`), arrays and objects to the children here, which recurse into their
+//! members through [`Compiler::schema`].
+//!
+//! The arrows point down: this module uses the compiler's state (`crate::compiler`) and the
+//! leaf emitters; none of them uses this module.
 
-use crate::resolve::{escape_ptr, Loc, Resolver};
-use crate::{effective_draft, Draft, SchemaError, SchemaErrorKind, SchemaOptions, Warning, Whitespace};
-use formwork_grammar::{Expr, Grammar, GrammarBuilder, RuleId};
+use crate::compiler::{CompileResult, Compiler};
+use crate::conjunct::*;
+use crate::exprs::*;
+use crate::json_types::*;
+use crate::resolve::escape_ptr;
+use crate::{SchemaError, SchemaErrorKind, SchemaOptions, Warning, Whitespace};
+use formwork_grammar::{Expr, Grammar};
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::Instant;
 
-mod conjunct;
-mod exprs;
-mod json_types;
-mod values;
-pub(crate) use conjunct::*;
-pub(crate) use exprs::*;
-pub(crate) use json_types::*;
-
-/// What every step of the compiler returns: a value, or the refusal or error that stops it.
-pub(crate) type CompileResult<T> = Result<T, SchemaError>;
-
-/// The state of one schema compilation: the documents and their references, the options,
-/// the rules shared between places, the validators built for `enum`/`const` checks, the
-/// warnings of lenient mode, and the limits' counters.
-pub(crate) struct Compiler<'a> {
-    pub opts: &'a SchemaOptions,
-    pub res: Resolver<'a>,
-    pub b: GrammarBuilder,
-    memo: HashMap<String, RuleId>,
-    pub warnings: Vec<Warning>,
-    start: Instant,
-    ref_expansions: usize,
-    pub depth: usize,
-    validators: HashMap<usize, Option<Rc<jsonschema::ValidatorMap>>>,
-    /// Validators of subschemas checked on their own, by document, pointer and the
-    /// conjunction keywords left out (`C_REF`, `C_ALLOF`, `C_ANYOF`, `C_ONEOF_DISJOINT`); `None`: that subschema is checked
-    /// through its document's validator (it has references).
-    local_validators: HashMap<(usize, String, u16), Option<Rc<jsonschema::Validator>>>,
-    pub ws: Expr,
-    /// The nesting level of the value being compiled (the root value is 0): pretty
-    /// whitespace indents by it.
-    pub level: u32,
-    /// `SchemaOptions::force_first_key`, applied to objects at the root.
-    pub force_first: Option<String>,
-    /// Some root object listed `force_first` (and starts with it).
-    pub force_first_applied: bool,
-    pub uid: usize,
-    /// Rules of [`Compiler::shared`], by key.
-    shared_rules: HashMap<String, RuleId>,
-    /// Compiled `patternProperties` regexes, by pattern (`None`: not supported), for
-    /// matching listed names.
-    pub key_regexes: std::cell::RefCell<HashMap<String, Option<regex::Regex>>>,
-    /// Results of `regex::pattern_regions`, by patterns, names and `rest`: the subset
-    /// construction is the costly part of an object with `patternProperties`, and schemas
-    /// repeat the same map type at many places.
-    pub pattern_regions_memo: HashMap<String, Option<Vec<(u32, Expr)>>>,
-}
+mod array;
+mod object;
 
 /// Compiles `schema` to a grammar rooted at `root`.
 pub fn compile(schema: &Value, opts: &SchemaOptions) -> Result<Grammar, SchemaError> {
@@ -70,34 +35,7 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
             "",
         ));
     }
-    let draft = effective_draft(schema, opts);
-    let res = Resolver::new(schema, draft, &opts.remotes);
-    let ws = match opts.whitespace {
-        Whitespace::Compact | Whitespace::Pretty { .. } => Expr::empty(),
-        Whitespace::Flexible { max_run } => Expr::repeat(Expr::class([(' ', ' '), ('\t', '\t'), ('\n', '\n'), ('\r', '\r')], false), 0, max_run),
-    };
-    let mut b = GrammarBuilder::new();
-    let ws_id = b.define("ws", ws);
-    let mut cx = Compiler {
-        opts,
-        res,
-        b,
-        memo: HashMap::new(),
-        warnings: Vec::new(),
-        start: Instant::now(),
-        ref_expansions: 0,
-        depth: 0,
-        validators: HashMap::new(),
-        local_validators: HashMap::new(),
-        ws: Expr::Rule(ws_id),
-        level: 0,
-        force_first: None,
-        force_first_applied: false,
-        uid: 0,
-        shared_rules: HashMap::new(),
-        key_regexes: Default::default(),
-        pattern_regions_memo: HashMap::new(),
-    };
+    let mut cx = Compiler::new(schema, opts);
     cx.force_first = opts.force_first_key.clone();
     let root = cx.root_part();
     let body = cx.schema(vec![root])?;
@@ -136,91 +74,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("$recursiveRef", "dynamic scopes are not supported"),
 ];
 
-impl<'a> Compiler<'a> {
-    fn root_part(&self) -> Conjunct {
-        let root = self.res.docs[0].value.clone();
-        Conjunct {
-            node: Conjunct::locate(&root, ""),
-            root,
-            ptr: String::new(),
-            doc: 0,
-            at: String::new(),
-            real: true,
-            derived: false,
-            consumed: 0,
-        }
-    }
-
-    pub fn draft(&self, p: &Conjunct) -> Draft {
-        self.res.draft(p.doc)
-    }
-
-    /// Refuses (or, lenient, warns about) keyword `k` of `p`.
-    pub fn refuse(&mut self, keyword: &str, why: impl Into<String>, pointer: String) -> CompileResult<()> {
-        let why = why.into();
-        if self.opts.lenient {
-            tracing::warn!(keyword, pointer = %pointer, why = %why, "schema keyword not enforced");
-            self.warnings.push(Warning { keyword: keyword.into(), pointer, why });
-            Ok(())
-        } else {
-            Err(unsupported(keyword, why, pointer))
-        }
-    }
-
-    pub fn check_limits(&self, at: &str) -> CompileResult<()> {
-        let ms = self.start.elapsed().as_millis() as u64;
-        if ms > self.opts.limits.max_compile_ms {
-            return Err(err(
-                SchemaErrorKind::Limit { limit: "max_compile_ms", why: format!("compiling took more than {} ms", self.opts.limits.max_compile_ms) },
-                at,
-            ));
-        }
-        if self.b.len() > self.opts.limits.max_rules {
-            return Err(err(
-                SchemaErrorKind::Limit { limit: "max_rules", why: format!("the grammar needs more than {} rules", self.opts.limits.max_rules) },
-                at,
-            ));
-        }
-        Ok(())
-    }
-
-    /// A rule for `key`, defined once per grammar from `body` (later calls with the same key
-    /// reuse it): for sub-grammars that many schema locations share (string bodies, key sets),
-    /// so that the grammar holds one copy instead of one per use. `key` must say everything
-    /// `body` depends on; `name` is the base of the rule's name.
-    pub fn shared(&mut self, key: &str, name: &str, body: impl FnOnce(&mut Self) -> CompileResult<Expr>) -> CompileResult<Expr> {
-        if let Some(&id) = self.shared_rules.get(key) {
-            return Ok(Expr::Rule(id));
-        }
-        let name = self.b.fresh_name(name);
-        let id = self.b.rule_id(&name);
-        self.shared_rules.insert(key.to_string(), id);
-        let e = body(self)?;
-        self.b.define(&name, e);
-        Ok(Expr::Rule(id))
-    }
-
-    /// The separators of a container at the current level.
-    pub fn seps(&self) -> crate::layout::Seps {
-        crate::layout::Seps::new(self.opts.whitespace, &self.ws, self.level)
-    }
-
-    /// Runs `f` one nesting level deeper (for the members of a container).
-    pub fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
-        self.level += 1;
-        let r = f(self);
-        self.level -= 1;
-        r
-    }
-
-    /// A synthetic part holding `v`, resolved relative to `like`.
-    pub fn synth(&self, v: Value, like: &Conjunct, kw: &str) -> Conjunct {
-        // Keep the document root so `$ref`s inside copied subschemas resolve the same way;
-        // the synthetic value lives in its own root.
-        let root = Rc::new(v);
-        Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: like.doc, at: like.kw_ptr(kw), real: false, derived: true, consumed: 0 }
-    }
-
+impl Compiler<'_> {
     /// The grammar for a conjunction of schemas; one rule per distinct conjunction of real
     /// locations (so recursion terminates).
     pub fn schema(&mut self, parts: Vec<Conjunct>) -> CompileResult<Expr> {
@@ -263,35 +117,6 @@ impl<'a> Compiler<'a> {
                 body
             }
         }
-    }
-
-    /// Resolves a `$ref` in `p`.
-    pub fn resolve_ref(&mut self, p: &Conjunct, kw: &str) -> CompileResult<Conjunct> {
-        self.ref_expansions += 1;
-        if self.ref_expansions > self.opts.limits.max_ref_expansions {
-            return Err(err(
-                SchemaErrorKind::Limit { limit: "max_ref_expansions", why: format!("more than {} `$ref` expansions", self.opts.limits.max_ref_expansions) },
-                p.kw_ptr(kw),
-            ));
-        }
-        let r = p.get(kw).and_then(|v| v.as_str()).ok_or_else(|| invalid(kw, "must be a string", p.kw_ptr(kw)))?.to_string();
-        let base = if p.real {
-            self.res.base_at(&Loc { doc: p.doc, ptr: p.ptr.clone() })
-        } else {
-            self.res.base_at(&Loc { doc: p.doc, ptr: String::new() })
-        };
-        let loc = self.res.resolve(&base, &r).ok_or_else(|| err(SchemaErrorKind::UnresolvedRef(r.clone()), p.kw_ptr(kw)))?;
-        let root = self.res.docs[loc.doc].value.clone();
-        Ok(Conjunct {
-            node: Conjunct::locate(&root, &loc.ptr),
-            root,
-            at: if loc.doc == 0 { loc.ptr.clone() } else { p.kw_ptr(kw) },
-            ptr: loc.ptr,
-            doc: loc.doc,
-            real: true,
-            derived: p.derived,
-            consumed: 0,
-        })
     }
 
     /// Expands `$ref` and `allOf` into a flat list; `Ok(None)` means the conjunction is empty
@@ -586,14 +411,14 @@ impl<'a> Compiler<'a> {
                 self.refuse("not", "excluding particular array values", parts[0].at.clone())?;
             }
             let seps = self.seps();
-            alts.push(self.nested(|cx| crate::array::compile(cx, &parts, &seps))?);
+            alts.push(self.nested(|cx| array::compile(cx, &parts, &seps))?);
         }
         if types & T_OBJ != 0 {
             if excluded.iter().any(|e| e.is_object()) {
                 self.refuse("not", "excluding particular object values", parts[0].at.clone())?;
             }
             let seps = self.seps();
-            alts.push(self.nested(|cx| crate::object::compile(cx, &parts, &seps))?);
+            alts.push(self.nested(|cx| object::compile(cx, &parts, &seps))?);
         }
         Ok(alt_of(alts))
     }

@@ -42,3 +42,8 @@ pub(crate) fn seq_of(items: Vec<Expr>) -> Expr {
     }
     Expr::seq(items)
 }
+
+/// `(\.0+)?`
+pub(crate) fn zero_fraction() -> Expr {
+    Expr::opt(Expr::seq([Expr::lit("."), Expr::plus(Expr::lit("0"))]))
+}

@@ -69,3 +69,9 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+
+/// A count keyword's value (`minLength`, `maxItems`...) as a number: a non-negative integer,
+/// also written as a float with no fraction (`2.0`).
+pub(crate) fn as_count(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| v.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0).map(|f| f as u64))
+}

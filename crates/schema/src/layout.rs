@@ -22,8 +22,9 @@
 //! mode). A context-free grammar cannot indent an unbounded recursion, so containers nested
 //! deeper than [`PRETTY_MAX_LEVEL`] are written compact.
 
+use crate::exprs::{alt_of, is_nothing};
 use crate::Whitespace;
-use formwork_grammar::Expr;
+use formwork_grammar::{Expr, Unordered};
 
 /// The deepest container level written with pretty indentation; deeper ones are compact.
 pub const PRETTY_MAX_LEVEL: u32 = 12;
@@ -87,7 +88,7 @@ impl Seps {
 
     /// `open` + a body that is `nonempty` or, when `nullable`, nothing + `close`.
     pub fn wrap(&self, open: &str, nonempty: Expr, nullable: bool, close: &str) -> Expr {
-        if crate::compile::is_nothing(&nonempty) {
+        if is_nothing(&nonempty) {
             return if nullable { self.empty(open, close) } else { nonempty };
         }
         let inner = Expr::seq([self.first.clone(), nonempty, self.last.clone()]);
@@ -147,6 +148,26 @@ fn write(v: &serde_json::Value, style: Whitespace, level: u32, out: &mut String)
         out.push_str(&pad(level));
     }
     out.push(close);
+}
+
+/// An object as one unordered group: listed members `(name, value, required)` in any order,
+/// each at most once, additional members `(quoted key, value)` among them (also for
+/// constant objects, `Compiler::literal`).
+pub(crate) fn unordered(seps: &Seps, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>) -> Expr {
+    let kv = |k: Expr, v: &Expr| Expr::seq([k, seps.colon.clone(), v.clone()]);
+    let listed = members.iter().map(|(k, v, req)| (kv(Expr::lit(serde_json::to_string(k).unwrap_or_default()), v), *req)).collect();
+    let extra = (!extra.is_empty()).then(|| alt_of(extra.into_iter().map(|(k, v)| kv(k, &v)).collect()));
+    let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    let group = |min: u64| Unordered { members: listed, extra, sep: seps.comma.clone(), min: clamp(min), max: maxp.map(clamp) };
+    let may_be_empty = minp == 0 && !members.iter().any(|m| m.2);
+    if matches!(seps.first, Expr::Seq(ref v) if v.is_empty()) {
+        // No separator that only a non-empty group has: the group as it is.
+        return seps.wrap("{", Expr::Unordered(Box::new(group(minp))), false, "}");
+    }
+    if maxp == Some(0) {
+        return seps.empty("{", "}");
+    }
+    seps.wrap("{", Expr::Unordered(Box::new(group(minp.max(1)))), may_be_empty, "}")
 }
 
 #[cfg(test)]

@@ -19,9 +19,15 @@
 //!   (`allOf` and 2020-12 `$ref` siblings add conjuncts); `anyOf`/`oneOf`/`if`/dependencies are
 //!   distributed over the conjunction; `not` is pushed down by `negate` where the negation is
 //!   expressible as a schema. The flat conjunction is then compiled per JSON type by
-//!   `number`, `string`, `array` and `object` (each in its own module). `enum`/`const` are
-//!   exact: candidate values are filtered through the `jsonschema` validator of every
-//!   conjunct's location.
+//!   `number` and `string` (leaf emitters), and by `compile::array` and `compile::object`,
+//!   the only places that recurse (into items and members). `enum`/`const` are exact:
+//!   candidate values are filtered through the `jsonschema` validator of every conjunct's
+//!   location (`compiler::values`).
+//! - The layers point down: `compile` (recursion) → the leaf emitters (`number`, `string`,
+//!   `regex`, `chars`, `negate`, `layout`) → `compiler` (the `Compiler` state:
+//!   options, the grammar being built, refusals, limits, shared rules, `$ref` resolution) →
+//!   `conjunct`, `exprs`, `json_types`, `resolve`. No module uses one above it
+//!   (`crates/testkit/tests/module_cycles.rs` checks it).
 //! - Each schema location becomes one grammar rule, so recursive `$ref`s are recursive rules.
 //! - `layout`: the separators between tokens in each [`Whitespace`] style (flexible,
 //!   compact, pretty with indentation by nesting level).
@@ -36,14 +42,17 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod array;
+mod chars;
 mod compile;
+mod compiler;
+mod conjunct;
+mod exprs;
 mod format;
+mod json_types;
 pub mod keywords;
 mod layout;
 mod negate;
 mod number;
-mod object;
 mod regex;
 mod resolve;
 mod string;

@@ -5,7 +5,10 @@
 //! on keyword by keyword (a schema is the conjunction of its keywords, so its negation is the
 //! disjunction of theirs). Keywords whose negation is not a schema we can compile are refused.
 
-use crate::compile::{type_bits, unsupported, value_type, Compiler, Conjunct, CompileResult, T_ALL, T_ARR, T_BOOL, T_FRAC, T_INT, T_NULL, T_OBJ, T_STR};
+use crate::compiler::{Compiler, CompileResult};
+use crate::conjunct::Conjunct;
+use crate::exprs::unsupported;
+use crate::json_types::{type_bits, value_type, T_ALL, T_ARR, T_BOOL, T_FRAC, T_INT, T_NULL, T_OBJ, T_STR};
 use serde_json::{json, Map, Value};
 
 /// Keywords that never constrain (annotations and structure).
@@ -210,7 +213,7 @@ pub(crate) fn disjoint(cx: &mut Compiler, a: &Sig, b: &Sig) -> bool {
         for (k, vals, rx) in &x.consts {
             // Against the other's constants for the same part.
             for (k2, vals2, ry) in &y.consts {
-                if k == k2 && (*rx || *ry) && !vals.iter().any(|v| vals2.iter().any(|w| crate::compile::json_eq(v, w))) && (k.is_none() || only_objects) {
+                if k == k2 && (*rx || *ry) && !vals.iter().any(|v| vals2.iter().any(|w| crate::json_types::json_eq(v, w))) && (k.is_none() || only_objects) {
                     return true;
                 }
             }

@@ -7,7 +7,9 @@
 //! binary comparison with a bound agree; no exponent). Unbounded numbers follow RFC 8259 in
 //! full.
 
-use crate::compile::{alt_of, invalid, nothing, Compiler, Conjunct, CompileResult};
+use crate::compiler::{Compiler, CompileResult};
+use crate::conjunct::Conjunct;
+use crate::exprs::{alt_of, invalid, nothing, zero_fraction};
 use decimal::{magnitudes, Bound};
 use formwork_grammar::Expr;
 use serde_json::Value;
@@ -98,7 +100,7 @@ pub(crate) fn int_range(lo: Option<i128>, hi: Option<i128>) -> Expr {
         let a = hi.map_or(1, |h| (-h).max(1)) as u128;
         let b = lo.map(|l| (-l) as u128);
         let m = uint_range(a, b);
-        if !crate::compile::is_nothing(&m) {
+        if !crate::exprs::is_nothing(&m) {
             alts.push(Expr::seq([Expr::lit("-"), m]));
         }
     }
@@ -228,7 +230,7 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], int_only: bool, exc
     };
     // `3.0` is the integer 3 in JSON Schema: integers may carry a zero fraction (unless the
     // caller generates, and wants canonical integers).
-    let ints = if crate::compile::is_nothing(&ints) || cx.opts.canonical_integers {
+    let ints = if crate::exprs::is_nothing(&ints) || cx.opts.canonical_integers {
         ints
     } else {
         Expr::seq([ints, zero_fraction()])
@@ -267,17 +269,12 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], int_only: bool, exc
         let neg_hi = k.lo.map(|(v, s)| (-v, s));
         if let (Some(lo), Some(hi)) = (zero_or(neg_lo, true), zero_or(neg_hi, false)) {
             let m = magnitudes(lo.as_ref(), hi.as_ref(), frac_digits);
-            if !crate::compile::is_nothing(&m) {
+            if !crate::exprs::is_nothing(&m) {
                 alts.push(Expr::seq([Expr::lit("-"), m]));
             }
         }
     }
     Ok(alt_of(alts))
-}
-
-/// `(\.0+)?`
-pub(crate) fn zero_fraction() -> Expr {
-    Expr::opt(Expr::seq([Expr::lit("."), Expr::plus(Expr::lit("0"))]))
 }
 
 fn ranges_minus(lo: Option<i128>, hi: Option<i128>, excl: &[i128]) -> Expr {

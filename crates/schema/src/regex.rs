@@ -11,8 +11,9 @@
 //! deterministic ([`dfa`]: same language, one rule per DFA state) when that is cheap, so the
 //! matcher follows one stack instead of one per place the pattern might start.
 
-use crate::compile::{unsupported, Compiler, CompileResult};
-use crate::string::{any_char, enc_class, rep};
+use crate::compiler::{Compiler, CompileResult};
+use crate::exprs::unsupported;
+use crate::chars::{any_char, enc_class, rep};
 use formwork_grammar::Expr;
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
 
@@ -263,7 +264,7 @@ pub(crate) fn string_body_only(cx: &mut Compiler, src: &str, others: &[String], 
     if minus.is_empty() {
         return string_body_except(cx, src, names, at, kw);
     }
-    let Some(d) = dfa::determinize_minus(&body, &crate::compile::alt_of(minus)) else { return Ok(None) };
+    let Some(d) = dfa::determinize_minus(&body, &crate::exprs::alt_of(minus)) else { return Ok(None) };
     let key = format!("{src}\u{0}only\u{0}{}\u{0}{}", serde_json::to_string(others).unwrap_or_default(), serde_json::to_string(names).unwrap_or_default());
     Ok(Some(dfa::emit(cx, &d, &key)))
 }
@@ -329,14 +330,14 @@ fn pattern_regions_uncached(cx: &mut Compiler, pats: &[String], names: &[String]
 /// protobuf's JSON Schema generators write a field's names), without a DFA: distinct
 /// literals never match the same key, so each literal is a region of its own (every encoding
 /// of it, unless it is one of `names`), and the rest is every canonically written string
-/// that is none of the literals and none of `names` ([`crate::string::excluding`]). The same
+/// that is none of the literals and none of `names` ([`crate::chars::excluding`]). The same
 /// languages as the DFA regions, at the cost of a trie.
 fn literal_regions(cx: &mut Compiler, literals: &[String], names: &[String], rest: bool) -> CompileResult<Vec<(u32, Expr)>> {
     let mut out = Vec::new();
     if rest {
         let mut excluded: Vec<String> = names.to_vec();
         excluded.extend(literals.iter().cloned());
-        out.push((0, crate::string::excluding(cx, &excluded, "key")?));
+        out.push((0, crate::chars::excluding(cx, &excluded, "key")?));
     }
     for (k, lit) in literals.iter().enumerate() {
         if !names.contains(lit) {
@@ -396,7 +397,7 @@ fn plain_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, at: &str
             }
         }
     }
-    Ok((crate::compile::alt_of(alts), unanchored))
+    Ok((crate::exprs::alt_of(alts), unanchored))
 }
 
 fn branch_body(cx: &mut Compiler, b: &Branch, min: u64, max: Option<u64>, kw: &str, at: &str) -> CompileResult<Expr> {
@@ -431,7 +432,7 @@ fn branch_body(cx: &mut Compiler, b: &Branch, min: u64, max: Option<u64>, kw: &s
         let lo_pad = min.saturating_sub(f);
         let hi_pad = max.map(|m| m.checked_sub(f));
         if let Some(None) = hi_pad {
-            return Ok(crate::compile::nothing());
+            return Ok(crate::exprs::nothing());
         }
         let hi_pad = hi_pad.flatten();
         let body = Expr::seq(core);
@@ -470,7 +471,7 @@ fn branch_body(cx: &mut Compiler, b: &Branch, min: u64, max: Option<u64>, kw: &s
                     (None, None) => None,
                 };
                 if max.is_some_and(|m| m < fixed) || new_hi.is_some_and(|h| h < new_lo) {
-                    return Ok(crate::compile::nothing());
+                    return Ok(crate::exprs::nothing());
                 }
                 let sub = lower(cx, &r.sub, kw, at)?;
                 let mut v = core;

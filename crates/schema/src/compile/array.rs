@@ -3,9 +3,11 @@
 //! `uniqueItems` over small finite item domains (one rule per set of values used so far;
 //! elsewhere refused, or under lenient mode ignored with a warning, which only widens).
 
-use crate::compile::{alt_of, invalid, is_nothing, nothing, seq_of, Compiler, Conjunct, CompileResult};
+use crate::compiler::{Compiler, CompileResult};
+use crate::conjunct::Conjunct;
+use crate::exprs::{alt_of, invalid, is_nothing, nothing, seq_of};
 use crate::layout::Seps;
-use crate::string::as_count;
+use crate::json_types::as_count;
 use formwork_grammar::Expr;
 use serde_json::Value;
 
@@ -117,13 +119,13 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> Com
         if no_rest {
             return Ok(seps.empty("[", "]"));
         }
-        let more = crate::string::rep(cx, Expr::seq([sep.clone(), rest.clone()]), rest_min.saturating_sub(1), rest_max.map(|m| m.saturating_sub(1)))?;
+        let more = crate::chars::rep(cx, Expr::seq([sep.clone(), rest.clone()]), rest_min.saturating_sub(1), rest_max.map(|m| m.saturating_sub(1)))?;
         return Ok(seps.wrap("[", Expr::seq([rest.clone(), more]), rest_min == 0, "]"));
     }
     if rest_min > 0 && is_nothing(&rest) {
         return Ok(nothing());
     }
-    let mut tail = if no_rest { Expr::empty() } else { crate::string::rep(cx, Expr::seq([sep.clone(), rest.clone()]), rest_min, rest_max)? };
+    let mut tail = if no_rest { Expr::empty() } else { crate::chars::rep(cx, Expr::seq([sep.clone(), rest.clone()]), rest_min, rest_max)? };
     // Build from the last positional item backwards; `tail` is what may follow item j.
     let kk = max_total.map_or(k, |m| (m as usize).min(k));
     if kk == 0 {
@@ -158,13 +160,13 @@ fn unique_items(cx: &mut Compiler, parts: &[Conjunct], rest_parts: &[Conjunct], 
             cands = Some(e.clone());
         } else if let Some(c) = q.get("const") {
             cands = Some(vec![c.clone()]);
-        } else if let Some(t) = q.get("type").and_then(|t| crate::compile::type_bits(t)) {
-            if t & !(crate::compile::T_BOOL | crate::compile::T_NULL) == 0 {
+        } else if let Some(t) = q.get("type").and_then(|t| crate::json_types::type_bits(t)) {
+            if t & !(crate::json_types::T_BOOL | crate::json_types::T_NULL) == 0 {
                 let mut v = Vec::new();
-                if t & crate::compile::T_BOOL != 0 {
+                if t & crate::json_types::T_BOOL != 0 {
                     v.extend([Value::Bool(true), Value::Bool(false)]);
                 }
-                if t & crate::compile::T_NULL != 0 {
+                if t & crate::json_types::T_NULL != 0 {
                     v.push(Value::Null);
                 }
                 cands = Some(v);
@@ -178,7 +180,7 @@ fn unique_items(cx: &mut Compiler, parts: &[Conjunct], rest_parts: &[Conjunct], 
     };
     let mut vals: Vec<Value> = Vec::new();
     for v in c {
-        if !vals.iter().any(|x| crate::compile::json_eq(x, &v)) && cx.value_ok(rest_parts, &v)? {
+        if !vals.iter().any(|x| crate::json_types::json_eq(x, &v)) && cx.value_ok(rest_parts, &v)? {
             vals.push(v);
         }
     }

@@ -1,18 +1,21 @@
 //! Objects: listed properties in `properties` order (optional ones may be skipped), then
 //! additional properties; counts for `minProperties`/`maxProperties` are tracked in the rule
 //! state `(next listed property, members so far)`. With [`KeyOrder::Any`](crate::KeyOrder),
-//! the members form one [`Unordered`] group instead (any order, each key at most once).
+//! the members form one [`Unordered`](formwork_grammar::Unordered) group instead (any order, each key at most once).
 //!
 //! A listed key's value must satisfy, for every conjunct, its `properties` entry, the
 //! `patternProperties` entries whose pattern matches the key, or else its
 //! `additionalProperties`. Additional keys are generated from a complement trie of the listed
 //! names (so they never repeat a listed key), or from the `patternProperties` patterns.
 
-use crate::compile::{alt_of, invalid, is_nothing, nothing, unsupported, Compiler, Conjunct, CompileResult};
+use crate::compiler::{Compiler, CompileResult};
+use crate::conjunct::Conjunct;
+use crate::exprs::{alt_of, invalid, is_nothing, nothing, unsupported};
 use crate::layout::Seps;
 use crate::resolve::escape_ptr;
-use crate::string::as_count;
-use formwork_grammar::{Expr, Unordered};
+use crate::json_types::as_count;
+use crate::layout::unordered;
+use formwork_grammar::Expr;
 use serde_json::Value;
 
 fn pattern_matches(cx: &Compiler, pat: &str, key: &str) -> Option<bool> {
@@ -199,7 +202,7 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> Com
                 Some(cx.schema(kparts)?)
             }
         } else {
-            Some(Expr::seq([Expr::lit("\""), crate::string::excluding(cx, &names, "key")?, Expr::lit("\"")]))
+            Some(Expr::seq([Expr::lit("\""), crate::chars::excluding(cx, &names, "key")?, Expr::lit("\"")]))
         };
         if let Some(key) = key {
             if !is_nothing(&value) && !is_nothing(&key) {
@@ -211,26 +214,6 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> Com
         return Ok(unordered(seps, &members, extra, minp, maxp));
     }
     build(cx, seps, &members, extra, minp, maxp, &parts[0].at)
-}
-
-/// An object as one unordered group: listed members `(name, value, required)` in any order,
-/// each at most once, additional members `(quoted key, value)` among them (also for
-/// constant objects, `Compiler::literal`).
-pub(crate) fn unordered(seps: &Seps, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>) -> Expr {
-    let kv = |k: Expr, v: &Expr| Expr::seq([k, seps.colon.clone(), v.clone()]);
-    let listed = members.iter().map(|(k, v, req)| (kv(Expr::lit(serde_json::to_string(k).unwrap_or_default()), v), *req)).collect();
-    let extra = (!extra.is_empty()).then(|| alt_of(extra.into_iter().map(|(k, v)| kv(k, &v)).collect()));
-    let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-    let group = |min: u64| Unordered { members: listed, extra, sep: seps.comma.clone(), min: clamp(min), max: maxp.map(clamp) };
-    let may_be_empty = minp == 0 && !members.iter().any(|m| m.2);
-    if matches!(seps.first, Expr::Seq(ref v) if v.is_empty()) {
-        // No separator that only a non-empty group has: the group as it is.
-        return seps.wrap("{", Expr::Unordered(Box::new(group(minp))), false, "}");
-    }
-    if maxp == Some(0) {
-        return seps.empty("{", "}");
-    }
-    seps.wrap("{", Expr::Unordered(Box::new(group(minp.max(1)))), may_be_empty, "}")
 }
 
 /// The additional members of an object whose `patternProperties` are in part `pp`: the keys
@@ -329,7 +312,7 @@ fn build(cx: &mut Compiler, seps: &Seps, members: &[(String, Expr, bool)], extra
     };
     let n_members = members.len();
     if (n_members as u64 + 1) * (cap + 1) > 20_000 {
-        return Err(crate::compile::err(
+        return Err(crate::exprs::err(
             crate::SchemaErrorKind::Limit { limit: "max_rules", why: "an object with too many properties × property-count states".into() },
             at,
         ));

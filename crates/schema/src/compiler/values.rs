@@ -2,7 +2,10 @@
 //! (through `jsonschema` validators, of a subschema alone where it has no references, else of
 //! its whole document), and a value as grammar.
 
-use super::{json_eq, unsupported, Compiler, CompileResult, Conjunct, C_ALLOF, C_ANYOF, C_ONEOF_DISJOINT, C_REF, C_REF_ONLY};
+use crate::compiler::{Compiler, CompileResult};
+use crate::conjunct::{Conjunct, C_ALLOF, C_ANYOF, C_ONEOF_DISJOINT, C_REF, C_REF_ONLY};
+use crate::exprs::unsupported;
+use crate::json_types::json_eq;
 use crate::SchemaOptions;
 use formwork_grammar::Expr;
 use serde_json::Value;
@@ -137,7 +140,7 @@ impl Compiler<'_> {
                 let seps = self.seps();
                 let members: Vec<(String, Expr, bool)> = self.nested(|cx| o.iter().map(|(k, x)| (k.clone(), cx.literal(x), true)).collect());
                 if self.opts.key_order == crate::KeyOrder::Any && o.len() > 1 {
-                    return crate::object::unordered(&seps, &members, Vec::new(), 0, None);
+                    return crate::layout::unordered(&seps, &members, Vec::new(), 0, None);
                 }
                 let mut body = Vec::new();
                 for (i, (k, x, _)) in members.into_iter().enumerate() {
@@ -156,9 +159,9 @@ impl Compiler<'_> {
                 // Integral floats print as `1.0`; accept the integer spelling too.
                 let s = n.to_string();
                 if n.is_i64() || n.is_u64() {
-                    Expr::seq([Expr::lit(s), crate::number::zero_fraction()])
+                    Expr::seq([Expr::lit(s), crate::exprs::zero_fraction()])
                 } else if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15) {
-                    Expr::alt([Expr::seq([Expr::lit(format!("{}", f as i64)), crate::number::zero_fraction()]), Expr::lit(s)])
+                    Expr::alt([Expr::seq([Expr::lit(format!("{}", f as i64)), crate::exprs::zero_fraction()]), Expr::lit(s)])
                 } else {
                     Expr::lit(s)
                 }

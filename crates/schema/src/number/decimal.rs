@@ -8,7 +8,7 @@
 //! agree. A bound with more significant digits is first moved inward to an integer, which
 //! is exact. Longer instances (which could round onto a bound) are not generated.
 
-use crate::compile::alt_of;
+use crate::exprs::alt_of;
 use formwork_grammar::Expr;
 
 /// Most digits (integer and fraction parts together) of a generated decimal.
@@ -106,7 +106,7 @@ pub(crate) fn magnitudes(lo: Option<&Bound>, hi: Option<&Bound>, max_frac: Optio
     let mut alts = Vec::new();
     let lo_side = Some((&lo.frac[..], lo.strict));
     match hi {
-        Some(h) if h.int < lo.int => return crate::compile::nothing(),
+        Some(h) if h.int < lo.int => return crate::exprs::nothing(),
         Some(h) if h.int == lo.int => {
             let m = room(lo.int);
             if m > 0 {

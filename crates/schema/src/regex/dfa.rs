@@ -8,7 +8,7 @@
 //! kept one per place `X` might have started. Expressions with rule references or tokens,
 //! and NFAs or DFAs over the size bounds, are left alone (`None`).
 
-use crate::compile::Compiler;
+use crate::compiler::Compiler;
 use formwork_grammar::ir::normalize_ranges;
 use formwork_grammar::Expr;
 use std::collections::HashMap;
@@ -391,7 +391,7 @@ fn minimize(accepting: &[bool], trans: &[(u32, Vec<Run>)], cuts: &[u32]) -> Opti
 /// start state's reference. An empty DFA is the empty class (matches nothing).
 pub(crate) fn emit(cx: &mut Compiler, dfa: &Dfa, key: &str) -> Expr {
     if dfa.states.is_empty() {
-        return crate::compile::nothing();
+        return crate::exprs::nothing();
     }
     let base = rule_base(key);
     let names: Vec<String> = (0..dfa.states.len()).map(|i| format!("{base}-{i}")).collect();
@@ -538,7 +538,7 @@ mod tests {
         for (s, ok) in [("", false), ("a", true), ("aa", false), ("aaa", true)] {
             assert_eq!(d.accepts(s), ok, "{s}");
         }
-        assert_eq!(determinize(&crate::compile::nothing()).unwrap().len(), 0);
+        assert_eq!(determinize(&crate::exprs::nothing()).unwrap().len(), 0);
         assert!(determinize(&Expr::Rule(formwork_grammar::RuleId(0))).is_none());
         assert!(determinize(&Expr::repeat(Expr::repeat(Expr::lit("ab"), 0, Some(200)), 0, Some(200))).is_none());
         // Over the work budget: the plain lowering stays.

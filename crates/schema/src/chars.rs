@@ -1,0 +1,215 @@
+//! Characters inside JSON strings: a set of code points as its JSON encodings
+//! ([`enc_class`]: the raw characters JSON allows unescaped, plus the escapes of those that
+//! need one), any character, bounded repetitions of a piece, and the strings that are none of
+//! a list of names (a complement trie). The string type (`crate::string`), patterns
+//! (`crate::regex`) and object keys build on these.
+
+use crate::compiler::{Compiler, CompileResult};
+use crate::exprs::alt_of;
+use formwork_grammar::ir::normalize_ranges;
+use formwork_grammar::Expr;
+
+fn intersect(a: &[(char, char)], b: &[(char, char)]) -> Vec<(char, char)> {
+    let mut out = Vec::new();
+    for &(x, y) in a {
+        for &(u, v) in b {
+            let lo = x.max(u);
+            let hi = y.min(v);
+            if lo <= hi {
+                out.push((lo, hi));
+            }
+        }
+    }
+    normalize_ranges(out)
+}
+
+fn contains(r: &[(char, char)], c: char) -> bool {
+    r.iter().any(|&(a, b)| a <= c && c <= b)
+}
+
+/// All JSON encodings (raw or with a mandatory/short escape) of the characters in `ranges`.
+pub(crate) fn enc_class(ranges: &[(char, char)]) -> Expr {
+    let raw_ok = [(' ', '!'), ('#', '['), (']', char::MAX)];
+    let raw = intersect(ranges, &raw_ok);
+    let mut alts = Vec::new();
+    if !raw.is_empty() {
+        alts.push(Expr::Class(raw));
+    }
+    for (c, e) in [('"', "\\\""), ('\\', "\\\\"), ('/', "\\/"), ('\u{8}', "\\b"), ('\u{c}', "\\f"), ('\n', "\\n"), ('\r', "\\r"), ('\t', "\\t")] {
+        if contains(ranges, c) {
+            alts.push(Expr::lit(e));
+        }
+    }
+    for hi in 0..2u32 {
+        let mut lo_digits: Vec<(char, char)> = Vec::new();
+        for lo in 0..16u32 {
+            let c = char::from_u32(hi * 16 + lo).unwrap_or('\0');
+            if contains(ranges, c) {
+                let d = std::char::from_digit(lo, 16).unwrap_or('0');
+                lo_digits.push((d, d));
+                let u = d.to_ascii_uppercase();
+                lo_digits.push((u, u));
+            }
+        }
+        if !lo_digits.is_empty() {
+            alts.push(Expr::seq([Expr::lit(format!("\\u00{hi}")), Expr::Class(normalize_ranges(lo_digits))]));
+        }
+    }
+    alt_of(alts)
+}
+
+/// One encoded code point of any kind, including `\uXXXX` escapes and surrogate pairs.
+pub(crate) fn any_char() -> Expr {
+    let hex = Expr::class([('0', '9'), ('a', 'f'), ('A', 'F')], false);
+    let hex3 = Expr::repeat(hex.clone(), 3, Some(3));
+    let non_d = Expr::class([('0', '9'), ('a', 'c'), ('A', 'C'), ('e', 'f'), ('E', 'F')], false);
+    let d = Expr::class([('d', 'd'), ('D', 'D')], false);
+    let bmp = Expr::seq([Expr::lit("\\u"), Expr::alt([Expr::seq([non_d, hex3]), Expr::seq([d.clone(), Expr::class([('0', '7')], false), Expr::repeat(hex.clone(), 2, Some(2))])])]);
+    let pair = Expr::seq([
+        Expr::lit("\\u"),
+        d.clone(),
+        Expr::class([('8', '9'), ('a', 'b'), ('A', 'B')], false),
+        Expr::repeat(hex.clone(), 2, Some(2)),
+        Expr::lit("\\u"),
+        d,
+        Expr::class([('c', 'f'), ('C', 'F')], false),
+        Expr::repeat(hex, 2, Some(2)),
+    ]);
+    Expr::alt([enc_class(&[('\0', char::MAX)]), bmp, pair])
+}
+
+/// `x{min,max}`, split into nested repetitions when a bound exceeds `Limits::max_repeat`.
+pub(crate) fn rep(cx: &Compiler, x: Expr, min: u64, max: Option<u64>) -> CompileResult<Expr> {
+    let lim = cx.opts.limits.max_repeat as u64;
+    let limit_err = || {
+        crate::exprs::err(
+            crate::SchemaErrorKind::Limit { limit: "max_repeat", why: format!("a repetition bound above {} squared", lim) },
+            "",
+        )
+    };
+    if min <= lim && max.is_none_or(|m| m <= lim) {
+        return Ok(Expr::repeat(x, min as u32, max.map(|m| m as u32)));
+    }
+    let k = lim.max(1);
+    // x{min,max} = (x{k}){q} x{r} x{0, max-min}
+    let q = min / k;
+    let r = min % k;
+    if q > lim {
+        return Err(limit_err());
+    }
+    let block = Expr::repeat(x.clone(), k as u32, Some(k as u32));
+    let mut items = vec![Expr::repeat(block.clone(), q as u32, Some(q as u32)), Expr::repeat(x.clone(), r as u32, Some(r as u32))];
+    match max {
+        None => items.push(Expr::star(x)),
+        Some(m) => {
+            let extra = m - min;
+            if extra > 0 {
+                let (q2, r2) = (extra / k, extra % k);
+                if q2 > lim {
+                    return Err(limit_err());
+                }
+                // up to q2 full blocks then up to r2, or fewer blocks then up to k-1.
+                let fewer = if q2 > 0 {
+                    Some(Expr::seq([Expr::repeat(block.clone(), 0, Some(q2 as u32 - 1)), Expr::repeat(x.clone(), 0, Some(k as u32 - 1))]))
+                } else {
+                    None
+                };
+                let full = Expr::seq([Expr::repeat(block, q2 as u32, Some(q2 as u32)), Expr::repeat(x, 0, Some(r2 as u32))]);
+                items.push(match fewer {
+                    Some(f) => Expr::alt([f, full]),
+                    None => full,
+                });
+            }
+        }
+    }
+    Ok(Expr::seq(items))
+}
+
+/// `any_char(){min,max}` (any string body of that many code points), as one rule shared by
+/// every use in the grammar.
+pub(crate) fn any_chars(cx: &mut Compiler, min: u64, max: Option<u64>) -> CompileResult<Expr> {
+    let key = format!("any-chars {min} {max:?}");
+    cx.shared(&key, "string-chars", |cx| {
+        let one = cx.shared("any-char", "string-char", |_| Ok(any_char()))?;
+        rep(cx, one, min, max)
+    })
+}
+
+/// Strings of decoded characters none of which equals one of `names` (a complement trie), as
+/// one rule per distinct set of names.
+///
+/// Structure is shared: below the node where only one name is left, the trie is the
+/// complement of that name's remaining suffix, whatever the prefix and the other names, so
+/// each distinct suffix is one rule for the whole grammar (Kubernetes-style schemas repeat
+/// `apiVersion`, `kind`, `metadata`, ... in hundreds of open objects, one trie each). The
+/// work per key set is then its branching nodes plus one rule reference per name, and each
+/// distinct suffix is built and lowered once.
+pub(crate) fn excluding(cx: &mut Compiler, names: &[String], base: &str) -> CompileResult<Expr> {
+    let mut sorted: Vec<&String> = names.iter().collect();
+    sorted.sort();
+    sorted.dedup();
+    let key = format!("excluding {}", serde_json::to_string(&sorted).unwrap_or_default());
+    let tail = cx.shared("raw-chars", "string-raw-chars", |_| Ok(Expr::star(enc_class(&[('\0', char::MAX)]))))?;
+    // Whatever starts with a character outside `PLAIN` (and `PLAIN` holds every character of
+    // most keys): one shared rule instead of its encodings at every trie node.
+    let outside = cx.shared("not-plain-then-raw-chars", "string-other-raw-chars", |_| {
+        Ok(Expr::seq([enc_class(&formwork_grammar::ir::complement(&PLAIN)), tail.clone()]))
+    })?;
+    // Sorted and deduplicated: the names below a node are a contiguous run.
+    let v: Vec<Vec<char>> = sorted.iter().map(|n| n.chars().collect()).collect();
+    cx.shared(&key, &format!("{base}-excluding"), |cx| trie_node(cx, &v, 0, true, &tail, &outside))
+}
+
+/// Printable ASCII but `"`, `\` and `/`: characters with one JSON encoding (raw).
+const PLAIN: [(char, char); 4] = [(' ', '!'), ('#', '.'), ('0', '['), (']', '~')];
+
+/// The complement-trie node for the strings that start with the `depth`-character prefix
+/// shared by all of `names` (sorted, distinct); `tail` is any string, `outside` any string
+/// starting outside [`PLAIN`]. `share`: a node left with one name becomes the shared rule of
+/// its suffix (false inside that rule's own chain).
+fn trie_node(cx: &mut Compiler, names: &[Vec<char>], depth: usize, share: bool, tail: &Expr, outside: &Expr) -> CompileResult<Expr> {
+    if share && names.len() == 1 {
+        let suffix: String = names[0][depth..].iter().collect();
+        let key = format!("excluding-suffix {}", serde_json::to_string(&suffix).unwrap_or_default());
+        let one = [names[0][depth..].to_vec()];
+        return cx.shared(&key, "key-excluding-suffix", |cx| trie_node(cx, &one, 0, false, tail, outside));
+    }
+    let terminal = names.iter().any(|n| n.len() == depth);
+    let mut alts = Vec::new();
+    if !terminal {
+        alts.push(Expr::empty());
+    }
+    // The names continuing below, grouped by their next character (contiguous: sorted).
+    let below: Vec<&Vec<char>> = names.iter().filter(|n| n.len() > depth).collect();
+    let mut children: Vec<char> = below.iter().map(|n| n[depth]).collect();
+    children.dedup();
+    // Characters not starting any continuation: anything may follow.
+    let ranges: Vec<(char, char)> = children.iter().map(|&c| (c, c)).collect();
+    let others = formwork_grammar::ir::complement(&normalize_ranges(ranges));
+    if children.iter().all(|&c| PLAIN.iter().any(|&(a, b)| a <= c && c <= b)) {
+        // The others are the plain characters left (raw only) and everything outside.
+        let plain_left = intersect(&others, &PLAIN);
+        if !plain_left.is_empty() {
+            alts.push(Expr::seq([Expr::Class(plain_left), tail.clone()]));
+        }
+        alts.push(outside.clone());
+    } else {
+        let first = enc_class(&others);
+        if !crate::exprs::is_nothing(&first) {
+            alts.push(Expr::seq([first, tail.clone()]));
+        }
+    }
+    let start = names.len() - below.len();
+    let mut i = start;
+    while i < names.len() {
+        let c = names[i][depth];
+        let mut j = i + 1;
+        while j < names.len() && names[j][depth] == c {
+            j += 1;
+        }
+        let sub = trie_node(cx, &names[i..j], depth + 1, share, tail, outside)?;
+        alts.push(Expr::seq([enc_class(&[(c, c)]), sub]));
+        i = j;
+    }
+    Ok(alt_of(alts))
+}
