@@ -5,27 +5,26 @@
 //! (see [`crate::worker`]) hands jobs to its [`Backend`] one at a time. The real backend
 //! runs `formwork_engine` over a loaded model, compiling (and caching) the job's
 //! [`ConstraintRequest`]; tests use the fakes in `crate::testing` (feature `testing`).
+//!
+//! ## Whose types
+//! What a conversation is made of is the engine's: [`ChatMessage`], [`ToolCall`], [`Think`]
+//! and [`SchemaPlacement`] are `formwork_engine`'s own, built by the handlers and handed on
+//! unchanged. What is declared here is what only the HTTP side has: a [`Job`] carries a
+//! deadline, a context size and sampling as the request gave it ([`Sampling`]: `None` is the
+//! default, resolved by the backend), tools as parsed definitions ([`ToolDef`]) and the
+//! API-level [`ConstraintRequest`]; an [`Outcome`] ends with one of the two reasons both APIs
+//! know ([`DoneReason`]); a streamed [`Piece`] may carry log-probabilities.
 
 pub use formwork_model::logprob::{TokenLogprob, TopLogprob};
+/// Messages, tool calls, reasoning and the schema instruction's place are the engine's own
+/// types: handlers build them, the engine backend hands them on unchanged.
+pub use formwork_engine::{reasoning::Think, ChatMessage, SchemaPlacement, ToolCall};
 use formwork_model::embed::{normalize, Embed};
 use formwork_model::{ModelError, TokenId};
 use serde_json::Value;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// One chat message, in the form both APIs reduce to.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ChatTurn {
-    /// `system`, `user`, `assistant` or `tool`.
-    pub role: String,
-    /// The text (multi-part contents are joined).
-    pub content: String,
-    /// Calls an assistant message made earlier in the conversation.
-    pub tool_calls: Vec<ToolCall>,
-    /// For a `tool` message: the function whose result this is.
-    pub tool_name: Option<String>,
-}
 
 /// A function the model may call.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,22 +37,13 @@ pub struct ToolDef {
     pub parameters: Value,
 }
 
-/// A function call produced (or, in history, earlier made) by the model.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolCall {
-    /// The function called.
-    pub name: String,
-    /// The arguments, a JSON object.
-    pub arguments: Value,
-}
-
 /// What the model is prompted with.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PromptSpec {
     /// A conversation, rendered with the model's chat template; `tools` are offered in it.
     Chat {
         /// The messages, in order.
-        messages: Vec<ChatTurn>,
+        messages: Vec<ChatMessage>,
         /// Functions offered to the model.
         tools: Vec<ToolDef>,
     },
@@ -154,7 +144,7 @@ pub struct Job {
     pub think: Option<Think>,
     /// Show the model the schema (or "reply with JSON") in the prompt; `None`: don't.
     /// Only `Json` and `Schema` constraints have something to show.
-    pub schema_in_prompt: Option<SchemaInPrompt>,
+    pub schema_in_prompt: Option<SchemaPlacement>,
     /// Per-token log-probabilities: `None` off (nothing is computed); `Some(n)`: each
     /// generated token's logprob and the `n` most likely tokens of its step, under the
     /// masked distribution (see `formwork_engine::GenerateOptions::logprobs`), streamed as
@@ -186,28 +176,6 @@ impl JsonLayout {
             _ => None,
         }
     }
-}
-
-/// Where the schema instruction goes (the `schema_in_prompt` request field: `true` or
-/// `"user"`, `"system"`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SchemaInPrompt {
-    /// Appended to the last user message.
-    User,
-    /// In the system message.
-    System,
-}
-
-/// Reasoning asked for (Ollama `think`, OpenAI `reasoning_effort`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Think {
-    /// Answer directly.
-    Off,
-    /// Reason first; `effort` (`low`, `medium`, `high`) goes to templates that take one.
-    On {
-        /// The reasoning effort.
-        effort: Option<String>,
-    },
 }
 
 /// A piece of streamed output.

@@ -9,14 +9,14 @@
 
 use crate::tools;
 use crate::backend::{
-    Backend, BackendError, ChatTurn, ConstraintRequest, JsonLayout, DoneReason, Job, Outcome, Piece, PromptSpec, Sampling, SchemaInPrompt,
+    Backend, BackendError, ConstraintRequest, JsonLayout, DoneReason, Job, Outcome, Piece, PromptSpec, Sampling,
     Think, ToolDef,
 };
 use formwork_engine::reasoning::{Reasoning, ReasoningFormat};
 use formwork_engine::batch::Batcher;
 use formwork_engine::request::{Event, Format, Request, RequestError, Whitespace};
 use formwork_engine::retry::RetryError;
-use formwork_engine::{ChatMessage, EngineError, GenerateOptions, Model, ModelError, Prompt, StopReason};
+use formwork_engine::{EngineError, GenerateOptions, Model, ModelError, Prompt, StopReason};
 use formwork_grammar::matcher::CompiledGrammar;
 use formwork_grammar::{Expr, Grammar, GrammarBuilder, Limits};
 use formwork_sampler::SamplerOptions;
@@ -160,11 +160,10 @@ impl EngineBackend {
     fn reasoning_for(&self, job: &Job, given: Option<String>) -> Option<Reasoning> {
         let format = self.reasoning.clone()?;
         let think = match (&job.think, given) {
-            (_, Some(t)) => formwork_engine::reasoning::Think::Given(t),
+            (_, Some(t)) => Think::Given(t),
             (None, None) if matches!(job.prompt, PromptSpec::Raw(_)) => return None,
-            (None, None) => formwork_engine::reasoning::Think::On { effort: None },
-            (Some(Think::Off), None) => formwork_engine::reasoning::Think::Off,
-            (Some(Think::On { effort }), None) => formwork_engine::reasoning::Think::On { effort: effort.clone() },
+            (None, None) => Think::On { effort: None },
+            (Some(t), None) => t.clone(),
         };
         Some(Reasoning { format, think, budget: None })
     }
@@ -349,19 +348,9 @@ fn engine_prompt(p: &PromptSpec) -> Prompt {
     match p {
         PromptSpec::Raw(s) => Prompt::Raw(s.clone()),
         PromptSpec::Chat { messages, tools } => Prompt::Chat {
-            messages: messages.iter().map(message).collect(),
+            messages: messages.clone(),
             tools: (!tools.is_empty()).then(|| tools_json(tools)),
         },
-    }
-}
-
-fn message(t: &ChatTurn) -> ChatMessage {
-    ChatMessage {
-        role: t.role.clone(),
-        content: t.content.clone(),
-        thinking: None,
-        tool_calls: t.tool_calls.iter().map(|c| formwork_engine::ToolCall::new(c.name.clone(), c.arguments.clone())).collect(),
-        tool_name: t.tool_name.clone(),
     }
 }
 
@@ -438,10 +427,6 @@ impl Backend for EngineBackend {
     fn generate(&mut self, job: &Job, on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>) -> Result<Outcome, BackendError> {
         let mut prompt = engine_prompt(&job.prompt);
         if let Some(placement) = job.schema_in_prompt {
-            let placement = match placement {
-                SchemaInPrompt::User => formwork_engine::SchemaPlacement::User,
-                SchemaInPrompt::System => formwork_engine::SchemaPlacement::System,
-            };
             match &job.constraint {
                 ConstraintRequest::Json => {
                     formwork_engine::add_schema_instruction(&mut prompt, None, placement);

@@ -221,14 +221,14 @@ pub(crate) fn whitespace(v: Option<&serde_json::Value>) -> Result<crate::backend
 
 /// The `schema_in_prompt` request field: absent, `null` or `false` = off; `true` or `"user"`
 /// = appended to the last user message; `"system"` = in the system message.
-pub(crate) fn schema_in_prompt(v: Option<&serde_json::Value>) -> Result<Option<crate::backend::SchemaInPrompt>, ApiError> {
-    use crate::backend::SchemaInPrompt;
+pub(crate) fn schema_in_prompt(v: Option<&serde_json::Value>) -> Result<Option<crate::backend::SchemaPlacement>, ApiError> {
+    use crate::backend::SchemaPlacement;
     use serde_json::Value;
     match v {
         None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(None),
-        Some(Value::Bool(true)) => Ok(Some(SchemaInPrompt::User)),
-        Some(Value::String(s)) if s == "user" => Ok(Some(SchemaInPrompt::User)),
-        Some(Value::String(s)) if s == "system" => Ok(Some(SchemaInPrompt::System)),
+        Some(Value::Bool(true)) => Ok(Some(SchemaPlacement::User)),
+        Some(Value::String(s)) if s == "user" => Ok(Some(SchemaPlacement::User)),
+        Some(Value::String(s)) if s == "system" => Ok(Some(SchemaPlacement::System)),
         Some(other) => Err(ApiError::bad_request(format!(
             "invalid schema_in_prompt {other}: use true, false, \"user\" or \"system\""
         ))

@@ -70,7 +70,7 @@ mod stamps;
 pub mod wire;
 pub mod worker;
 
-pub use backend::{Backend, BackendError, ConstraintRequest, Job, JsonLayout, ModelMeta, Outcome, Piece, SchemaInPrompt, Think};
+pub use backend::{Backend, BackendError, ConstraintRequest, Job, JsonLayout, ModelMeta, Outcome, Piece, SchemaPlacement, Think};
 pub use config::ServerConfig;
 pub use error::{ApiError, ApiJson, Dialect, ErrorKind, Flavor, OllamaApi, OpenAiApi};
 pub use worker::{ModelWorker, SubmitError};

@@ -1,7 +1,7 @@
 //! Ollama API handlers: `/api/chat`, `/api/generate`, `/api/tags`, `/api/show`,
 //! `/api/version` and `/`.
 
-use crate::backend::{ChatTurn, ConstraintRequest, Outcome, PromptSpec, ToolDef};
+use crate::backend::{ChatMessage, ConstraintRequest, Outcome, PromptSpec, ToolDef};
 use crate::error::{ApiError, ApiJson, Flavor, OllamaApi};
 use crate::jobs::{self};
 use crate::tools::{self, ToolMode};
@@ -44,7 +44,7 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
     let mut messages = req.messages.into_iter().map(turn).collect::<Result<Vec<_>, _>>()?;
     // An alias's system prompt, unless the conversation has its own.
     if let Some(system) = defaults.system.as_ref().filter(|_| !messages.iter().any(|m| m.role == "system")) {
-        messages.insert(0, ChatTurn { role: "system".into(), content: system.clone(), ..Default::default() });
+        messages.insert(0, ChatMessage { role: "system".into(), content: system.clone(), ..Default::default() });
     }
     let tools: Vec<ToolDef> = req.tools.unwrap_or_default().into_iter().map(tool_def).collect();
     for t in &tools {
@@ -83,7 +83,7 @@ async fn chat_inner(state: AppState, req: w::ChatRequest) -> Result<Response, Ap
         let calls = if auto { tools::parse_calls(&o.text, &tools) } else { vec![] };
         let calls: Vec<w::ToolCall> = calls
             .into_iter()
-            .map(|c| w::ToolCall { function: w::ToolCallFunction { name: c.name, arguments: c.arguments } })
+            .map(|c| w::ToolCall { function: w::ToolCallFunction { name: c.function.name, arguments: c.function.arguments } })
             .collect();
         (!calls.is_empty()).then_some(calls)
     };
@@ -180,9 +180,9 @@ async fn generate_inner(state: AppState, req: w::GenerateRequest) -> Result<Resp
     } else {
         let mut messages = Vec::new();
         if let Some(system) = req.system.filter(|s| !s.is_empty()).or(defaults.system) {
-            messages.push(ChatTurn { role: "system".into(), content: system, ..Default::default() });
+            messages.push(ChatMessage { role: "system".into(), content: system, ..Default::default() });
         }
-        messages.push(ChatTurn { role: "user".into(), content: req.prompt, ..Default::default() });
+        messages.push(ChatMessage { role: "user".into(), content: req.prompt, ..Default::default() });
         PromptSpec::Chat { messages, tools: vec![] }
     };
     let constraint = format(req.format, cfg)?;

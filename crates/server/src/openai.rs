@@ -1,6 +1,6 @@
 //! OpenAI API handlers: `/v1/chat/completions`, `/v1/completions`, `/v1/models`.
 
-use crate::backend::{ChatTurn, ConstraintRequest, PromptSpec, Sampling, TokenLogprob};
+use crate::backend::{ChatMessage, ConstraintRequest, PromptSpec, Sampling, TokenLogprob};
 use crate::error::{ApiError, ApiJson, Flavor, OpenAiApi};
 use crate::jobs;
 use crate::tools::detect::Route;
@@ -60,7 +60,7 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
     if let Some(w::ResponseFormat::Sql { database }) = &req.response_format {
         let db = crate::sql::configured(&cfg, database).map_err(|e| e.param("response_format"))?;
         let system = formwork_sql::prompt::system_prompt(&db.catalog);
-        messages.insert(0, ChatTurn { role: "system".into(), content: system, ..Default::default() });
+        messages.insert(0, ChatMessage { role: "system".into(), content: system, ..Default::default() });
     }
     let n = choices(req.n, &cfg)?;
     let (tools, mode, constraint) =

@@ -23,7 +23,7 @@
 //!   "question": "How many orders are paid?", "execute": true}'
 //! ```
 
-use crate::backend::{ChatTurn, ConstraintRequest, CustomConstraint, PromptSpec, Sampling};
+use crate::backend::{ChatMessage, ConstraintRequest, CustomConstraint, PromptSpec, Sampling};
 use crate::error::{ApiError, ApiJson, OllamaApi};
 use crate::{jobs, AppState};
 use axum::extract::State;
@@ -125,7 +125,7 @@ pub async fn sql(State(state): State<AppState>, ApiJson(req, _): ApiJson<SqlRequ
     let formwork_engine::Prompt::Chat { messages, .. } = db.prompt(&req.question) else {
         unreachable!("SqlDatabase::prompt is a chat")
     };
-    let mut turns: Vec<ChatTurn> = messages.into_iter().map(|m| ChatTurn { role: m.role, content: m.content, ..Default::default() }).collect();
+    let mut turns: Vec<ChatMessage> = messages.into_iter().map(|m| ChatMessage { role: m.role, content: m.content, ..Default::default() }).collect();
     let constraint = ConstraintRequest::Custom(CustomConstraint(db.format.clone()));
     let greedy = Sampling { temperature: Some(0.0), ..Default::default() };
     let mut attempts = 0;
@@ -162,8 +162,8 @@ pub async fn sql(State(state): State<AppState>, ApiJson(req, _): ApiJson<SqlRequ
                 return Ok(Json(answer));
             }
             Err(e) if attempts <= retries => {
-                turns.push(ChatTurn { role: "assistant".into(), content: sql, ..Default::default() });
-                turns.push(ChatTurn {
+                turns.push(ChatMessage { role: "assistant".into(), content: sql, ..Default::default() });
+                turns.push(ChatMessage {
                     role: "user".into(),
                     content: format!("The database refused that query: {e}. Write a corrected query."),
                     ..Default::default()

@@ -36,7 +36,7 @@
 //!   {"type": "noul", "instructions": "Does the customer ask for a refund?"}}}'
 //! ```
 
-use crate::backend::{ChatTurn, ConstraintRequest, PromptSpec, Sampling, TokenLogprob};
+use crate::backend::{ChatMessage, ConstraintRequest, PromptSpec, Sampling, TokenLogprob};
 use crate::error::{ApiError, ApiJson, Flavor, OllamaApi};
 use crate::{jobs, AppState};
 use axum::extract::State;
@@ -286,12 +286,12 @@ async fn inner(state: AppState, req: SystemOneRequest) -> Result<Json<Value>, Ap
         let n = q.shown_options().len();
         let letters: Arc<[String]> = (0..n).map(letter).collect();
         let messages = vec![
-            ChatTurn {
+            ChatMessage {
                 role: "system".into(),
                 content: "You answer questions about a state by choosing one of the lettered options. Reply with the letter only.".into(),
                 ..Default::default()
             },
-            ChatTurn { role: "user".into(), content: q.prompt(&shown_state), ..Default::default() },
+            ChatMessage { role: "user".into(), content: q.prompt(&shown_state), ..Default::default() },
         ];
         let prompt = PromptSpec::Chat { messages, tools: Vec::new() };
         let mut job = jobs::job(cfg, received, prompt, ConstraintRequest::OneOf(letters), greedy.clone(), 1, Vec::new(), None);

@@ -138,7 +138,7 @@ fn call(v: &Value, tools: &[ToolDef]) -> Option<ToolCall> {
         Value::String(s) => serde_json::from_str::<Value>(s).ok()?,
         other => other.clone(),
     };
-    arguments.is_object().then(|| ToolCall { name: name.to_string(), arguments })
+    arguments.is_object().then(|| ToolCall::new(name.to_string(), arguments))
 }
 
 #[cfg(test)]
@@ -188,18 +188,18 @@ mod tests {
     fn parses_plain_tagged_and_string_arguments() {
         let tools = [weather()];
         let c = parse_calls(r#"{"name":"get_weather","arguments":{"city":"Paris"}}"#, &tools);
-        assert_eq!(c[0].arguments, json!({"city": "Paris"}));
+        assert_eq!(c[0].function.arguments, json!({"city": "Paris"}));
         let c = parse_calls("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>", &tools);
-        assert_eq!(c[0].arguments["city"], "Oslo");
+        assert_eq!(c[0].function.arguments["city"], "Oslo");
         let c = parse_calls(r#"{"name":"get_weather","arguments":"{\"city\":\"Rome\"}"}"#, &tools);
-        assert_eq!(c[0].arguments["city"], "Rome");
+        assert_eq!(c[0].function.arguments["city"], "Rome");
     }
 
     #[test]
     fn parses_several_calls() {
         let tools = [weather()];
         let one = |city: &str| format!(r#"{{"name":"get_weather","arguments":{{"city":"{city}"}}}}"#);
-        let cities = |c: Vec<ToolCall>| c.into_iter().map(|c| c.arguments["city"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+        let cities = |c: Vec<ToolCall>| c.into_iter().map(|c| c.function.arguments["city"].as_str().unwrap().to_string()).collect::<Vec<_>>();
         assert_eq!(cities(parse_calls(&format!("{}\n{} ", one("A"), one("B")), &tools)), ["A", "B"]);
         assert_eq!(cities(parse_calls(&format!("{}{}", one("A"), one("B")), &tools)), ["A", "B"]);
         let tagged = format!("<tool_call>\n{}\n</tool_call>\n<tool_call>\n{}\n</tool_call>", one("A"), one("C"));

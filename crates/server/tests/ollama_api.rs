@@ -236,10 +236,10 @@ async fn streamed_text_with_tools_offered_comes_piece_by_piece() {
 
 #[tokio::test]
 async fn schema_in_prompt_is_opt_in_and_checked() {
-    use formwork_server::SchemaInPrompt;
+    use formwork_server::SchemaPlacement;
     let (app, obs) = router(|_| text("{}"));
     let base = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "format": "json", "stream": false});
-    for (field, want) in [(None, None), (Some(json!(true)), Some(SchemaInPrompt::User)), (Some(json!("system")), Some(SchemaInPrompt::System)), (Some(json!(false)), None)] {
+    for (field, want) in [(None, None), (Some(json!(true)), Some(SchemaPlacement::User)), (Some(json!("system")), Some(SchemaPlacement::System)), (Some(json!(false)), None)] {
         let mut req = base.clone();
         if let Some(f) = field {
             req["schema_in_prompt"] = f;
@@ -251,7 +251,7 @@ async fn schema_in_prompt_is_opt_in_and_checked() {
     let mut g = json!({"model": "smollm2", "prompt": "x", "format": "json", "stream": false, "schema_in_prompt": "user"});
     let (s, _) = post(&app, "/api/generate", g.clone()).await;
     assert_eq!(s, StatusCode::OK);
-    assert_eq!(obs.jobs.lock().unwrap().last().unwrap().schema_in_prompt, Some(SchemaInPrompt::User));
+    assert_eq!(obs.jobs.lock().unwrap().last().unwrap().schema_in_prompt, Some(SchemaPlacement::User));
     g["schema_in_prompt"] = json!("everywhere");
     let (s, v) = post(&app, "/api/generate", g).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);

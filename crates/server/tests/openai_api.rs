@@ -290,7 +290,7 @@ async fn schema_in_prompt_extension_reaches_the_job() {
                      "response_format": {"type": "json_object"}, "schema_in_prompt": true});
     let (s, v) = post(&app, "/v1/chat/completions", req.clone()).await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    assert_eq!(obs.jobs.lock().unwrap()[0].schema_in_prompt, Some(formwork_server::SchemaInPrompt::User));
+    assert_eq!(obs.jobs.lock().unwrap()[0].schema_in_prompt, Some(formwork_server::SchemaPlacement::User));
     let mut bad = req;
     bad["schema_in_prompt"] = json!(3);
     let (s, v) = post(&app, "/v1/chat/completions", bad).await;

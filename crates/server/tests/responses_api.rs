@@ -145,7 +145,7 @@ async fn function_calls_and_their_outputs_round_trip() {
             assert_eq!(tools.len(), 2);
             let roles: Vec<&str> = messages.iter().map(|m| m.role.as_str()).collect();
             assert_eq!(roles, ["user", "assistant", "tool"]);
-            assert_eq!(messages[1].tool_calls[0].name, "get_weather");
+            assert_eq!(messages[1].tool_calls[0].function.name, "get_weather");
             assert_eq!(messages[2].tool_name.as_deref(), Some("get_weather"));
             assert_eq!(messages[2].content, "sunny, 21 C");
         }

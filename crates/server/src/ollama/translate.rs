@@ -1,7 +1,7 @@
 //! Between Ollama's wire types and the backend's: options and a model's defaults to sampling,
 //! `format` to a constraint, `think`, messages to turns, and an outcome's stats and reason.
 
-use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, Sampling, Think, ToolCall, ToolDef};
+use crate::backend::{ChatMessage, ConstraintRequest, DoneReason, Outcome, Sampling, Think, ToolCall, ToolDef};
 use crate::error::ApiError;
 use crate::jobs::{self};
 use crate::stamps::rfc3339_now;
@@ -107,7 +107,7 @@ pub(super) fn tool_def(t: w::Tool) -> ToolDef {
     }
 }
 
-pub(super) fn turn(m: w::Message) -> Result<ChatTurn, ApiError> {
+pub(super) fn turn(m: w::Message) -> Result<ChatMessage, ApiError> {
     no_images(&m.images)?;
     if !matches!(m.role.as_str(), "system" | "user" | "assistant" | "tool") {
         return Err(ApiError::bad_request(format!(
@@ -116,14 +116,15 @@ pub(super) fn turn(m: w::Message) -> Result<ChatTurn, ApiError> {
         ))
         .param("messages"));
     }
-    Ok(ChatTurn {
+    Ok(ChatMessage {
         role: m.role,
         content: m.content,
+        thinking: None,
         tool_calls: m
             .tool_calls
             .unwrap_or_default()
             .into_iter()
-            .map(|c| ToolCall { name: c.function.name, arguments: c.function.arguments })
+            .map(|c| ToolCall::new(c.function.name, c.function.arguments))
             .collect(),
         tool_name: m.tool_name,
     })

@@ -2,7 +2,7 @@
 //! turns, tools and `response_format` to one constraint, reasoning effort, and an outcome
 //! back to a message, its tool calls, finish reason and usage.
 
-use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, Think, ToolCall, ToolDef};
+use crate::backend::{ChatMessage, ConstraintRequest, DoneReason, Outcome, Think, ToolCall, ToolDef};
 use crate::error::ApiError;
 use crate::jobs;
 use crate::tools::{self, ToolMode};
@@ -34,7 +34,7 @@ pub(super) fn text_of(content: Option<w::Content>) -> Result<String, ApiError> {
     }
 }
 
-pub(super) fn turns(messages: Vec<w::RequestMessage>) -> Result<Vec<ChatTurn>, ApiError> {
+pub(super) fn turns(messages: Vec<w::RequestMessage>) -> Result<Vec<ChatMessage>, ApiError> {
     let mut call_names: Vec<(String, String)> = Vec::new();
     let mut out = Vec::with_capacity(messages.len());
     for m in messages {
@@ -54,13 +54,13 @@ pub(super) fn turns(messages: Vec<w::RequestMessage>) -> Result<Vec<ChatTurn>, A
         for c in m.tool_calls.unwrap_or_default() {
             let arguments = serde_json::from_str(&c.function.arguments).unwrap_or(Value::String(c.function.arguments));
             call_names.push((c.id.clone(), c.function.name.clone()));
-            tool_calls.push(ToolCall { name: c.function.name, arguments });
+            tool_calls.push(ToolCall::new(c.function.name, arguments));
         }
         let tool_name = match (&m.tool_call_id, role) {
             (Some(id), "tool") => call_names.iter().find(|(i, _)| i == id).map(|(_, n)| n.clone()).or(m.name.clone()),
             _ => None,
         };
-        out.push(ChatTurn { role: role.into(), content: text_of(m.content)?, tool_calls, tool_name });
+        out.push(ChatMessage { role: role.into(), content: text_of(m.content)?, thinking: None, tool_calls, tool_name });
     }
     if out.is_empty() {
         return Err(ApiError::bad_request("messages is empty; send at least one message").param("messages"));
@@ -190,7 +190,7 @@ pub(crate) fn calls(o: &Outcome, mode: &ToolMode, tools: &[ToolDef]) -> Result<V
         .map(|c| w::ToolCall {
             id: new_id("call_"),
             kind: "function".into(),
-            function: w::FunctionCall { name: c.name, arguments: c.arguments.to_string() },
+            function: w::FunctionCall { name: c.function.name, arguments: c.function.arguments.to_string() },
         })
         .collect())
 }

@@ -5,7 +5,7 @@
 //! skipped; any other item, or a part that is not text, is a 400 naming `input`.
 
 use super::store::Conversation;
-use crate::backend::{ChatTurn, ToolCall};
+use crate::backend::{ChatMessage, ToolCall};
 use crate::error::ApiError;
 use crate::wire::responses::{Input, InputItem, MessageContent};
 use serde_json::Value;
@@ -15,7 +15,7 @@ pub(crate) fn append(conv: &mut Conversation, input: Option<Input>) -> Result<()
     let items = match input {
         None => return Ok(()),
         Some(Input::Text(s)) => {
-            conv.turns.push(ChatTurn { role: "user".into(), content: s, ..Default::default() });
+            conv.turns.push(ChatMessage { role: "user".into(), content: s, ..Default::default() });
             return Ok(());
         }
         Some(Input::Items(items)) => items,
@@ -31,10 +31,10 @@ pub(crate) fn append(conv: &mut Conversation, input: Option<Input>) -> Result<()
                 let text = item.arguments.unwrap_or_else(|| "{}".into());
                 let arguments = serde_json::from_str(&text).unwrap_or(Value::String(text));
                 conv.call_names.push((call_id, name.clone()));
-                let call = ToolCall { name, arguments };
+                let call = ToolCall::new(name, arguments);
                 match conv.turns.last_mut() {
                     Some(t) if t.role == "assistant" => t.tool_calls.push(call),
-                    _ => conv.turns.push(ChatTurn { role: "assistant".into(), tool_calls: vec![call], ..Default::default() }),
+                    _ => conv.turns.push(ChatMessage { role: "assistant".into(), tool_calls: vec![call], ..Default::default() }),
                 }
             }
             "function_call_output" => {
@@ -49,7 +49,7 @@ pub(crate) fn append(conv: &mut Conversation, input: Option<Input>) -> Result<()
                     ));
                 }
                 let content = text_of(item.output, i)?;
-                conv.turns.push(ChatTurn { role: "tool".into(), content, tool_name, ..Default::default() });
+                conv.turns.push(ChatMessage { role: "tool".into(), content, tool_name, ..Default::default() });
             }
             // Reasoning is not shown to the model again (as chat templates drop it).
             "reasoning" => {}
@@ -73,7 +73,7 @@ fn message(conv: &mut Conversation, item: InputItem, i: usize) -> Result<(), Api
         None => return Err(bad(i, "a message item needs a role")),
     };
     let content = text_of(item.content, i)?;
-    conv.turns.push(ChatTurn { role: role.into(), content, ..Default::default() });
+    conv.turns.push(ChatMessage { role: role.into(), content, ..Default::default() });
     Ok(())
 }
 
@@ -125,7 +125,7 @@ mod tests {
         let roles: Vec<&str> = conv.turns.iter().map(|t| t.role.as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool"]);
         assert_eq!(conv.turns[1].content, "Weather in Oslo?");
-        assert_eq!(conv.turns[2].tool_calls[0].arguments["city"], "Oslo");
+        assert_eq!(conv.turns[2].tool_calls[0].function.arguments["city"], "Oslo");
         assert_eq!(conv.turns[3].tool_name.as_deref(), Some("get_weather"));
     }
 

@@ -22,7 +22,7 @@ mod input;
 pub mod store;
 mod stream;
 
-use crate::backend::{ChatTurn, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, ToolCall, ToolDef};
+use crate::backend::{ChatMessage, ConstraintRequest, DoneReason, Outcome, PromptSpec, Sampling, ToolCall, ToolDef};
 use crate::error::{ApiError, ApiJson, ErrorKind, Flavor, OpenAiApi};
 use crate::jobs;
 use crate::openai;
@@ -142,7 +142,7 @@ async fn create_inner(state: AppState, mut req: w::CreateRequest) -> Result<Resp
     let think = openai::reasoning_effort(req.reasoning.as_ref().and_then(|r| r.effort.as_deref()), wk.meta().supports_thinking)?;
     let mut messages = Vec::with_capacity(conversation.turns.len() + 1);
     if let Some(i) = req.instructions.as_ref().filter(|i| !i.is_empty()) {
-        messages.push(ChatTurn { role: "system".into(), content: i.clone(), ..Default::default() });
+        messages.push(ChatMessage { role: "system".into(), content: i.clone(), ..Default::default() });
     }
     messages.extend(conversation.turns.iter().cloned());
     let mut job = jobs::job(&cfg, received, PromptSpec::Chat { messages, tools: tools.clone() }, constraint, sampling, num_predict, vec![], None);
@@ -347,13 +347,13 @@ pub(crate) fn finish(state: &AppState, mut response: w::Response, output: Vec<w:
     });
     if plan.store {
         let mut conversation = plan.conversation;
-        let mut answer = ChatTurn { role: "assistant".into(), ..Default::default() };
+        let mut answer = ChatMessage { role: "assistant".into(), ..Default::default() };
         for item in &response.output {
             match item {
                 w::OutputItem::Message { content, .. } => answer.content = content.iter().map(|c| c.text.as_str()).collect(),
                 w::OutputItem::FunctionCall { call_id, name, arguments, .. } => {
                     let arguments = serde_json::from_str(arguments).unwrap_or_else(|_| serde_json::Value::String(arguments.clone()));
-                    answer.tool_calls.push(ToolCall { name: name.clone(), arguments });
+                    answer.tool_calls.push(ToolCall::new(name.clone(), arguments));
                     conversation.call_names.push((call_id.clone(), name.clone()));
                 }
                 w::OutputItem::Reasoning { .. } => {}

@@ -6,7 +6,7 @@
 //! output, so continuing from it costs one lookup and a copy of its turns, never a walk back
 //! through earlier responses.
 
-use crate::backend::ChatTurn;
+use crate::backend::ChatMessage;
 use crate::wire::responses::Response;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Conversation {
     /// The turns, in order.
-    pub turns: Vec<ChatTurn>,
+    pub turns: Vec<ChatMessage>,
     /// `(call_id, function name)` of each call made, for `function_call_output` items.
     pub call_names: Vec<(String, String)>,
 }
@@ -24,7 +24,7 @@ pub struct Conversation {
 impl Conversation {
     /// Bytes of text held (roughly), for the store's bound.
     fn bytes(&self) -> usize {
-        let turn = |t: &ChatTurn| t.content.len() + t.tool_calls.iter().map(|c| c.name.len() + c.arguments.to_string().len()).sum::<usize>() + 32;
+        let turn = |t: &ChatMessage| t.content.len() + t.tool_calls.iter().map(|c| c.function.name.len() + c.function.arguments.to_string().len()).sum::<usize>() + 32;
         self.turns.iter().map(turn).sum::<usize>() + self.call_names.iter().map(|(a, b)| a.len() + b.len()).sum::<usize>()
     }
 }
@@ -142,7 +142,7 @@ mod tests {
             user: None,
             metadata: serde_json::json!({}),
         };
-        let turn = ChatTurn { role: "user".into(), content: text.into(), ..Default::default() };
+        let turn = ChatMessage { role: "user".into(), content: text.into(), ..Default::default() };
         Stored { response, conversation: Conversation { turns: vec![turn], call_names: vec![] } }
     }
 
