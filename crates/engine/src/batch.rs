@@ -162,7 +162,10 @@ struct State {
     stats: BatchStats,
 }
 
-struct Shared {
+/// What the batcher's handles, its sequences and the step thread share: the state behind one
+/// lock, the condition variables that wake the step thread and waiting sessions, and the
+/// model's fixed facts.
+struct BatcherInner {
     state: Mutex<State>,
     /// Wakes the step thread (a request arrived, a sequence was released, shutdown).
     work: Condvar,
@@ -178,7 +181,7 @@ struct Shared {
     embedder: Option<Arc<dyn formwork_model::embed::Embed>>,
 }
 
-impl Shared {
+impl BatcherInner {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -188,12 +191,12 @@ impl Shared {
 /// thread ends when the last clone and the last sequence are dropped.
 #[derive(Clone)]
 pub struct Batcher {
-    shared: Arc<Shared>,
+    shared: Arc<BatcherInner>,
     _owner: Arc<Owner>,
 }
 
 /// Stops the step thread when the last [`Batcher`] clone goes.
-struct Owner(Arc<Shared>);
+struct Owner(Arc<BatcherInner>);
 
 impl Drop for Owner {
     fn drop(&mut self) {
@@ -212,7 +215,7 @@ impl Batcher {
     /// Starts the step thread over `model`.
     pub fn new(model: Box<dyn BatchModel>, options: BatcherOptions) -> Self {
         let n = model.n_seq().max(1);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(BatcherInner {
             state: Mutex::new(State {
                 slots: (0..n).map(|_| Slot { cached: Vec::new(), in_use: false, released: 0 }).collect(),
                 pending: Vec::new(),
@@ -370,7 +373,7 @@ fn route(slots: &[Slot], prompt: &[TokenId], can_copy: bool) -> Option<Route> {
 }
 
 /// The model facts and tokenizer without a sequence: what [`tokenize_prompt`] needs.
-struct Probe<'a>(&'a Shared);
+struct Probe<'a>(&'a BatcherInner);
 
 impl Model for Probe<'_> {
     fn info(&self) -> &ModelInfo {
@@ -396,7 +399,7 @@ impl Model for Probe<'_> {
 /// One sequence of a [`Batcher`]: a [`Model`] whose decodes are batched with the other
 /// sequences'. Dropping it frees its slot (the slot keeps its cache for prefix reuse).
 pub struct Sequence {
-    shared: Arc<Shared>,
+    shared: Arc<BatcherInner>,
     _owner: Arc<Owner>,
     seq: SeqId,
     /// The sequence's tokens as the generation loop sees them.

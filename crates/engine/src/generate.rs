@@ -34,6 +34,13 @@ pub enum Prompt {
     Raw(String),
 }
 
+impl Prompt {
+    /// A chat of one user message, no tools.
+    pub fn user(text: impl Into<String>) -> Self {
+        Prompt::Chat { messages: vec![ChatMessage::new("user", text)], tools: None }
+    }
+}
+
 /// Options of one generation.
 #[derive(Clone, Debug, Default)]
 pub struct GenerateOptions {

@@ -9,25 +9,34 @@
 //! generation needs ([`Format::schema_options`]: canonical integers), the schema goes in the
 //! prompt when asked, and forced tokens are on.
 //!
+//! Constraining a model to a schema (here a scripted fake; a loaded
+//! `formwork_llama::LlamaModel` works the same):
+//!
+//! ```
+//! use formwork_engine::{request::{Format, Request}, Prompt};
+//! # let mut model = formwork_engine::testing::ScriptedModel::new(&["user", "assistant", "\n", "Pick", " a number.", "{", "}", "\"n\"", ":", "1", "2"], &["<|im_end|>", "<|im_start|>"]);
+//! # model.script_text("{\"n\":1}");
+//! let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+//! let answer = Request::new(Prompt::user("Pick a number.")).format(Format::schema(schema)).retries(2).answer(&mut model)?;
+//! assert_eq!((answer.text.as_str(), answer.valid), ("{\"n\":1}", Some(true)));
+//! # Ok::<(), formwork_engine::request::RequestError>(())
+//! ```
+//!
+//! Streaming, sampling and reasoning are options of the same request:
+//!
 //! ```
 //! use formwork_engine::request::{Event, Format, Request};
-//! use formwork_engine::{ChatMessage, Prompt, SamplerOptions};
+//! use formwork_engine::{Prompt, SamplerOptions};
 //! use std::ops::ControlFlow;
-//! # use formwork_engine::testing::ScriptedModel;
-//! # let mut model = ScriptedModel::new(&["user", "assistant", "\n", "Pick", " a number.", "{", "}", "\"n\"", ":", "1", "2"], &["<|im_end|>", "<|im_start|>"]);
+//! # let mut model = formwork_engine::testing::ScriptedModel::new(&["user", "assistant", "\n", "Pick", " a number.", "{", "}", "\"n\"", ":", "1", "2"], &["<|im_end|>", "<|im_start|>"]);
 //! # model.script_text("{\"n\":1}");
-//! let prompt = Prompt::Chat { messages: vec![ChatMessage::new("user", "Pick a number.")], tools: None };
 //! let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
-//! let request = Request::new(prompt)
-//!     .format(Format::JsonSchema { schema, strict: false, first_key: None })
-//!     .sampler(SamplerOptions::greedy())
-//!     .retries(2);
+//! let request = Request::new(Prompt::user("Pick a number.")).format(Format::schema(schema)).sampler(SamplerOptions::greedy());
 //! let answer = request.run(&mut model, &mut |e| {
 //!     if let Event::Answer { text, .. } = e { print!("{text}") }
 //!     ControlFlow::Continue(())
 //! })?;
 //! assert_eq!(answer.text, "{\"n\":1}");
-//! assert_eq!(answer.valid, Some(true));
 //! # Ok::<(), formwork_engine::request::RequestError>(())
 //! ```
 
@@ -130,6 +139,11 @@ impl Format {
             Some(g) => Ok(Some(CompiledGrammar::new(&g, vocab.clone(), limits)?)),
             None => Ok(None),
         }
+    }
+
+    /// JSON valid against `schema` (not strict, no key forced first).
+    pub fn schema(schema: Value) -> Self {
+        Format::JsonSchema { schema, strict: false, first_key: None }
     }
 
     /// The JSON the answer must be: the schema, `{"type": "object"}` for [`Format::Json`],
@@ -330,6 +344,12 @@ impl Request {
             Some(g) => Ok(Some(CompiledGrammar::new(g, vocab.clone(), &self.limits)?)),
             None => self.format.compile(vocab, &self.limits, self.whitespace),
         }
+    }
+
+    /// Runs the request on `model` and returns the answer (no streaming: [`Request::run`]
+    /// with a callback that lets everything through).
+    pub fn answer(self, model: &mut dyn Model) -> Result<Answer, RequestError> {
+        self.run(model, &mut |_| ControlFlow::Continue(()))
     }
 
     /// Runs the request on `model`, streaming [`Event`]s to `on_event` (returning `Break`

@@ -142,21 +142,21 @@ impl Compiler<'_> {
                 }
             }
             let mut children: Vec<Conjunct> = Vec::new();
-            if p.consumed & C_REF == 0 && p.obj().is_some_and(|o| o.contains_key("$ref")) {
+            if !p.consumed.contains(Consumed::REF) && p.obj().is_some_and(|o| o.contains_key("$ref")) {
                 let target = self.resolve_ref(&p, "$ref")?;
-                p.consumed |= C_REF;
+                p.consumed |= Consumed::REF;
                 if self.draft(&p).ref_overrides_siblings() {
-                    p.consumed |= C_REF_ONLY;
+                    p.consumed |= Consumed::REF_ONLY;
                 }
                 children.push(target);
             }
-            if p.consumed & C_ALLOF == 0 {
+            if !p.consumed.contains(Consumed::ALLOF) {
                 if let Some(all) = p.get("allOf") {
                     let n = all.as_array().ok_or_else(|| invalid("allOf", "must be an array", p.kw_ptr("allOf")))?.len();
                     for i in 0..n {
                         children.push(p.sub(&format!("/allOf/{i}")));
                     }
-                    p.consumed |= C_ALLOF;
+                    p.consumed |= Consumed::ALLOF;
                 }
             }
             // Depth-first, so properties keep the order in which the schema lists them.
@@ -176,7 +176,7 @@ impl Compiler<'_> {
         let Some(mut parts) = self.flatten(parts)? else { return Ok(nothing()) };
         if parts.is_empty() {
             let root = Rc::new(Value::Object(Map::new()));
-            parts.push(Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: 0, at: String::new(), real: false, derived: false, consumed: 0 });
+            parts.push(Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: 0, at: String::new(), real: false, derived: false, consumed: Consumed::empty() });
         }
         // Distribute the first combinator found.
         for i in 0..parts.len() {
@@ -184,9 +184,9 @@ impl Compiler<'_> {
             if p.obj().is_none() {
                 continue;
             }
-            if p.consumed & C_ANYOF == 0 && p.get("anyOf").is_some() {
+            if !p.consumed.contains(Consumed::ANYOF) && p.get("anyOf").is_some() {
                 let n = p.get("anyOf").and_then(|a| a.as_array()).ok_or_else(|| invalid("anyOf", "must be an array", p.kw_ptr("anyOf")))?.len();
-                parts[i].consumed |= C_ANYOF;
+                parts[i].consumed |= Consumed::ANYOF;
                 let mut alts = Vec::new();
                 for j in 0..n {
                     let mut v = parts.clone();
@@ -195,9 +195,9 @@ impl Compiler<'_> {
                 }
                 return Ok(alt_of(alts));
             }
-            if p.consumed & C_ONEOF == 0 && p.get("oneOf").is_some() {
+            if !p.consumed.contains(Consumed::ONEOF) && p.get("oneOf").is_some() {
                 let n = p.get("oneOf").and_then(|a| a.as_array()).ok_or_else(|| invalid("oneOf", "must be an array", p.kw_ptr("oneOf")))?.len();
-                parts[i].consumed |= C_ONEOF;
+                parts[i].consumed |= Consumed::ONEOF;
                 let branches: Vec<Conjunct> = (0..n).map(|j| p.sub(&format!("/oneOf/{j}"))).collect();
                 let mut sigs = Vec::new();
                 for br in &branches {
@@ -245,7 +245,7 @@ impl Compiler<'_> {
                 }
                 // Reached only when no two live branches may overlap (else refused above).
                 if !overlapping {
-                    parts[i].consumed |= C_ONEOF_DISJOINT;
+                    parts[i].consumed |= Consumed::ONEOF_DISJOINT;
                 }
                 let mut alts = Vec::new();
                 for j in live {
@@ -255,8 +255,8 @@ impl Compiler<'_> {
                 }
                 return Ok(alt_of(alts));
             }
-            if p.consumed & C_IF == 0 && p.get("if").is_some() {
-                parts[i].consumed |= C_IF;
+            if !p.consumed.contains(Consumed::IF) && p.get("if").is_some() {
+                parts[i].consumed |= Consumed::IF;
                 let (has_then, has_else) = (p.get("then").is_some(), p.get("else").is_some());
                 if !has_then && !has_else {
                     continue;
@@ -283,8 +283,8 @@ impl Compiler<'_> {
                 let eb = self.schema(b)?;
                 return Ok(alt_of(vec![ea, eb]));
             }
-            if p.consumed & C_DEPS == 0 && ["dependentRequired", "dependentSchemas", "dependencies"].iter().any(|k| p.get(k).is_some()) {
-                parts[i].consumed |= C_DEPS;
+            if !p.consumed.contains(Consumed::DEPS) && ["dependentRequired", "dependentSchemas", "dependencies"].iter().any(|k| p.get(k).is_some()) {
+                parts[i].consumed |= Consumed::DEPS;
                 let mut all = Vec::new();
                 for kw in ["dependentRequired", "dependentSchemas", "dependencies"] {
                     let Some(m) = p.get(kw) else { continue };
@@ -316,8 +316,8 @@ impl Compiler<'_> {
                 parts.push(s);
                 return self.schema(parts);
             }
-            if p.consumed & C_NOT == 0 && p.get("not").is_some() {
-                parts[i].consumed |= C_NOT;
+            if !p.consumed.contains(Consumed::NOT) && p.get("not").is_some() {
+                parts[i].consumed |= Consumed::NOT;
                 let inner = p.sub("/not");
                 match crate::negate::negate(self, &inner) {
                     Ok(n) => parts.push(n),
@@ -349,7 +349,7 @@ impl Compiler<'_> {
             let _ = ANNOTATIONS_AND_HANDLED;
         }
         // Types.
-        let mut types = T_ALL;
+        let mut types = JsonTypes::all();
         for p in &parts {
             if let Some(t) = p.get("type") {
                 types &= type_bits(t).ok_or_else(|| invalid("type", "must be a type name or an array of them", p.kw_ptr("type")))?;
@@ -380,7 +380,7 @@ impl Compiler<'_> {
         if let Some(c) = cands {
             let mut out = Vec::new();
             for v in c {
-                if types & value_type(&v) == 0 || excluded.iter().any(|e| json_eq(e, &v)) {
+                if !types.intersects(value_type(&v)) || excluded.iter().any(|e| json_eq(e, &v)) {
                     continue;
                 }
                 if self.value_ok(&parts, &v)? {
@@ -390,30 +390,30 @@ impl Compiler<'_> {
             return Ok(alt_of(out));
         }
         let mut alts = Vec::new();
-        if types & T_NULL != 0 && !excluded.iter().any(|e| e.is_null()) {
+        if types.intersects(JsonTypes::NULL) && !excluded.iter().any(|e| e.is_null()) {
             alts.push(Expr::lit("null"));
         }
-        if types & T_BOOL != 0 {
+        if types.intersects(JsonTypes::BOOL) {
             for (b, s) in [(true, "true"), (false, "false")] {
                 if !excluded.iter().any(|e| e == &Value::Bool(b)) {
                     alts.push(Expr::lit(s));
                 }
             }
         }
-        if types & (T_INT | T_FRAC) != 0 {
-            alts.push(crate::number::compile(self, &parts, types & T_FRAC == 0, &excluded)?);
+        if types.intersects(JsonTypes::INT | JsonTypes::FRAC) {
+            alts.push(crate::number::compile(self, &parts, !types.intersects(JsonTypes::FRAC), &excluded)?);
         }
-        if types & T_STR != 0 {
+        if types.intersects(JsonTypes::STR) {
             alts.push(crate::string::compile(self, &parts, &excluded)?);
         }
-        if types & T_ARR != 0 {
+        if types.intersects(JsonTypes::ARR) {
             if excluded.iter().any(|e| e.is_array()) {
                 self.refuse("not", "excluding particular array values", parts[0].at.clone())?;
             }
             let seps = self.seps();
             alts.push(self.nested(|cx| array::compile(cx, &parts, &seps))?);
         }
-        if types & T_OBJ != 0 {
+        if types.intersects(JsonTypes::OBJ) {
             if excluded.iter().any(|e| e.is_object()) {
                 self.refuse("not", "excluding particular object values", parts[0].at.clone())?;
             }

@@ -4,7 +4,7 @@
 //! (`values`: `enum`/`const` checks and literals). The recursion over subschemas
 //! (`Compiler::schema`) is `crate::compile`'s; nothing here calls it.
 
-use crate::conjunct::Conjunct;
+use crate::conjunct::{Conjunct, Consumed};
 use crate::exprs::{err, invalid, unsupported};
 use crate::resolve::{Loc, Resolver};
 use crate::{effective_draft, Draft, SchemaError, SchemaErrorKind, SchemaOptions, Warning, Whitespace};
@@ -34,9 +34,9 @@ pub(crate) struct Compiler<'a> {
     pub depth: usize,
     pub(crate) validators: HashMap<usize, Option<Rc<jsonschema::ValidatorMap>>>,
     /// Validators of subschemas checked on their own, by document, pointer and the
-    /// conjunction keywords left out (`C_REF`, `C_ALLOF`, `C_ANYOF`, `C_ONEOF_DISJOINT`); `None`: that subschema is checked
+    /// conjunction keywords left out (`Consumed::REF`, `ALLOF`, `ANYOF`, `ONEOF_DISJOINT`); `None`: that subschema is checked
     /// through its document's validator (it has references).
-    pub(crate) local_validators: HashMap<(usize, String, u16), Option<Rc<jsonschema::Validator>>>,
+    pub(crate) local_validators: HashMap<(usize, String, Consumed), Option<Rc<jsonschema::Validator>>>,
     pub ws: Expr,
     /// The nesting level of the value being compiled (the root value is 0): pretty
     /// whitespace indents by it.
@@ -101,7 +101,7 @@ impl<'a> Compiler<'a> {
             at: String::new(),
             real: true,
             derived: false,
-            consumed: 0,
+            consumed: Consumed::empty(),
         }
     }
 
@@ -172,7 +172,7 @@ impl<'a> Compiler<'a> {
         // Keep the document root so `$ref`s inside copied subschemas resolve the same way;
         // the synthetic value lives in its own root.
         let root = Rc::new(v);
-        Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: like.doc, at: like.kw_ptr(kw), real: false, derived: true, consumed: 0 }
+        Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: like.doc, at: like.kw_ptr(kw), real: false, derived: true, consumed: Consumed::empty() }
     }
 
     /// Resolves a `$ref` in `p`.
@@ -200,7 +200,7 @@ impl<'a> Compiler<'a> {
             doc: loc.doc,
             real: true,
             derived: p.derived,
-            consumed: 0,
+            consumed: Consumed::empty(),
         })
     }
 }

@@ -1,23 +1,30 @@
 //! One conjunct of a conjunction: a schema object, where it lives, and which combinators
-//! were already distributed (the `C_*` flags).
+//! were already distributed ([`Consumed`]).
 
 use crate::resolve::escape_ptr;
 use serde_json::{Map, Value};
 use std::rc::Rc;
 
-/// Keywords consumed by distribution (bit flags on a [`Conjunct`]).
-pub(crate) const C_ANYOF: u16 = 1;
-pub(crate) const C_ONEOF: u16 = 2;
-pub(crate) const C_IF: u16 = 4;
-pub(crate) const C_DEPS: u16 = 8;
-pub(crate) const C_NOT: u16 = 16;
-pub(crate) const C_ALLOF: u16 = 32;
-pub(crate) const C_REF: u16 = 64;
-/// Draft 4-7: `$ref` replaced this object; every sibling is ignored.
-pub(crate) const C_REF_ONLY: u16 = 128;
-/// `oneOf` distributed over branches proven pairwise disjoint: a value of the branch in the
-/// conjunction matches no other, so the branch (a part of its own) decides the `oneOf`.
-pub(crate) const C_ONEOF_DISJOINT: u16 = 256;
+bitflags::bitflags! {
+    /// The combinators of a [`Conjunct`] already distributed (consumed), so that expanding it
+    /// again skips them.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub(crate) struct Consumed: u16 {
+        const ANYOF = 1;
+        const ONEOF = 2;
+        const IF = 4;
+        const DEPS = 8;
+        const NOT = 16;
+        const ALLOF = 32;
+        const REF = 64;
+        /// Draft 4-7: `$ref` replaced this object; every sibling is ignored.
+        const REF_ONLY = 128;
+        /// `oneOf` distributed over branches proven pairwise disjoint: a value of the branch
+        /// in the conjunction matches no other, so the branch (a part of its own) decides the
+        /// `oneOf`.
+        const ONEOF_DISJOINT = 256;
+    }
+}
 
 /// One conjunct: a schema object, where it lives, and which combinators were already handled.
 #[derive(Clone, Debug)]
@@ -32,7 +39,7 @@ pub(crate) struct Conjunct {
     /// True when this part is a negation or other derived schema whose properties are not
     /// "evaluated" in the sense of `unevaluated*`.
     pub derived: bool,
-    pub consumed: u16,
+    pub consumed: Consumed,
     /// `ptr` resolved in `root`, once, when the part is made ([`Conjunct::locate`]; a sub-part
     /// resolves only its own tail from here, [`Conjunct::sub`]). `value()` is asked for nearly
     /// every keyword lookup, and walking the pointer from the root each time took about a
@@ -56,7 +63,7 @@ impl Conjunct {
         self.node.get()
     }
     pub fn obj(&self) -> Option<&Map<String, Value>> {
-        if self.consumed & C_REF_ONLY != 0 {
+        if self.consumed.contains(Consumed::REF_ONLY) {
             return None;
         }
         self.value().as_object()
@@ -82,10 +89,10 @@ impl Conjunct {
             at: if self.real { format!("{}{}", self.ptr, rel) } else { self.at.clone() },
             real: self.real,
             derived: self.derived,
-            consumed: 0,
+            consumed: Consumed::empty(),
         }
     }
     pub fn key(&self) -> Option<String> {
-        self.real.then(|| format!("{}:{}:{}", self.doc, self.ptr, self.consumed))
+        self.real.then(|| format!("{}:{}:{}", self.doc, self.ptr, self.consumed.bits()))
     }
 }

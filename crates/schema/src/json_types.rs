@@ -3,50 +3,57 @@
 
 use serde_json::Value;
 
-/// Type bits.
-pub(crate) const T_NULL: u8 = 1;
-pub(crate) const T_BOOL: u8 = 2;
-pub(crate) const T_OBJ: u8 = 4;
-pub(crate) const T_ARR: u8 = 8;
-pub(crate) const T_STR: u8 = 16;
-pub(crate) const T_INT: u8 = 32;
-pub(crate) const T_FRAC: u8 = 64;
-pub(crate) const T_ALL: u8 = 127;
+bitflags::bitflags! {
+    /// A set of JSON types: what a `type` keyword allows, or the type of one value. Integers
+    /// and numbers with a fraction are told apart, so `"number"` is `INT | FRAC`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub(crate) struct JsonTypes: u8 {
+        const NULL = 1;
+        const BOOL = 2;
+        const OBJ = 4;
+        const ARR = 8;
+        const STR = 16;
+        /// Numbers with no fractional part (`3`, `3.0`).
+        const INT = 32;
+        /// Numbers with a fractional part.
+        const FRAC = 64;
+    }
+}
 
-/// Type bits of a `type` keyword value.
-pub(crate) fn type_bits(t: &Value) -> Option<u8> {
-    fn one(s: &str) -> Option<u8> {
+/// The types a `type` keyword value allows (`None`: not a type name or a list of them).
+pub(crate) fn type_bits(t: &Value) -> Option<JsonTypes> {
+    fn one(s: &str) -> Option<JsonTypes> {
         Some(match s {
-            "null" => T_NULL,
-            "boolean" => T_BOOL,
-            "object" => T_OBJ,
-            "array" => T_ARR,
-            "string" => T_STR,
-            "integer" => T_INT,
-            "number" => T_INT | T_FRAC,
+            "null" => JsonTypes::NULL,
+            "boolean" => JsonTypes::BOOL,
+            "object" => JsonTypes::OBJ,
+            "array" => JsonTypes::ARR,
+            "string" => JsonTypes::STR,
+            "integer" => JsonTypes::INT,
+            "number" => JsonTypes::INT | JsonTypes::FRAC,
             _ => return None,
         })
     }
     match t {
         Value::String(s) => one(s),
-        Value::Array(a) => a.iter().try_fold(0u8, |acc, x| Some(acc | one(x.as_str()?)?)),
+        Value::Array(a) => a.iter().try_fold(JsonTypes::empty(), |acc, x| Some(acc | one(x.as_str()?)?)),
         _ => None,
     }
 }
 
-/// The type bit of a value.
-pub(crate) fn value_type(v: &Value) -> u8 {
+/// The type of a value (one flag).
+pub(crate) fn value_type(v: &Value) -> JsonTypes {
     match v {
-        Value::Null => T_NULL,
-        Value::Bool(_) => T_BOOL,
-        Value::Object(_) => T_OBJ,
-        Value::Array(_) => T_ARR,
-        Value::String(_) => T_STR,
+        Value::Null => JsonTypes::NULL,
+        Value::Bool(_) => JsonTypes::BOOL,
+        Value::Object(_) => JsonTypes::OBJ,
+        Value::Array(_) => JsonTypes::ARR,
+        Value::String(_) => JsonTypes::STR,
         Value::Number(n) => {
             if n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0) {
-                T_INT
+                JsonTypes::INT
             } else {
-                T_FRAC
+                JsonTypes::FRAC
             }
         }
     }

@@ -8,7 +8,7 @@
 use crate::compiler::{Compiler, CompileResult};
 use crate::conjunct::Conjunct;
 use crate::exprs::unsupported;
-use crate::json_types::{type_bits, value_type, T_ALL, T_ARR, T_BOOL, T_FRAC, T_INT, T_NULL, T_OBJ, T_STR};
+use crate::json_types::{type_bits, value_type, JsonTypes};
 use serde_json::{json, Map, Value};
 
 /// Keywords that never constrain (annotations and structure).
@@ -25,19 +25,19 @@ pub(crate) fn negate(cx: &mut Compiler, p: &Conjunct) -> CompileResult<Conjunct>
     Ok(s)
 }
 
-fn types_value(bits: u8) -> Option<Value> {
-    if bits & T_FRAC != 0 && bits & T_INT == 0 {
+fn types_value(bits: JsonTypes) -> Option<Value> {
+    if bits.intersects(JsonTypes::FRAC) && !bits.intersects(JsonTypes::INT) {
         return None; // "numbers that are not integers" has no type name
     }
     let mut v = Vec::new();
-    for (b, n) in [(T_NULL, "null"), (T_BOOL, "boolean"), (T_OBJ, "object"), (T_ARR, "array"), (T_STR, "string")] {
-        if bits & b != 0 {
+    for (b, n) in [(JsonTypes::NULL, "null"), (JsonTypes::BOOL, "boolean"), (JsonTypes::OBJ, "object"), (JsonTypes::ARR, "array"), (JsonTypes::STR, "string")] {
+        if bits.intersects(b) {
             v.push(json!(n));
         }
     }
-    if bits & T_FRAC != 0 {
+    if bits.intersects(JsonTypes::FRAC) {
         v.push(json!("number"));
-    } else if bits & T_INT != 0 {
+    } else if bits.intersects(JsonTypes::INT) {
         v.push(json!("integer"));
     }
     Some(Value::Array(v))
@@ -66,7 +66,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize) -> Compil
         match kw {
             "type" => {
                 let bits = type_bits(x).ok_or_else(|| unsupported("type", "bad type", at.at.clone()))?;
-                let c = T_ALL & !bits;
+                let c = JsonTypes::all() & !bits;
                 let t = types_value(c).ok_or_else(|| unsupported("not", "the negation of `integer` (non-integral numbers) has no type name", at.at.clone()))?;
                 alts.push(json!({ "type": t }));
             }
@@ -174,7 +174,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize) -> Compil
 pub(crate) struct Sig {
     /// The branch itself (to check another branch's constant values against it).
     pub at: Conjunct,
-    pub types: u8,
+    pub types: JsonTypes,
     /// `(property, allowed values, required)`; property `None` means the instance itself.
     pub consts: Vec<(Option<String>, Vec<Value>, bool)>,
     /// Keys an object instance must have.
@@ -185,7 +185,7 @@ pub(crate) struct Sig {
     /// keys it allows.
     pub closed: Vec<Vec<String>>,
     /// `(property, its types, its schema)` for every property a member describes.
-    pub props: Vec<(String, u8, Conjunct)>,
+    pub props: Vec<(String, JsonTypes, Conjunct)>,
     pub empty: bool,
 }
 
@@ -205,10 +205,10 @@ impl Sig {
 /// - objects only: one requires a key the other forbids (a closed object without it, or
 ///   the key's schema `false`), or a key one requires has types that do not meet in the two.
 pub(crate) fn disjoint(cx: &mut Compiler, a: &Sig, b: &Sig) -> bool {
-    if a.types & b.types == 0 {
+    if !a.types.intersects(b.types) {
         return true;
     }
-    let only_objects = a.types & b.types & !T_OBJ == 0;
+    let only_objects = !(a.types & b.types).intersects(!JsonTypes::OBJ);
     for (x, y) in [(a, b), (b, a)] {
         for (k, vals, rx) in &x.consts {
             // Against the other's constants for the same part.
@@ -241,7 +241,7 @@ pub(crate) fn disjoint(cx: &mut Compiler, a: &Sig, b: &Sig) -> bool {
             }
             for (k, tx, _) in &x.props {
                 if x.required.contains(k) || y.required.contains(k) {
-                    if y.props.iter().any(|(k2, ty, _)| k2 == k && tx & ty == 0) {
+                    if y.props.iter().any(|(k2, ty, _)| k2 == k && !tx.intersects(*ty)) {
                         return true;
                     }
                 }
@@ -273,7 +273,7 @@ fn consts_of(v: &Map<String, Value>) -> Option<Vec<Value>> {
 
 /// The signature of `branch` within the conjunction `parts`.
 pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct) -> CompileResult<Sig> {
-    let mut types = T_ALL;
+    let mut types = JsonTypes::all();
     for p in parts {
         if let Some(t) = p.get("type").and_then(type_bits) {
             types &= t;
@@ -300,7 +300,7 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
                     sig.types &= t;
                 }
                 if let Some(vals) = consts_of(o) {
-                    sig.types &= vals.iter().fold(0, |acc, v| acc | value_type(v) | if value_type(v) == T_INT { T_FRAC } else { 0 });
+                    sig.types &= vals.iter().fold(JsonTypes::empty(), |acc, v| acc | value_type(v) | if value_type(v) == JsonTypes::INT { JsonTypes::FRAC } else { JsonTypes::empty() });
                     sig.consts.push((None, vals, true));
                 }
                 let required: Vec<String> = o.get("required").and_then(|r| r.as_array()).map(|r| r.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
@@ -311,9 +311,9 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
                         match sub.value() {
                             Value::Bool(false) => sig.forbidden.push(k.clone()),
                             Value::Object(so) => {
-                                let mut t = so.get("type").and_then(type_bits).unwrap_or(T_ALL);
+                                let mut t = so.get("type").and_then(type_bits).unwrap_or(JsonTypes::all());
                                 if let Some(vals) = consts_of(so) {
-                                    t &= vals.iter().fold(0, |acc, v| acc | value_type(v) | if value_type(v) == T_INT { T_FRAC } else { 0 });
+                                    t &= vals.iter().fold(JsonTypes::empty(), |acc, v| acc | value_type(v) | if value_type(v) == JsonTypes::INT { JsonTypes::FRAC } else { JsonTypes::empty() });
                                     sig.consts.push((Some(k.clone()), vals, required.contains(k)));
                                 }
                                 sig.props.push((k.clone(), t, sub.clone()));
@@ -337,7 +337,7 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
             _ => {}
         }
     }
-    if sig.types == 0 {
+    if sig.types.is_empty() {
         sig.empty = true;
     }
     Ok(sig)

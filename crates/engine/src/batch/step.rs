@@ -9,7 +9,7 @@ use super::*;
 const GENERATING_TOKENS: usize = 16;
 
 /// The step thread: waits for a step to be due, runs it, hands out the logits.
-pub(super) fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<Shared>) {
+pub(super) fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<BatcherInner>) {
     let equal_micro_batches = model.equal_micro_batches();
     let max_tokens = model.max_batch_tokens().max(1);
     let n_vocab = shared.vocab.len();

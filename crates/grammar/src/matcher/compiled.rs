@@ -12,7 +12,7 @@
 //!   known transition is a load; only building one takes the automaton's builder lock;
 //! - full masks are kept per state in a [`MaskCache`] (a `Slots` table, set once per
 //!   state). A hit reads the mask in place and copies it into the caller's `TokenMask`;
-//! - the context-independent parts of masks (`CiMask`, by truncated state; first-byte
+//! - the context-independent parts of masks (`ContextIndependentMask`, by truncated state; first-byte
 //!   dispatch parts, by state and byte) are in a [`CiCache`], read on misses only: its
 //!   per-state table is lock-free; its two hash maps take a short lock per lookup or
 //!   insert, never while walking.
@@ -55,7 +55,7 @@ use super::error::CompileError;
 use super::index::TokenIndex;
 use super::lower::lower;
 use super::lower::ByteSet;
-use super::mask::{repeat_split, same_within, walk_from, Accel, Chain, CiMask, SubCi};
+use super::mask::{repeat_split, same_within, walk_from, Accel, Chain, ContextIndependentMask, ContextIndependentSubtree};
 use super::slots::Slots;
 use crate::{Grammar, Limits};
 use formwork_vocab::{TokenId, TokenMask, Vocabulary};
@@ -133,16 +133,16 @@ pub(super) struct MaskCache {
 #[derive(Default)]
 struct CiCache {
     /// Indexed by truncated state: its context-independent mask.
-    ci: Slots<Arc<CiMask>>,
+    ci: Slots<Arc<ContextIndependentMask>>,
     /// Indexed by (state after a first byte, that byte): the subtree's context-independent
     /// part, for first-byte dispatch.
-    sub: Mutex<FxHashMap<(StateId, u8), Arc<SubCi>>>,
+    sub: Mutex<FxHashMap<(StateId, u8), Arc<ContextIndependentSubtree>>>,
     /// Indexed by (looping target, the first bytes leading to it): that group's part of a
     /// first-byte dispatch.
-    group: Mutex<FxHashMap<(StateId, ByteSet), Arc<CiMask>>>,
+    group: Mutex<FxHashMap<(StateId, ByteSet), Arc<ContextIndependentMask>>>,
     /// States with no cheaper way than a plain walk (no accelerator, dispatch or chain),
     /// so that a truncated state's full state is tried instead, and neither twice (see
-    /// `ci_mask`).
+    /// `context_independent_mask`).
     plain: Mutex<rustc_hash::FxHashSet<StateId>>,
     /// Bytes of the first three.
     budget: Budget,

@@ -12,7 +12,7 @@
 //! `T = truncate(S, k)`, where frames below the top `k` are replaced by a placeholder `CTX`.
 //! A token consumed by `T` without popping into `CTX` is allowed in `S`; one rejected before
 //! reaching `CTX` is rejected in `S`; the rest (`uncertain`: the walk popped into `CTX`) are
-//! checked from `S` itself. `T`'s result ([`CiMask`]) is shared by every state with the same
+//! checked from `S` itself. `T`'s result ([`ContextIndependentMask`]) is shared by every state with the same
 //! top frames, so a new nesting context costs only the uncertain checks (tokens that close
 //! the current rule, typically a few hundred).
 //!
@@ -21,7 +21,7 @@
 //! loops on them (just after an object key's opening quote: any letter but the first letters
 //! of the listed keys leads to "some other key"), builds its context-independent mask from
 //! that looping state's (cached, accelerated) one, restricted to those first bytes; the
-//! other first bytes' subtrees are walked and kept by the state after the byte ([`SubCi`]).
+//! other first bytes' subtrees are walked and kept by the state after the byte ([`ContextIndependentSubtree`]).
 //! Both parts are cached, so the next key of the same object, whose state differs only in
 //! the keys still unseen, re-walks only the subtree of the letter whose keys changed.
 //!
@@ -48,7 +48,7 @@
 //! automaton's builder lock, which the stepper keeps through a stretch of new transitions
 //! and lets go after a run of known ones (see `automaton`). So a walk over warm ground
 //! locks nothing, and one over new ground locks once per stretch, not per transition.
-//! The results (`CiMask`, `SubCi`, full masks) are immutable once built and cached by the
+//! The results (`ContextIndependentMask`, `ContextIndependentSubtree`, full masks) are immutable once built and cached by the
 //! compiled grammar, which any thread then reads in place.
 
 use super::automaton::{State, StateId, Stepper, DEAD, OVERFLOW, UTF8_SEQUENCES};
@@ -390,7 +390,7 @@ impl Chain {
 
 /// The context-independent part of a truncated state's mask (see module docs).
 #[derive(Debug)]
-pub(crate) struct CiMask {
+pub(crate) struct ContextIndependentMask {
     /// Tokens allowed whatever the context.
     pub mask: TokenMask,
     /// Subtrees of the main trie whose fate depends on context: (node, bytes from the root).
@@ -401,10 +401,10 @@ pub(crate) struct CiMask {
     pub walked: usize,
 }
 
-impl CiMask {
+impl ContextIndependentMask {
     /// Nothing allowed, nothing uncertain, over a vocabulary of `n` tokens.
-    pub(crate) fn empty(n: usize) -> CiMask {
-        CiMask { mask: TokenMask::new(n), nodes: Vec::new(), tokens: Vec::new(), walked: 0 }
+    pub(crate) fn empty(n: usize) -> ContextIndependentMask {
+        ContextIndependentMask { mask: TokenMask::new(n), nodes: Vec::new(), tokens: Vec::new(), walked: 0 }
     }
 
     pub(crate) fn memory_usage(&self) -> usize {
@@ -419,8 +419,8 @@ impl CiMask {
         index: &super::index::TokenIndex,
         t: StateId,
         accel: Option<&Accel>,
-    ) -> CiMask {
-        let mut ci = CiMask::empty(index.vocab().len());
+    ) -> ContextIndependentMask {
+        let mut ci = ContextIndependentMask::empty(index.vocab().len());
         match accel {
             Some(a) => {
                 ci.mask.words_mut().copy_from_slice(a.class.all_in.words());
@@ -452,8 +452,8 @@ impl CiMask {
 
     /// Computes the context-independent mask of truncated state `t` through its chain
     /// (see [`Chain`]).
-    pub(crate) fn build_chain(aut: &mut Stepper<'_>, index: &super::index::TokenIndex, t: StateId, ch: &Chain) -> CiMask {
-        let mut ci = CiMask::empty(index.vocab().len());
+    pub(crate) fn build_chain(aut: &mut Stepper<'_>, index: &super::index::TokenIndex, t: StateId, ch: &Chain) -> ContextIndependentMask {
+        let mut ci = ContextIndependentMask::empty(index.vocab().len());
         let ix = &ch.class;
         ci.mask.words_mut().copy_from_slice(ix.all_in.words());
         if ch.dead {
@@ -507,7 +507,7 @@ pub(crate) fn walk_ci(
 /// keeps these per state, since the state after a byte changes less often than the state
 /// before it (an object's key: one unseen key fewer changes the subtree of its first letter).
 #[derive(Debug)]
-pub(crate) struct SubCi {
+pub(crate) struct ContextIndependentSubtree {
     /// Tokens allowed whatever the context: a list, or a mask when that is smaller.
     tokens: Box<[TokenId]>,
     mask: Option<TokenMask>,
@@ -517,7 +517,7 @@ pub(crate) struct SubCi {
     pub walked: usize,
 }
 
-impl SubCi {
+impl ContextIndependentSubtree {
     pub(crate) fn memory_usage(&self) -> usize {
         self.tokens.len() * 4
             + self.mask.as_ref().map_or(0, |m| m.memory_usage())
@@ -542,12 +542,12 @@ impl SubCi {
     }
 
     /// Walks the subtree of root child `node` (byte `b`) from `x`, the state after `b`.
-    pub(crate) fn build(aut: &mut Stepper<'_>, trie: &TokenTrie, vocab_len: usize, node: usize, x: StateId) -> SubCi {
+    pub(crate) fn build(aut: &mut Stepper<'_>, trie: &TokenTrie, vocab_len: usize, node: usize, x: StateId) -> ContextIndependentSubtree {
         let b = trie.byte(node);
         let mut nodes = Vec::new();
         if aut.is_ctx(x) {
             nodes.push((node as u32, Box::from([b])));
-            return SubCi { tokens: Box::default(), mask: None, nodes, walked: 1 };
+            return ContextIndependentSubtree { tokens: Box::default(), mask: None, nodes, walked: 1 };
         }
         let mut tokens = trie.tokens_at(node).to_vec();
         let walked = 1 + walk_ci_below(aut, trie, node, &[b], x, None, |t| tokens.push(t), &mut nodes);
@@ -557,9 +557,9 @@ impl SubCi {
             for &t in &tokens {
                 m.insert(t);
             }
-            return SubCi { tokens: Box::default(), mask: Some(m), nodes, walked };
+            return ContextIndependentSubtree { tokens: Box::default(), mask: Some(m), nodes, walked };
         }
-        SubCi { tokens: tokens.into_boxed_slice(), mask: None, nodes, walked }
+        ContextIndependentSubtree { tokens: tokens.into_boxed_slice(), mask: None, nodes, walked }
     }
 }
 

@@ -7,7 +7,7 @@ use crate::compiler::{Compiler, CompileResult};
 use crate::conjunct::Conjunct;
 use crate::exprs::{alt_of, invalid, is_nothing, nothing, seq_of};
 use crate::layout::Seps;
-use crate::json_types::as_count;
+use crate::json_types::{as_count, type_bits, JsonTypes};
 use formwork_grammar::Expr;
 use serde_json::Value;
 
@@ -160,13 +160,13 @@ fn unique_items(cx: &mut Compiler, parts: &[Conjunct], rest_parts: &[Conjunct], 
             cands = Some(e.clone());
         } else if let Some(c) = q.get("const") {
             cands = Some(vec![c.clone()]);
-        } else if let Some(t) = q.get("type").and_then(|t| crate::json_types::type_bits(t)) {
-            if t & !(crate::json_types::T_BOOL | crate::json_types::T_NULL) == 0 {
+        } else if let Some(t) = q.get("type").and_then(|t| type_bits(t)) {
+            if !t.intersects(!(JsonTypes::BOOL | JsonTypes::NULL)) {
                 let mut v = Vec::new();
-                if t & crate::json_types::T_BOOL != 0 {
+                if t.intersects(JsonTypes::BOOL) {
                     v.extend([Value::Bool(true), Value::Bool(false)]);
                 }
-                if t & crate::json_types::T_NULL != 0 {
+                if t.intersects(JsonTypes::NULL) {
                     v.push(Value::Null);
                 }
                 cands = Some(v);

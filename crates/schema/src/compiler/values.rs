@@ -3,7 +3,7 @@
 //! its whole document), and a value as grammar.
 
 use crate::compiler::{Compiler, CompileResult};
-use crate::conjunct::{Conjunct, C_ALLOF, C_ANYOF, C_ONEOF_DISJOINT, C_REF, C_REF_ONLY};
+use crate::conjunct::{Conjunct, Consumed};
 use crate::exprs::unsupported;
 use crate::json_types::json_eq;
 use crate::SchemaOptions;
@@ -35,7 +35,7 @@ impl Compiler<'_> {
 
     /// Is `v` valid against `p` alone (exact, through `jsonschema`)?
     pub(crate) fn validate_at(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
-        if p.consumed & C_REF_ONLY != 0 {
+        if p.consumed.contains(Consumed::REF_ONLY) {
             // Drafts 4-7: the `$ref` replaced this object, and its target is a part of the
             // same conjunction (checked there).
             return Ok(true);
@@ -50,9 +50,9 @@ impl Compiler<'_> {
         // `oneOf`: the negations of the others are not checked here.
         let strip = match p.value() {
             Value::Object(o) if !o.contains_key("unevaluatedProperties") && !o.contains_key("unevaluatedItems") => {
-                p.consumed & (C_REF | C_ALLOF | C_ANYOF | C_ONEOF_DISJOINT)
+                p.consumed & (Consumed::REF | Consumed::ALLOF | Consumed::ANYOF | Consumed::ONEOF_DISJOINT)
             }
-            _ => 0,
+            _ => Consumed::empty(),
         };
         let ck = (p.doc, p.ptr.clone(), strip);
         match self.local_validators.get(&ck) {
@@ -62,19 +62,19 @@ impl Compiler<'_> {
         }
         let mut sub = p.value().clone();
         if let Value::Object(o) = &mut sub {
-            if strip & C_REF != 0 {
+            if strip.contains(Consumed::REF) {
                 o.remove("$ref");
             }
-            if strip & C_ALLOF != 0 {
+            if strip.contains(Consumed::ALLOF) {
                 o.remove("allOf");
             }
-            if strip & C_ANYOF != 0 {
+            if strip.contains(Consumed::ANYOF) {
                 o.remove("anyOf");
             }
-            if strip & C_ONEOF_DISJOINT != 0 {
+            if strip.contains(Consumed::ONEOF_DISJOINT) {
                 o.remove("oneOf");
             }
-            if strip != 0 {
+            if !strip.is_empty() {
                 // Definitions are reached only through references.
                 o.remove("$defs");
                 o.remove("definitions");

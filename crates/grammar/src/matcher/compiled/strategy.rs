@@ -35,7 +35,7 @@ impl CompiledGrammar {
         } else {
             match self.repeat_mask(st, s, busy) {
                 Some(r) => r,
-                None => self.ci_mask(st, s),
+                None => self.context_independent_mask(st, s),
             }
         };
         let mut m = m;
@@ -115,13 +115,13 @@ impl CompiledGrammar {
     /// first-byte dispatch ([`dispatch_ci`](Self::dispatch_ci)); one that counts through a
     /// class to a loop by its chain (`mask::Chain`); any other by a plain walk. Unless `nested` (inside another one's computation), one that another thread is
     /// computing is waited for ([`claim`](Self::claim)).
-    pub(super) fn ci_of(&self, st: &mut Stepper<'_>, t: StateId, nested: bool) -> (Arc<CiMask>, usize) {
+    pub(super) fn ci_of(&self, st: &mut Stepper<'_>, t: StateId, nested: bool) -> (Arc<ContextIndependentMask>, usize) {
         self.ci_of_walk(st, t, nested, true).expect("a plain walk is allowed")
     }
 
     /// [`ci_of`](Self::ci_of); unless `plain`, `None` (and nothing cached) when only a
     /// plain walk of the trie would do.
-    pub(super) fn ci_of_walk(&self, st: &mut Stepper<'_>, t: StateId, nested: bool, plain: bool) -> Option<(Arc<CiMask>, usize)> {
+    pub(super) fn ci_of_walk(&self, st: &mut Stepper<'_>, t: StateId, nested: bool, plain: bool) -> Option<(Arc<ContextIndependentMask>, usize)> {
         let cache = &self.ci;
         if let Some(c) = cache.ci.get(t) {
             return Some((c.clone(), 0));
@@ -139,16 +139,16 @@ impl CompiledGrammar {
         };
         st.step_all(t);
         let c = match Accel::for_state(st, &self.index, t) {
-            Some(a) => CiMask::build(st, &self.index, t, Some(&a)),
+            Some(a) => ContextIndependentMask::build(st, &self.index, t, Some(&a)),
             None => match self.dispatch_ci(st, t) {
                 Some(c) => c,
                 None => match Chain::for_state(st, &self.index, t, self.deep_min_budget()) {
-                    Some(ch) => CiMask::build_chain(st, &self.index, t, &ch),
+                    Some(ch) => ContextIndependentMask::build_chain(st, &self.index, t, &ch),
                     None if !plain => {
                         locked(&cache.plain).insert(t);
                         return None;
                     }
-                    None => CiMask::build(st, &self.index, t, None),
+                    None => ContextIndependentMask::build(st, &self.index, t, None),
                 },
             },
         };
@@ -168,7 +168,7 @@ impl CompiledGrammar {
     /// part of the mask (and of the uncertain subtrees) is `x`'s, restricted to first byte
     /// `b`, taken from `x`'s cached (usually accelerated) mask. The other first bytes walk
     /// their subtrees. `None` when no such group exists.
-    pub(super) fn dispatch_ci(&self, aut: &mut Stepper<'_>, t: StateId) -> Option<CiMask> {
+    pub(super) fn dispatch_ci(&self, aut: &mut Stepper<'_>, t: StateId) -> Option<ContextIndependentMask> {
         let cache = &self.ci;
         let trie = self.index.trie();
         // The root's children: (node, byte, state after the byte).
@@ -226,7 +226,7 @@ impl CompiledGrammar {
             }
         }
         let vocab = self.index.vocab();
-        let mut ci = CiMask::empty(vocab.len());
+        let mut ci = ContextIndependentMask::empty(vocab.len());
         let fb = self.index.first_byte_masks();
         let mut grouped = ByteSet::default();
         for (x, bytes) in &groups {
@@ -237,7 +237,7 @@ impl CompiledGrammar {
                 None => {
                     let (cx, w) = self.ci_of(aut, *x, true);
                     ci.walked += w;
-                    let mut part = CiMask::empty(vocab.len());
+                    let mut part = ContextIndependentMask::empty(vocab.len());
                     // `x`'s tokens restricted to these first bytes: its mask minus the
                     // tokens under the other first bytes, or the union of its mask and each
                     // byte's first-byte mask, whichever touches less memory.
@@ -280,14 +280,14 @@ impl CompiledGrammar {
             .into_iter()
             .filter(|&(_, b, x)| !grouped.contains(b) && x != DEAD && x != OVERFLOW)
             .collect();
-        let mut subs: Vec<Option<Arc<SubCi>>> = {
+        let mut subs: Vec<Option<Arc<ContextIndependentSubtree>>> = {
             let map = locked(&cache.sub);
             wanted.iter().map(|&(_, b, x)| map.get(&(x, b)).cloned()).collect()
         };
         let mut fresh = Vec::new();
         for (slot, &(node, b, x)) in subs.iter_mut().zip(&wanted) {
             if slot.is_none() {
-                let sub = Arc::new(SubCi::build(aut, trie, vocab.len(), node, x));
+                let sub = Arc::new(ContextIndependentSubtree::build(aut, trie, vocab.len(), node, x));
                 ci.walked += sub.walked;
                 if cache.budget.reserve(sub.memory_usage()) {
                     fresh.push(((x, b), sub.clone()));
@@ -309,7 +309,7 @@ impl CompiledGrammar {
     }
 
     /// The text-token mask of `s` through its truncation's context-independent mask.
-    pub(super) fn ci_mask(&self, aut: &mut Stepper<'_>, s: StateId) -> (TokenMask, usize) {
+    pub(super) fn context_independent_mask(&self, aut: &mut Stepper<'_>, s: StateId) -> (TokenMask, usize) {
         let vocab = self.index.vocab();
         let trie = self.index.trie();
         let t = aut.truncate(s, TRUNCATE_DEPTH);
