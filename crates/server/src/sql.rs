@@ -125,7 +125,7 @@ pub async fn sql(State(state): State<AppState>, ApiJson(req, _): ApiJson<SqlRequ
     let formwork_engine::Prompt::Chat { messages, .. } = db.prompt(&req.question) else {
         unreachable!("SqlDatabase::prompt is a chat")
     };
-    let mut turns: Vec<ChatMessage> = messages.into_iter().map(|m| ChatMessage { role: m.role, content: m.content, ..Default::default() }).collect();
+    let mut turns = messages;
     let constraint = ConstraintRequest::Custom(CustomConstraint(db.format.clone()));
     let greedy = Sampling { temperature: Some(0.0), ..Default::default() };
     let mut attempts = 0;
