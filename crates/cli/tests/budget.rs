@@ -6,12 +6,12 @@
 
 mod common;
 use common::model_path;
+use formwork_engine::testing::NoPlan;
 use formwork_engine::{
     generate, ChatMessage, Constraint, GenerateOptions, GrammarConstraint, Model, Prompt, SamplerOptions, StopDetail,
     StopReason,
 };
 use formwork_grammar::{matcher::CompiledGrammar, Limits};
-use formwork_vocab::{TokenId, TokenMask};
 use serde_json::{json, Value};
 use std::ops::ControlFlow;
 use std::process::{Command, Stdio};
@@ -111,27 +111,6 @@ fn small_budgets_give_valid_json() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("num_predict") && err.contains("raise it to at least"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The same grammar without budget support: the loop does not steer (the old behaviour).
-struct NoPlan(GrammarConstraint);
-
-impl Constraint for NoPlan {
-    fn compute_mask(&mut self, mask: &mut TokenMask) {
-        self.0.compute_mask(mask)
-    }
-    fn is_allowed(&mut self, t: TokenId) -> bool {
-        self.0.is_allowed(t)
-    }
-    fn commit(&mut self, t: TokenId) -> Result<(), String> {
-        self.0.commit(t)
-    }
-    fn is_accepting(&self) -> bool {
-        self.0.is_accepting()
-    }
-    fn is_complete(&mut self) -> Option<bool> {
-        self.0.is_complete()
-    }
 }
 
 #[derive(Default)]

@@ -3,32 +3,12 @@
 //! lines as inputs, and the `--json` shape.
 
 mod common;
-use common::model_path;
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use common::{formwork_on_model, ok};
+use std::process::Output;
 
 
 fn embed(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_formwork"));
-    cmd.arg("embed").arg("--model").arg(model_path()).args(["--threads", "1"]).args(args);
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("the formwork binary runs");
-    if let Some(s) = stdin {
-        child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "formwork embed failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
+    formwork_on_model("embed", args, stdin)
 }
 
 fn vectors(stdout: &str) -> Vec<Vec<f64>> {

@@ -6,37 +6,15 @@
 //! machines, and over-subscribed llama.cpp threads collapse throughput.
 
 mod common;
-use common::model_path;
-use std::io::Write;
+use common::{formwork_on_model, ok};
 use std::process::{Command, Output, Stdio};
-
 
 fn formwork(args: &[&str]) -> Output {
     formwork_with_stdin(args, None)
 }
 
 fn formwork_with_stdin(args: &[&str], stdin: Option<&str>) -> Output {
-    let model = model_path();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_formwork"));
-    cmd.arg("run").arg("--model").arg(&model).args(["--threads", "1"]).args(args);
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("the formwork binary runs");
-    if let Some(s) = stdin {
-        child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "formwork run failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
+    formwork_on_model("run", args, stdin)
 }
 
 #[test]

@@ -466,3 +466,27 @@ impl crate::batch::BatchModel for ScriptedBatchModel {
         &self.logits[i]
     }
 }
+
+/// A constraint with its budget planning hidden: it forwards the mask, the checks and the
+/// commits of the constraint inside, but offers no completion plan (the trait's defaults),
+/// so the generation loop does not steer toward closing and the token budget cuts the
+/// output where it falls — the behaviour before truncation-proof output, for comparisons.
+pub struct NoPlan<C>(pub C);
+
+impl<C: crate::constraint::Constraint> crate::constraint::Constraint for NoPlan<C> {
+    fn compute_mask(&mut self, mask: &mut formwork_vocab::TokenMask) {
+        self.0.compute_mask(mask)
+    }
+    fn is_allowed(&mut self, t: TokenId) -> bool {
+        self.0.is_allowed(t)
+    }
+    fn commit(&mut self, t: TokenId) -> Result<(), String> {
+        self.0.commit(t)
+    }
+    fn is_accepting(&self) -> bool {
+        self.0.is_accepting()
+    }
+    fn is_complete(&mut self) -> Option<bool> {
+        self.0.is_complete()
+    }
+}

@@ -1,13 +1,12 @@
 //! Budget steering: with a grammar constraint, `num_predict` or a full context never cuts
 //! the output; the loop closes it in time (`StopDetail::ClosedEarly`, reason `length`).
 
-use formwork_engine::testing::ScriptedModel;
+use formwork_engine::testing::{NoPlan, ScriptedModel};
 use formwork_engine::{
     generate, Constraint, EngineError, GenerateOptions, Generation, GrammarConstraint, Model, Prompt, SamplerOptions,
     StopDetail, StopReason,
 };
 use formwork_grammar::{gbnf, matcher::CompiledGrammar, Grammar, Limits};
-use formwork_vocab::{TokenId, TokenMask};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -155,24 +154,6 @@ fn a_full_context_closes_the_output_too() {
     }
     let mut m = chatty().with_context_length(2 + min - 1);
     assert!(matches!(run(&mut m, &greedy(None)), Err(EngineError::BudgetTooSmall { context: true, .. })));
-}
-
-/// A constraint that does not plan: the loop does not steer, the budget cuts the output.
-struct NoPlan(GrammarConstraint);
-
-impl Constraint for NoPlan {
-    fn compute_mask(&mut self, mask: &mut TokenMask) {
-        self.0.compute_mask(mask)
-    }
-    fn is_allowed(&mut self, t: TokenId) -> bool {
-        self.0.is_allowed(t)
-    }
-    fn commit(&mut self, t: TokenId) -> Result<(), String> {
-        self.0.commit(t)
-    }
-    fn is_accepting(&self) -> bool {
-        self.0.is_accepting()
-    }
 }
 
 #[test]

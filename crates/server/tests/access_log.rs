@@ -5,27 +5,10 @@
 //! thread at the same time could make this one miss a line.
 
 mod common;
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode};
+use axum::http::Method;
 use common::*;
-use http_body_util::BodyExt;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
-use tower::ServiceExt;
-
-/// Sends a request with optional `x-request-id`; returns the status and the response's id.
-async fn id_of(app: &axum::Router, method: Method, path: &str, body: &str, sent: Option<&str>) -> (StatusCode, String) {
-    let mut b = Request::builder().method(method).uri(path).header("content-type", "application/json");
-    if let Some(id) = sent {
-        b = b.header("x-request-id", id);
-    }
-    let resp = app.clone().oneshot(b.body(Body::from(body.to_string())).unwrap()).await.unwrap();
-    let status = resp.status();
-    let id = resp.headers().get("x-request-id").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-    // Read the whole body, so that streams finish.
-    resp.into_body().collect().await.unwrap();
-    (status, id)
-}
 
 /// Events of the access log target: (level, message).
 type Captured = Arc<Mutex<Vec<(tracing::Level, String)>>>;

@@ -1,26 +1,9 @@
 //! `x-request-id` on every response: the client's, echoed, or a fresh one.
 
 mod common;
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode};
+use axum::http::{Method, StatusCode};
 use common::*;
-use http_body_util::BodyExt;
 use serde_json::json;
-use tower::ServiceExt;
-
-/// Sends a request with optional `x-request-id`; returns the status and the response's id.
-async fn id_of(app: &axum::Router, method: Method, path: &str, body: &str, sent: Option<&str>) -> (StatusCode, String) {
-    let mut b = Request::builder().method(method).uri(path).header("content-type", "application/json");
-    if let Some(id) = sent {
-        b = b.header("x-request-id", id);
-    }
-    let resp = app.clone().oneshot(b.body(Body::from(body.to_string())).unwrap()).await.unwrap();
-    let status = resp.status();
-    let id = resp.headers().get("x-request-id").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-    // Read the whole body, so that streams finish.
-    resp.into_body().collect().await.unwrap();
-    (status, id)
-}
 
 #[tokio::test]
 async fn every_response_has_a_request_id_echoed_or_made_up() {

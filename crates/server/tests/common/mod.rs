@@ -61,3 +61,17 @@ pub fn assert_openai_error(v: &Value) {
     assert!(e["message"].is_string() && e["type"].is_string(), "OpenAI error shape expected: {v}");
     assert!(e.get("param").is_some() && e.get("code").is_some(), "OpenAI error has param and code: {v}");
 }
+
+/// Sends a request with optional `x-request-id`; returns the status and the response's id.
+pub async fn id_of(app: &axum::Router, method: Method, path: &str, body: &str, sent: Option<&str>) -> (StatusCode, String) {
+    let mut b = Request::builder().method(method).uri(path).header("content-type", "application/json");
+    if let Some(id) = sent {
+        b = b.header("x-request-id", id);
+    }
+    let resp = app.clone().oneshot(b.body(Body::from(body.to_string())).unwrap()).await.unwrap();
+    let status = resp.status();
+    let id = resp.headers().get("x-request-id").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    // Read the whole body, so that streams finish.
+    resp.into_body().collect().await.unwrap();
+    (status, id)
+}
