@@ -67,7 +67,7 @@ pub(crate) fn walk_from(
     let words = mask.words_mut();
     // From a full state nothing pops into `CTX`, so nothing is uncertain.
     let mut none = Vec::new();
-    let visited = walk_ci_below(aut, trie, root, &[], s0, None, |t| words[t.index() / 64] |= 1 << (t.index() % 64), &mut none);
+    let visited = walk_below(aut, trie, root, &[], s0, |_, _| false, |t, _| words[t.index() / 64] |= 1 << (t.index() % 64), &mut none);
     debug_assert!(none.is_empty(), "a walk from a full state reached CTX");
     visited
 }
@@ -117,36 +117,23 @@ fn walk_longer(
     mask: &mut TokenMask,
 ) -> usize {
     let words = mask.words_mut();
-    let mut visited = 0usize;
-    // (end of the node's subtree, state after the node, its entry)
-    let mut stack: Vec<(u32, StateId, &State)> = Vec::with_capacity(trie.max_depth() + 2);
-    stack.push((trie.end(0) as u32, s0, aut.entry(s0)));
-    let mut i = 1;
-    let n = trie.len();
-    while i < n {
-        while i as u32 >= stack[stack.len() - 1].0 {
-            stack.pop();
-        }
-        if subtree_max[i] as u32 <= k {
-            i = trie.end(i);
-            continue;
-        }
-        let (_, parent, entry) = stack[stack.len() - 1];
-        visited += 1;
-        let s = aut.step_from(entry, parent, trie.byte(i));
-        if s == DEAD || s == OVERFLOW {
-            i = trie.end(i);
-            continue;
-        }
-        // The node's depth is its token length.
-        if stack.len() as u32 > k {
-            for &t in trie.tokens_at(i) {
-                words[t.index() / 64] |= 1 << (t.index() % 64);
+    let mut none = Vec::new();
+    // A node's depth is its token length.
+    let visited = walk_below(
+        aut,
+        trie,
+        0,
+        &[],
+        s0,
+        |i, _| subtree_max[i] as u32 <= k,
+        |t, depth| {
+            if depth as u32 > k {
+                words[t.index() / 64] |= 1 << (t.index() % 64)
             }
-        }
-        stack.push((trie.end(i) as u32, s, aut.entry(s)));
-        i += 1;
-    }
+        },
+        &mut none,
+    );
+    debug_assert!(none.is_empty(), "a walk from a full state reached CTX");
     visited
 }
 
@@ -473,7 +460,7 @@ impl ContextIndependentMask {
         while i < exits.len() {
             if let Some(s) = ch.state(exits.byte(i) as usize) {
                 let words = ci.mask.words_mut();
-                ci.walked += 1 + walk_ci_below(aut, exits, i, &[], s, None, |tok| words[tok.index() / 64] |= 1 << (tok.index() % 64), &mut nodes);
+                ci.walked += 1 + walk_below(aut, exits, i, &[], s, |_, _| false, |tok, _| words[tok.index() / 64] |= 1 << (tok.index() % 64), &mut nodes);
             }
             i = exits.end(i);
         }
@@ -499,7 +486,16 @@ pub(crate) fn walk_ci(
     uncertain: &mut Vec<(u32, Box<[u8]>)>,
 ) -> usize {
     let words = mask.words_mut();
-    walk_ci_below(aut, trie, 0, &[], s0, skip_first, |t| words[t.index() / 64] |= 1 << (t.index() % 64), uncertain)
+    walk_below(
+        aut,
+        trie,
+        0,
+        &[],
+        s0,
+        |i, depth| depth == 1 && skip_first.is_some_and(|k| k.contains(trie.byte(i))),
+        |t, _| words[t.index() / 64] |= 1 << (t.index() % 64),
+        uncertain,
+    )
 }
 
 /// The context-independent part of one subtree of the trie below the root (the tokens that
@@ -550,7 +546,7 @@ impl ContextIndependentSubtree {
             return ContextIndependentSubtree { tokens: Box::default(), mask: None, nodes, walked: 1 };
         }
         let mut tokens = trie.tokens_at(node).to_vec();
-        let walked = 1 + walk_ci_below(aut, trie, node, &[b], x, None, |t| tokens.push(t), &mut nodes);
+        let walked = 1 + walk_below(aut, trie, node, &[b], x, |_, _| false, |t, _| tokens.push(t), &mut nodes);
         // A list of more than a sixteenth of the vocabulary is longer than its mask's words.
         if tokens.len() > vocab_len / 16 {
             let mut m = TokenMask::new(vocab_len);
@@ -563,17 +559,25 @@ impl ContextIndependentSubtree {
     }
 }
 
-/// The walk of [`walk_ci`] over the subtree of `root` (reached by `prefix`, in state `s0`),
-/// handing each allowed token to `allow`.
+/// The one trie walk every mask technique uses: depth-first over the subtree of `root`
+/// (reached by `prefix`, in state `s0`), one automaton step per node whose prefix is still
+/// viable. A node for which `skip(node, depth)` holds is passed over with its subtree (not
+/// stepped, not counted); a node whose state popped into `CTX` is recorded in `uncertain`
+/// with its path, and its subtree skipped; every token of every other live node goes to
+/// `allow(token, depth)`. Depths count from `root` (its children are at depth 1; a node's
+/// depth below the trie's root is its bytes' length). Returns the nodes stepped.
+///
+/// Cost: O(nodes stepped); `skip` and `allow` are inlined (generic), so a walk that skips
+/// nothing pays nothing for them.
 #[allow(clippy::too_many_arguments)]
-fn walk_ci_below(
+fn walk_below(
     aut: &mut Stepper<'_>,
     trie: &TokenTrie,
     root: usize,
     prefix: &[u8],
     s0: StateId,
-    skip_first: Option<&super::lower::ByteSet>,
-    mut allow: impl FnMut(TokenId),
+    mut skip: impl FnMut(usize, usize) -> bool,
+    mut allow: impl FnMut(TokenId, usize),
     uncertain: &mut Vec<(u32, Box<[u8]>)>,
 ) -> usize {
     let mut visited = 0usize;
@@ -589,7 +593,7 @@ fn walk_ci_below(
             stack.pop();
             path.pop();
         }
-        if stack.len() == 1 && skip_first.is_some_and(|k| k.contains(trie.byte(i))) {
+        if skip(i, stack.len()) {
             i = trie.end(i);
             continue;
         }
@@ -608,8 +612,9 @@ fn walk_ci_below(
             i = trie.end(i);
             continue;
         }
+        let depth = stack.len();
         for &t in trie.tokens_at(i) {
-            allow(t);
+            allow(t, depth);
         }
         stack.push((trie.end(i) as u32, s, entry));
         path.push(trie.byte(i));
