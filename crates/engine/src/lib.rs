@@ -3,7 +3,7 @@
 //! Turns a chat request into tokens: renders the model's chat template, runs the decode
 //! loop with the sampler, applies an optional constraint (a grammar), stops on end-of-turn /
 //! stop strings / token budget, streams text and reports timings. It defines the [`Model`]
-//! trait that backends (`formwork-llama`) implement; tests use [`testing::ScriptedModel`]
+//! trait that backends (`formwork-llama`) implement; tests use `testing::ScriptedModel`
 //! (feature `testing`).
 //!
 //! ## Key types
@@ -101,7 +101,7 @@
 //!   at every step (the fast path otherwise skips it).
 //!
 //! ## Features
-//! - `testing`: [`testing::ScriptedModel`], a deterministic fake model for loop tests.
+//! - `testing`: `testing::ScriptedModel`, a deterministic fake model for loop tests.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

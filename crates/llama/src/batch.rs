@@ -96,7 +96,7 @@ impl BatchModel for LlamaBatchModel {
     }
 
     /// A [`LlamaEmbedder`] over the same weights, in a context of its own (see
-    /// [`crate::embed`]): embedding runs beside the batch, never inside it.
+    /// `crate::embed`): embedding runs beside the batch, never inside it.
     fn embedder(&self) -> Option<Arc<dyn Embed>> {
         Some(self.embedder.clone())
     }

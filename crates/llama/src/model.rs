@@ -284,7 +284,7 @@ impl Model for LlamaModel {
         Some(&self.tokens)
     }
 
-    /// A [`LlamaEmbedder`] over the same weights (see [`crate::embed`]).
+    /// A [`LlamaEmbedder`] over the same weights (see `crate::embed`).
     fn embedder(&self) -> Option<Arc<dyn Embed>> {
         Some(self.embedder.clone())
     }

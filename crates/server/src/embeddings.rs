@@ -9,7 +9,7 @@
 //! 2. A model without an embedder ([`Backend::embedder`](crate::Backend::embedder)) is refused
 //!    at once (400, `param: model`).
 //! 3. The [`EmbedJob`] waits in the model's queue like a generation and takes a slot: its
-//!    worker thread runs [`EmbedJob::run`], which tokenizes each input, truncates it to the model's
+//!    worker thread runs `EmbedJob::run`, which tokenizes each input, truncates it to the model's
 //!    embedding context (or refuses it: Ollama `truncate: false`, and always on OpenAI, whose
 //!    service refuses over-long inputs), embeds it and, for `dimensions`, keeps the first
 //!    dimensions and normalizes again. The embedder evaluates in its own context (for
