@@ -231,7 +231,7 @@ fn parse_gbnf(p: &Path, limits: &Limits) -> Result<Grammar> {
 }
 
 fn json_grammar(opts: &SourceOptions) -> Grammar {
-    json::grammar(&JsonGrammarOptions { root_object_only: !opts.any_value, max_ws_run: opts.max_ws_run.0 })
+    json::grammar(&JsonGrammarOptions { root_object_only: !opts.any_value, max_ws_run: opts.max_ws_run.0, ..Default::default() })
 }
 
 fn compile_schema(p: &Path, opts: &SourceOptions, limits: &Limits) -> Result<Grammar> {

@@ -120,7 +120,11 @@ impl Format {
     pub fn grammar(&self, limits: &Limits, whitespace: Whitespace) -> Result<Option<Grammar>, FormatError> {
         Ok(match self {
             Format::Text | Format::Compiled(_) | Format::Custom(_) => None,
-            Format::Json if whitespace == Whitespace::default() => Some(formwork_grammar::json::grammar(&Default::default())),
+            Format::Json if whitespace == Whitespace::default() => {
+                // The answer ends at its closing brace, as a schema's does (`root_whitespace`).
+                let opts = formwork_grammar::json::JsonGrammarOptions { trailing_whitespace: false, ..Default::default() };
+                Some(formwork_grammar::json::grammar(&opts))
+            }
             // The built-in grammar is flexible; other layouts come from the schema compiler.
             Format::Json => Some(formwork_schema::compile(&serde_json::json!({"type": "object"}), &Self::schema_options(false, None, whitespace, limits))?),
             Format::JsonSchema { schema, strict, first_key } => {

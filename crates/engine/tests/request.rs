@@ -91,6 +91,20 @@ fn reasoning_composes_with_retries_each_attempt_reasons_then_answers_valid_json(
 }
 
 #[test]
+fn a_json_answer_ends_at_its_closing_brace() {
+    // The model would go on with newlines after the object (as small models do); with the
+    // built-in JSON grammar for generation nothing may follow the value, so the closing
+    // brace ends the answer without being evaluated.
+    let mut m = outputs(&["{\"age\": 7}\n\n\n\n"], false);
+    let request = Request::new(chat("How old?")).format(Format::Json).sampler(SamplerOptions::greedy()).num_predict(50);
+    let (a, _) = run(&mut m, request).unwrap();
+    assert_eq!(a.text, "{\"age\": 7}");
+    assert_eq!(a.generation.done_reason, formwork_engine::StopReason::Stop);
+    let seq = m.last_sequence();
+    assert!(seq.ends_with("{\"age\": 7"), "{seq:?}");
+}
+
+#[test]
 fn the_format_constrains_the_answer_without_validation() {
     let mut m = outputs(&["{\"age\": 7}"], false);
     let request = Request::new(chat("How old?"))
@@ -195,4 +209,10 @@ fn generation_grammars_have_no_whitespace_around_the_root_value() {
     assert!(formwork_grammar::accepts(&g, b"{ \"a\": 1 }", &limits).unwrap(), "whitespace inside stays flexible");
     assert!(!formwork_grammar::accepts(&g, b"{\"a\": 1}\n\n", &limits).unwrap(), "nothing after the answer");
     assert!(!formwork_grammar::accepts(&g, b"\n{\"a\": 1}", &limits).unwrap(), "nothing before it");
+    // The same for any JSON object (the built-in grammar, in every layout).
+    for ws in [Whitespace::default(), Whitespace::Compact] {
+        let g = Format::Json.grammar(&limits, ws).unwrap().unwrap();
+        assert!(formwork_grammar::accepts(&g, b"{\"a\":1}", &limits).unwrap());
+        assert!(!formwork_grammar::accepts(&g, b"{\"a\":1}\n", &limits).unwrap(), "nothing after a JSON answer ({ws:?})");
+    }
 }

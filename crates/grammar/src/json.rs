@@ -10,7 +10,8 @@
 //!   grammar is written so that two such places are never adjacent — so a model cannot
 //!   loop on newlines until the token limit (the classic failure of unbounded `ws*`);
 //! - **no leading whitespace**: the text starts with the value itself (so `{` can be
-//!   forced at the first step), and may end with one bounded whitespace run.
+//!   forced at the first step), and may end with one bounded whitespace run (not when
+//!   [`JsonGrammarOptions::trailing_whitespace`] is off, as generation has it).
 //!
 //! ```text
 //! root    ::= object ws                       # or `value ws` when root_object_only is off
@@ -42,11 +43,16 @@ pub struct JsonGrammarOptions {
     /// Most consecutive whitespace characters between two JSON tokens; `None` for
     /// unbounded. Default `Some(DEFAULT_MAX_WS_RUN)`.
     pub max_ws_run: Option<u32>,
+    /// A whitespace run may follow the value (`root ::= object ws`, as the documented GBNF
+    /// and llama.cpp's `json.gbnf`). Default `true`. Generation turns it off, so the answer
+    /// ends at its closing brace and the end of the output is forced one step sooner,
+    /// instead of letting a model spend up to `max_ws_run` tokens on trailing newlines.
+    pub trailing_whitespace: bool,
 }
 
 impl Default for JsonGrammarOptions {
     fn default() -> Self {
-        JsonGrammarOptions { root_object_only: true, max_ws_run: Some(DEFAULT_MAX_WS_RUN) }
+        JsonGrammarOptions { root_object_only: true, max_ws_run: Some(DEFAULT_MAX_WS_RUN), trailing_whitespace: true }
     }
 }
 
@@ -79,7 +85,8 @@ pub fn grammar(opts: &JsonGrammarOptions) -> Grammar {
     b.rule_id("root");
     let r = add_value_rules(&mut b, opts);
     let top = if opts.root_object_only { r.object } else { r.value };
-    b.define("root", Expr::seq([Expr::Rule(top), Expr::Rule(r.ws)]));
+    let root = if opts.trailing_whitespace { Expr::seq([Expr::Rule(top), Expr::Rule(r.ws)]) } else { Expr::Rule(top) };
+    b.define("root", root);
     b.build("root").expect("the built-in JSON grammar is well formed")
 }
 
@@ -213,13 +220,26 @@ mod tests {
     fn json_grammar_prints_and_round_trips() {
         for root_object_only in [true, false] {
             for max_ws_run in [None, Some(0), Some(1), Some(20)] {
-                let opts = JsonGrammarOptions { root_object_only, max_ws_run };
+                let opts = JsonGrammarOptions { root_object_only, max_ws_run, ..Default::default() };
                 let g = grammar(&opts);
                 let text = gbnf(&opts);
                 let back = gbnf::parse(&text, &Limits::default()).unwrap_or_else(|e| panic!("{e}\n{text}"));
                 assert_eq!(back, g, "{text}");
             }
         }
+    }
+
+    #[test]
+    fn without_trailing_whitespace_nothing_follows_the_value() {
+        let accepts = |g: &Grammar, s: &str| crate::matcher::accepts(g, s.as_bytes(), &crate::Limits::default()).unwrap();
+        let opts = JsonGrammarOptions { trailing_whitespace: false, ..Default::default() };
+        let g = grammar(&opts);
+        assert!(gbnf(&opts).starts_with("root ::= object\n"), "{}", gbnf(&opts));
+        assert!(accepts(&g, "{\"a\": [1, 2]}"));
+        assert!(!accepts(&g, "{\"a\": 1}\n"));
+        assert!(!accepts(&g, "{} "));
+        // The default keeps the documented trailing run.
+        assert!(accepts(&grammar(&JsonGrammarOptions::default()), "{} \n"));
     }
 
     #[test]

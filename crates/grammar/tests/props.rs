@@ -84,6 +84,7 @@ fn grammars() -> &'static Vec<Grammar> {
             json_grammar(&JsonGrammarOptions {
                 root_object_only: false,
                 max_ws_run: Some(2),
+                ..Default::default()
             }),
             gbnf::parse(
                 "root ::= item (\", \" item)*\nitem ::= [a-z]+ | \"<\" [0-9]{1,3} \">\" | \"é\"+",

@@ -121,11 +121,12 @@ impl Grammar {
 
     /// The built-in JSON grammar: any JSON value (`object_only=True`: an object, as
     /// `format: "json"` asks), with runs of at most `max_whitespace` whitespace characters
-    /// between tokens (`None`: unbounded).
+    /// between tokens (`None`: unbounded); `trailing_whitespace=False` ends the output at the
+    /// value's last character (as serving engines want: the end is then forced at once).
     #[staticmethod]
-    #[pyo3(signature = (*, object_only=false, max_whitespace=Some(formwork_grammar::json::DEFAULT_MAX_WS_RUN)))]
-    fn json(object_only: bool, max_whitespace: Option<u32>) -> Self {
-        let ir = formwork_grammar::json::grammar(&JsonGrammarOptions { root_object_only: object_only, max_ws_run: max_whitespace });
+    #[pyo3(signature = (*, object_only=false, max_whitespace=Some(formwork_grammar::json::DEFAULT_MAX_WS_RUN), trailing_whitespace=true))]
+    fn json(object_only: bool, max_whitespace: Option<u32>, trailing_whitespace: bool) -> Self {
+        let ir = formwork_grammar::json::grammar(&JsonGrammarOptions { root_object_only: object_only, max_ws_run: max_whitespace, trailing_whitespace });
         Grammar { ir, warnings: Vec::new() }
     }
 

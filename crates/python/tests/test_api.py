@@ -205,6 +205,15 @@ def test_root_whitespace_only_when_asked(smollm2_info, smollm2_tokenizers):
     assert formwork.Matcher(c.compile(formwork.Grammar.from_json_schema(PERSON, root_whitespace=True))).accept_tokens(
         smollm2_tokenizers.encode(" " + doc + "\n", add_special_tokens=False).ids
     )
+    # The built-in JSON grammar: a trailing run by default (the documented GBNF), none with
+    # trailing_whitespace=False (what the SGLang backend asks for its `$$ANY$$` JSON).
+    for trailing, expect_newline in [(True, True), (False, False)]:
+        m = formwork.Matcher(c.compile(formwork.Grammar.json(object_only=True, trailing_whitespace=trailing)))
+        assert m.accept_tokens(toks)
+        m.fill_next_token_bitmask(bitmask)
+        ok = allowed(bitmask, 0, info.vocab_size)
+        assert 2 in ok
+        assert (newline[0] in ok) == expect_newline, (trailing, sorted(ok)[:10])
 
 
 def test_wider_logit_rows_and_bad_bitmasks(smollm2_info):

@@ -178,7 +178,7 @@ class FormworkGrammarBackend(BaseGrammarBackend):
 
     def dispatch_json(self, key_string: str) -> BaseGrammarObject:
         if key_string == "$$ANY$$":  # SGLang's key for "any JSON value"
-            return self._compile("json", key_string, lambda: Grammar.json())
+            return self._compile("json", key_string, lambda: Grammar.json(trailing_whitespace=False))
         return self._compile("json", key_string, lambda: Grammar.from_json_schema(key_string, whitespace=self.whitespace))
 
     def dispatch_regex(self, key_string: str) -> BaseGrammarObject:
