@@ -12,16 +12,17 @@
 //! `T = truncate(S, k)`, where frames below the top `k` are replaced by a placeholder `CTX`.
 //! A token consumed by `T` without popping into `CTX` is allowed in `S`; one rejected before
 //! reaching `CTX` is rejected in `S`; the rest (`uncertain`: the walk popped into `CTX`) are
-//! checked from `S` itself. `T`'s result ([`ContextIndependentMask`]) is shared by every state with the same
-//! top frames, so a new nesting context costs only the uncertain checks (tokens that close
-//! the current rule, typically a few hundred).
+//! checked from `S` itself. `T`'s result ([`ContextIndependentMask`]) is shared by every
+//! state with the same top frames, so a new nesting context costs only the uncertain checks
+//! (tokens that close the current rule, typically a few hundred).
 //!
 //! ## First-byte dispatch
 //! A state that does not loop itself, but whose first bytes mostly lead to one state that
 //! loops on them (just after an object key's opening quote: any letter but the first letters
 //! of the listed keys leads to "some other key"), builds its context-independent mask from
 //! that looping state's (cached, accelerated) one, restricted to those first bytes; the
-//! other first bytes' subtrees are walked and kept by the state after the byte ([`ContextIndependentSubtree`]).
+//! other first bytes' subtrees are walked and kept by the state after the byte
+//! ([`ContextIndependentSubtree`]).
 //! Both parts are cached, so the next key of the same object, whose state differs only in
 //! the keys still unseen, re-walks only the subtree of the letter whose keys changed.
 //!
@@ -48,8 +49,9 @@
 //! automaton's builder lock, which the stepper keeps through a stretch of new transitions
 //! and lets go after a run of known ones (see `automaton`). So a walk over warm ground
 //! locks nothing, and one over new ground locks once per stretch, not per transition.
-//! The results (`ContextIndependentMask`, `ContextIndependentSubtree`, full masks) are immutable once built and cached by the
-//! compiled grammar, which any thread then reads in place.
+//! The results (`ContextIndependentMask`, `ContextIndependentSubtree`, full masks) are
+//! immutable once built and cached by the compiled grammar, which any thread then reads in
+//! place.
 
 use super::automaton::{State, StateId, Stepper, DEAD, OVERFLOW, UTF8_SEQUENCES};
 use formwork_vocab::TokenId;
