@@ -71,7 +71,9 @@ def fetch(cache: Path, name: str) -> Path:
     path = cache / file
     if not path.exists():
         print(f"fetching {spec} with pip download", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation", "-d", str(cache), spec], check=True)
+        # pip prepares an sdist's metadata in an isolated build environment (setuptools and
+        # wheel from PyPI); `--no-build-isolation` would need them installed here.
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(cache), spec], check=True)
         if not path.exists():
             sys.exit(f"pip download did not produce {path}")
     return path

@@ -91,6 +91,9 @@ pub fn main(args: Args) -> Result<()> {
     let db = args.db.open()?;
     if args.show_prompt {
         eprintln!("{}", formwork_sql::prompt::system_prompt(&db.catalog));
+        for e in formwork_sql::prompt::examples(&db.catalog) {
+            eprintln!("\nuser: {}\nassistant: {}", e.question, e.sql);
+        }
     }
     let path = formwork_models::resolve(&args.model)?;
     let load = formwork_llama::LoadOptions { n_threads: args.threads, ..Default::default() };

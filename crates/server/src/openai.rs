@@ -55,12 +55,14 @@ async fn chat_inner(state: AppState, req: w::ChatCompletionRequest) -> Result<Re
     let cfg = state.config().clone();
     let wk = state.model(&req.model)?.clone();
     let mut messages = turns(req.messages)?;
-    // A query over a configured database: the model sees its schema first.
+    // A query over a configured database: the model sees its schema and worked examples
+    // over it first.
     #[cfg(feature = "engine")]
     if let Some(w::ResponseFormat::Sql { database }) = &req.response_format {
         let db = crate::sql::configured(&cfg, database).map_err(|e| e.param("response_format"))?;
         let system = formwork_sql::prompt::system_prompt(&db.catalog);
-        messages.insert(0, ChatMessage { role: "system".into(), content: system, ..Default::default() });
+        let examples = formwork_sql::prompt::example_turns(&db.catalog);
+        messages.splice(0..0, std::iter::once(ChatMessage { role: "system".into(), content: system, ..Default::default() }).chain(examples));
     }
     let n = choices(req.n, &cfg)?;
     let (tools, mode, constraint) =

@@ -20,7 +20,8 @@
 //!   [`Request`](formwork_engine::request::Request).
 //! - [`select`]: what a select list says that the rest of the query depends on (tables,
 //!   aliases, the grouping it needs).
-//! - [`prompt`]: the schema, keys, relationships and rules as the model sees them.
+//! - [`prompt`]: the schema, keys, relationships and rules as the model sees them, and
+//!   worked examples over the same database.
 //!
 //! ## The design: a grammar that depends on what was generated
 //! `SELECT` comes before `FROM`, so which columns are in scope is not context-free: a
@@ -74,7 +75,7 @@ pub use rules::Rules;
 
 use formwork_engine::request::{Format, Request};
 use formwork_engine::retry::Validator;
-use formwork_engine::{ChatMessage, Prompt};
+use formwork_engine::Prompt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -126,13 +127,10 @@ impl SqlDatabase {
         Ok(SqlDatabase { db, catalog, format })
     }
 
-    /// The chat for `question`: the schema as the system message, the question as the
-    /// user's.
+    /// The chat for `question`: the schema as the system message, worked examples over
+    /// this database as earlier turns ([`prompt::examples`]), the question as the user's.
     pub fn prompt(&self, question: &str) -> Prompt {
-        Prompt::Chat {
-            messages: vec![ChatMessage::new("system", &prompt::system_prompt(&self.catalog)), ChatMessage::new("user", question)],
-            tools: None,
-        }
+        Prompt::Chat { messages: prompt::chat(&self.catalog, question), tools: None }
     }
 
     /// A request for `question` whose answer is a query over this database.

@@ -135,3 +135,39 @@ fn a_database_error_is_fed_back_and_the_query_generated_again() {
     assert_eq!(answer.valid, Some(true));
     assert_eq!(last.lock().unwrap().as_ref().unwrap().rows.len(), 4);
 }
+
+#[test]
+fn the_prompts_worked_examples_are_queries_the_constraint_allows_and_the_database_runs() {
+    use formwork_engine::Constraint;
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let vocab = vocab();
+    let grammars = SqlGrammars::new(db.catalog.clone(), SqlGrammarOptions::default(), &vocab, &Limits::default()).unwrap();
+    let examples = formwork_sql::prompt::examples(&db.catalog);
+    assert_eq!(examples.len(), 5, "count, list, maximum, join with a filter, count per group: {examples:#?}");
+    let mut joined = false;
+    for e in &examples {
+        // Character by character through the constraint: every prefix allowed, the whole
+        // query complete.
+        let mut c = grammars.constraint().unwrap();
+        for ch in e.sql.chars() {
+            let t = vocab.text_token_by_bytes(ch.to_string().as_bytes()).unwrap();
+            assert!(c.is_allowed(t), "{ch:?} refused after {:?} in {}", c.text(), e.sql);
+            c.commit(t).unwrap();
+        }
+        assert!(c.is_accepting(), "{} is incomplete", e.sql);
+        check_structure(&e.sql, &db.catalog, &["audit_log", "password_hash"]).unwrap_or_else(|err| panic!("{err}: {}", e.sql));
+        db.db.execute(&e.sql, 10, Duration::from_secs(5)).unwrap_or_else(|err| panic!("{err}: {}", e.sql));
+        joined |= e.sql.contains(" JOIN ");
+        if e.sql.contains("FROM customers") || e.sql.contains("JOIN customers") {
+            assert!(e.sql.contains("customers.deleted_at IS NULL AND customers.is_test_account = 0"), "the rule is kept: {}", e.sql);
+        }
+    }
+    assert!(joined);
+    // The chat: system, then each example as a user turn and the assistant's query, then
+    // the question.
+    let chat = formwork_sql::prompt::chat(&db.catalog, "How many products are there?");
+    assert_eq!(chat.len(), 2 + 2 * examples.len());
+    assert_eq!((chat[1].role.as_str(), chat[2].role.as_str(), chat[2].content.as_str()), ("user", "assistant", examples[0].sql.as_str()));
+    assert_eq!(chat.last().unwrap().content, "How many products are there?");
+}

@@ -69,6 +69,10 @@ pub struct SqlArgs {
     /// Run only N questions, taken round-robin over the databases.
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Run only one half of the questions, split by sha256 of the question's text (as
+    /// `bench masks --half` splits files): A to tune the prompt on, B to report on.
+    #[arg(long, value_enum)]
+    pub half: Option<super::HalfArg>,
     /// Modes to compare, comma-separated: free, generic, schema, full.
     #[arg(long, default_value = "free,generic,schema,full")]
     pub modes: String,
@@ -300,6 +304,10 @@ pub fn sql(a: SqlArgs) -> Result<()> {
         bail!("the question set is empty");
     }
     let total = questions.len();
+    let questions: Vec<Question> = match a.half {
+        Some(h) => questions.into_iter().filter(|q| super::masks::half_of(&q.question) == h).collect(),
+        None => questions,
+    };
     let questions = round_robin(questions, a.limit);
     let dbs_dir = a.dbs.clone().unwrap_or_else(default_dbs);
     let timeout = Duration::from_secs_f64(a.timeout);
@@ -353,10 +361,11 @@ pub fn sql(a: SqlArgs) -> Result<()> {
         m
     });
     eprintln!(
-        "model {} · {} of {} questions ({}) · modes {}",
+        "model {} · {} of {} questions{} ({}) · modes {}",
         path.display(),
         questions.len(),
         total,
+        a.half.map(|h| format!(", half {h:?}")).unwrap_or_default(),
         per_db.iter().map(|(d, n)| format!("{d} {n}")).collect::<Vec<_>>().join(", "),
         modes.join(",")
     );
