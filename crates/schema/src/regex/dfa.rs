@@ -11,7 +11,7 @@
 use crate::compiler::Compiler;
 use formwork_grammar::ir::normalize_ranges;
 use formwork_grammar::Expr;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::hash::{Hash, Hasher};
 
 /// Most NFA nodes built from one expression.
@@ -234,7 +234,7 @@ impl Product {
         let nint = cuts.len() - 1;
         let interval_of = |c: u32| cuts.partition_point(|&x| x <= c) - 1;
         let mut seen = vec![false; nfa.nodes.len()];
-        let mut ids: HashMap<Vec<u32>, usize> = HashMap::new();
+        let mut ids: HashMap<Vec<u32>, usize> = HashMap::default();
         let mut sets: Vec<Vec<u32>> = Vec::new();
         // Per subset: the expressions ending there, and its runs.
         let mut trans: Vec<(u32, Vec<Run>)> = Vec::new();
@@ -244,13 +244,15 @@ impl Product {
         sets.push(s0);
         let mut i = 0;
         let mut buckets: Vec<Vec<usize>> = vec![Vec::new(); nint];
+        let mut memo: HashMap<Vec<usize>, usize> = HashMap::default();
+        let mut touched = Vec::new();
         while i < sets.len() {
-            let set = sets[i].clone();
+            let set = std::mem::take(&mut sets[i]);
             let ends = set.iter().fold(0u32, |m, &n| match nfa.nodes[n as usize] {
                 Node::End(k) => m | 1 << k,
                 _ => m,
             });
-            let mut touched = Vec::new();
+            touched.clear();
             for &n in &set {
                 if let Node::Char(r, next) = &nfa.nodes[n as usize] {
                     for &(a, b) in r {
@@ -265,8 +267,8 @@ impl Product {
             }
             touched.sort_unstable();
             let mut runs: Vec<(usize, usize, usize)> = Vec::new();
-            let mut memo: HashMap<Vec<usize>, usize> = HashMap::new();
-            for k in touched {
+            memo.clear();
+            for &k in &touched {
                 let mut b = std::mem::take(&mut buckets[k]);
                 b.sort_unstable();
                 b.dedup();
@@ -329,23 +331,37 @@ fn minimize(accepting: &[bool], trans: &[(u32, Vec<Run>)], cuts: &[u32]) -> Opti
         trans.iter().map(|(_, runs)| runs.iter().copied().filter(|r| live[r.2]).collect()).collect();
     let mut class: Vec<usize> = (0..n).map(|s| usize::from(accepting[s])).collect();
     let mut count = 0;
+    // Each round's signatures live in one buffer (`sigs`, state `s` at `at[s]..at[s + 1]`),
+    // and the map borrows them: no allocation per state and round.
+    let mut sigs: Vec<Run> = Vec::new();
+    let mut at: Vec<usize> = Vec::with_capacity(n + 1);
+    let mut next = vec![usize::MAX; n];
     loop {
-        let mut sig_ids: HashMap<(usize, Vec<(usize, usize, usize)>), usize> = HashMap::new();
-        let mut next = vec![usize::MAX; n];
-        for s in (0..n).filter(|&s| live[s]) {
-            let mut sig: Vec<(usize, usize, usize)> = Vec::new();
+        sigs.clear();
+        at.clear();
+        for s in 0..n {
+            at.push(sigs.len());
+            if !live[s] {
+                continue;
+            }
+            let first = sigs.len();
             for &(a, b, t) in &edges[s] {
                 let c = class[t];
-                match sig.last_mut() {
-                    Some(r) if r.1 + 1 == a && r.2 == c => r.1 = b,
-                    _ => sig.push((a, b, c)),
+                let mine = sigs.len() > first;
+                match sigs.last_mut() {
+                    Some(r) if mine && r.1 + 1 == a && r.2 == c => r.1 = b,
+                    _ => sigs.push((a, b, c)),
                 }
             }
+        }
+        at.push(sigs.len());
+        let mut sig_ids: HashMap<(usize, &[Run]), usize> = HashMap::default();
+        for s in (0..n).filter(|&s| live[s]) {
             let k = sig_ids.len();
-            next[s] = *sig_ids.entry((class[s], sig)).or_insert(k);
+            next[s] = *sig_ids.entry((class[s], &sigs[at[s]..at[s + 1]])).or_insert(k);
         }
         let new_count = sig_ids.len();
-        class = next;
+        std::mem::swap(&mut class, &mut next);
         if new_count == count {
             break;
         }

@@ -1,0 +1,46 @@
+//! Where the time to first mask goes, per schema file: the schema compiled to a grammar,
+//! the grammar compiled for the vocabulary, the first mask (best of 5 each).
+//!
+//! `cargo run --release -p formwork-schema --example ttfm_phases -- TOKENIZER.json FILE...`
+//! (a MaskBench file's `schema` member, or a plain schema).
+
+use formwork_grammar::{CompiledGrammar, Limits, TokenIndex};
+use formwork_vocab::{TokenMask, Vocabulary};
+use std::time::Instant;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let tok = args.next().expect("usage: ttfm_phases TOKENIZER.json FILE...");
+    let vocab = std::sync::Arc::new(Vocabulary::from_tokenizer_json_file(&tok, None).expect("tokenizer"));
+    let index = TokenIndex::for_vocab(&vocab);
+    let limits = Limits::default();
+    for file in args {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let schema = v.get("schema").cloned().unwrap_or(v);
+        let opts = formwork_schema::SchemaOptions { key_order: formwork_schema::KeyOrder::Any, ..Default::default() };
+        let (mut a, mut b, mut c) = (f64::MAX, f64::MAX, f64::MAX);
+        let mut rules = 0;
+        for _ in 0..5 {
+            let t0 = Instant::now();
+            let g = match formwork_schema::compile(&schema, &opts) {
+                Ok(g) => g,
+                Err(e) => {
+                    println!("{file}: refused: {e}");
+                    break;
+                }
+            };
+            let t1 = Instant::now();
+            let cg = CompiledGrammar::with_index(&g, index.clone(), &limits).unwrap();
+            let t2 = Instant::now();
+            let mut m = cg.matcher();
+            let mut mask = TokenMask::new(vocab.len());
+            m.compute_mask(&mut mask);
+            let t3 = Instant::now();
+            rules = g.rules().len();
+            a = a.min((t1 - t0).as_secs_f64() * 1e3);
+            b = b.min((t2 - t1).as_secs_f64() * 1e3);
+            c = c.min((t3 - t2).as_secs_f64() * 1e3);
+        }
+        println!("{:>8.2} ms schema  {:>8.2} ms grammar  {:>8.2} ms first mask  {rules:>6} rules  {file}", a, b, c);
+    }
+}
