@@ -20,17 +20,26 @@ fn main() {
         let opts = formwork_schema::SchemaOptions { key_order: formwork_schema::KeyOrder::Any, ..Default::default() };
         let (mut a, mut b, mut c) = (f64::MAX, f64::MAX, f64::MAX);
         let mut rules = 0;
+        let mut refused = false;
         for _ in 0..5 {
             let t0 = Instant::now();
             let g = match formwork_schema::compile(&schema, &opts) {
                 Ok(g) => g,
                 Err(e) => {
                     println!("{file}: refused: {e}");
+                    refused = true;
                     break;
                 }
             };
             let t1 = Instant::now();
-            let cg = CompiledGrammar::with_index(&g, index.clone(), &limits).unwrap();
+            let cg = match CompiledGrammar::with_index(&g, index.clone(), &limits) {
+                Ok(c) => c,
+                Err(e) => {
+                    println!("{file}: refused: {e}");
+                    refused = true;
+                    break;
+                }
+            };
             let t2 = Instant::now();
             let mut m = cg.matcher();
             let mut mask = TokenMask::new(vocab.len());
@@ -40,6 +49,9 @@ fn main() {
             a = a.min((t1 - t0).as_secs_f64() * 1e3);
             b = b.min((t2 - t1).as_secs_f64() * 1e3);
             c = c.min((t3 - t2).as_secs_f64() * 1e3);
+        }
+        if refused {
+            continue;
         }
         println!("{:>8.2} ms schema  {:>8.2} ms grammar  {:>8.2} ms first mask  {rules:>6} rules  {file}", a, b, c);
     }
