@@ -21,6 +21,12 @@ use std::rc::Rc;
 mod array;
 mod object;
 
+/// Most parts one alternative of an overlapping `oneOf` (a branch and the negations of the
+/// branches it may overlap) may distribute into (see `Compiler::conjunction`): the product
+/// of the negations' widths. (Before, at most 6 branches, each negation of width ≤ 2 in
+/// practice.)
+const MAX_ONEOF_PARTS: usize = 64;
+
 /// Compiles `schema` to a grammar rooted at `root`.
 pub fn compile(schema: &Value, opts: &SchemaOptions) -> Result<Grammar, SchemaError> {
     compile_with_warnings(schema, opts).map(|(g, _)| g)
@@ -214,18 +220,46 @@ impl Compiler<'_> {
                     }
                 }
                 let overlapping = (0..live.len()).any(|a| (a + 1..live.len()).any(|b| !disjoint[live[a]][live[b]]));
-                if overlapping && live.len() <= 6 {
-                    // Exact form: branch i and the negation of every other branch.
-                    let negs: Result<Vec<Conjunct>, SchemaError> = live.iter().map(|&j| crate::negate::negate(self, &branches[j])).collect();
-                    if let Ok(negs) = negs {
+                // Exact form: each branch with the negations of the branches it may overlap
+                // (a branch proven disjoint from all the others is never negated). A
+                // negation is a disjunction, and a conjunction of several distributes into
+                // the product of their widths: each alternative may distribute into at most
+                // MAX_ONEOF_PARTS parts.
+                let mut why = String::new();
+                if overlapping {
+                    let mut negs: Vec<Option<Conjunct>> = vec![None; n];
+                    for &j in &live {
+                        if !live.iter().any(|&i| i != j && !disjoint[i][j]) {
+                            continue;
+                        }
+                        match crate::negate::negate(self, &branches[j]) {
+                            Ok(neg) => negs[j] = Some(neg),
+                            Err(e) => {
+                                why = format!("; the exact form needs the negation of branch {j}, which cannot be expressed: {e}");
+                                break;
+                            }
+                        }
+                    }
+                    let width = |c: &Conjunct| c.value().get("anyOf").and_then(Value::as_array).map_or(1, |a| a.len().max(1));
+                    if why.is_empty() {
+                        for &i in &live {
+                            let parts_of_i = live
+                                .iter()
+                                .filter(|&&j| j != i && !disjoint[i][j])
+                                .fold(1usize, |acc, &j| acc.saturating_mul(negs[j].as_ref().map_or(1, width)));
+                            if parts_of_i > MAX_ONEOF_PARTS {
+                                why = format!("; the exact form of branch {i} (it and the negations of the branches it may overlap) distributes into {parts_of_i} parts (at most {MAX_ONEOF_PARTS})");
+                                break;
+                            }
+                        }
+                    }
+                    if why.is_empty() {
                         let mut alts = Vec::new();
-                        for (a, &i) in live.iter().enumerate() {
+                        for &i in &live {
                             let mut v = parts.clone();
                             v.push(branches[i].clone());
-                            for (b, neg) in negs.iter().enumerate() {
-                                if a != b && !disjoint[i][live[b]] {
-                                    v.push(neg.clone());
-                                }
+                            for &j in live.iter().filter(|&&j| j != i && !disjoint[i][j]) {
+                                v.push(negs[j].clone().expect("negated above: it overlaps a branch"));
                             }
                             alts.push(self.schema(v)?);
                         }
@@ -237,7 +271,7 @@ impl Compiler<'_> {
                         if !disjoint[live[a]][live[b]] {
                             self.refuse(
                                 "oneOf",
-                                format!("branches {} and {} may both match the same instance (formwork enforces oneOf only when branches are provably disjoint (by type, by constant values, by a key one requires and the other forbids, or by the types of a required property), or when every branch can be negated)", live[a], live[b]),
+                                format!("branches {} and {} may both match the same instance (formwork enforces oneOf only when branches are provably disjoint (by type, by constant values, by a key one requires and the other forbids, or by the types of a required property), or when the branches that overlap can be negated){why}", live[a], live[b]),
                                 p.kw_ptr("oneOf"),
                             )?;
                         }
@@ -257,6 +291,11 @@ impl Compiler<'_> {
             }
             if !p.consumed.contains(Consumed::IF) && p.get("if").is_some() {
                 parts[i].consumed |= Consumed::IF;
+                // `if`/`then`/`else` came with draft 7: before it they are unknown keywords,
+                // which constrain nothing.
+                if matches!(self.draft(&p), crate::Draft::Draft4 | crate::Draft::Draft6) {
+                    continue;
+                }
                 let (has_then, has_else) = (p.get("then").is_some(), p.get("else").is_some());
                 if !has_then && !has_else {
                     continue;

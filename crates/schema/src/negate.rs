@@ -17,9 +17,23 @@ pub(crate) const IGNORED: &[&str] = &[
     "$anchor", "$dynamicAnchor", "$defs", "definitions", "contentMediaType", "contentEncoding", "contentSchema", "$vocabulary",
 ];
 
+/// Most schema values one negation may visit (each `$ref` target, `properties` member and
+/// `anyOf`/`allOf` branch counts one): a bound on the work, and on the size of the schema
+/// it builds, for negations that follow `$ref`s through a large document.
+const NEGATION_BUDGET: usize = 2_000;
+
+/// What one negation has visited: the values (budget) and the `$ref` targets on the way
+/// down (a target met again below itself is a recursive schema, whose negation would not
+/// end).
+struct Walk {
+    visited: usize,
+    refs: Vec<String>,
+}
+
 /// The negation of `p`, as a synthetic part.
 pub(crate) fn negate(cx: &mut Compiler, p: &Conjunct) -> CompileResult<Conjunct> {
-    let v = neg_value(cx, p, p.value().clone(), 0)?;
+    let mut walk = Walk { visited: 0, refs: Vec::new() };
+    let v = neg_value(cx, p, p.value().clone(), 0, &mut walk)?;
     let mut s = cx.synth(v, p, "not");
     s.at = p.at.clone();
     Ok(s)
@@ -43,9 +57,13 @@ fn types_value(bits: JsonTypes) -> Option<Value> {
     Some(Value::Array(v))
 }
 
-fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize) -> CompileResult<Value> {
+fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mut Walk) -> CompileResult<Value> {
     if depth > 32 {
         return Err(unsupported("not", "negation nested too deeply", at.at.clone()));
+    }
+    walk.visited += 1;
+    if walk.visited > NEGATION_BUDGET {
+        return Err(unsupported("not", format!("the negation would visit more than {NEGATION_BUDGET} subschemas"), at.at.clone()));
     }
     let o = match v {
         Value::Bool(b) => return Ok(Value::Bool(!b)),
@@ -80,7 +98,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize) -> Compil
             }
             "properties" => {
                 for (name, sub) in x.as_object().into_iter().flatten() {
-                    let n = neg_value(cx, at, sub.clone(), depth + 1)?;
+                    let n = neg_value(cx, at, sub.clone(), depth + 1, walk)?;
                     if n == Value::Bool(false) {
                         continue;
                     }
@@ -127,32 +145,89 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize) -> Compil
             "anyOf" => {
                 let mut all = Vec::new();
                 for s in x.as_array().into_iter().flatten() {
-                    all.push(neg_value(cx, at, s.clone(), depth + 1)?);
+                    all.push(neg_value(cx, at, s.clone(), depth + 1, walk)?);
                 }
                 alts.push(json!({ "allOf": all }));
             }
             "allOf" => {
                 for s in x.as_array().into_iter().flatten() {
-                    alts.push(neg_value(cx, at, s.clone(), depth + 1)?);
+                    alts.push(neg_value(cx, at, s.clone(), depth + 1, walk)?);
                 }
             }
-            "not" => alts.push(x.clone()),
+            "not" => {
+                // A copy of the original: its `$ref`s resolve against the document the
+                // negation is built in, which is `at`'s only at the top.
+                if !walk.refs.is_empty() && contains_ref(x) {
+                    return Err(unsupported("not", "negating a `not` with `$ref`s inside a `$ref` target", at.at.clone()));
+                }
+                alts.push(x.clone());
+            }
+            // Some item fails the items schema: `contains` its negation. (Only the
+            // one-schema form that covers every item: positional items shift which items it
+            // covers.)
+            "items" if (x.is_object() || x.is_boolean()) && !o.contains_key("prefixItems") => {
+                let n = neg_value(cx, at, x.clone(), depth + 1, walk)?;
+                if n != Value::Bool(false) {
+                    alts.push(json!({"type": "array", "contains": n}));
+                }
+            }
+            // Branches proven pairwise disjoint: at most one matches, so the negation is that
+            // none does. (Overlapping branches would add "two match", which is refused.)
+            "oneOf" => {
+                let branches: Vec<Value> = x.as_array().cloned().unwrap_or_default();
+                // The disjointness proof reads the branches' `$ref` targets, resolved against
+                // the document's root base: sound only where no inner `$id` moves the base.
+                let inner_ids = at.root.as_object().is_some_and(|o| o.iter().any(|(k, v)| k != "$id" && k != "id" && has_id(v)));
+                if inner_ids && contains_ref(x) {
+                    return Err(unsupported("oneOf", "its negation is not expressible as a grammar (`$ref`s in a document with inner `$id`s)", at.at.clone()));
+                }
+                let conj: Vec<Conjunct> = branches.iter().map(|b| cx.synth(b.clone(), at, "oneOf")).collect();
+                let mut sigs = Vec::new();
+                for c in &conj {
+                    sigs.push(signature(cx, &[], c)?);
+                }
+                for a in 0..sigs.len() {
+                    for b in a + 1..sigs.len() {
+                        if !sigs[a].empty && !sigs[b].empty && !disjoint(cx, &sigs[a], &sigs[b]) {
+                            return Err(unsupported("oneOf", format!("its negation is not expressible as a grammar (branches {a} and {b} may overlap)"), at.at.clone()));
+                        }
+                    }
+                }
+                let mut all = Vec::new();
+                for b in branches {
+                    all.push(neg_value(cx, at, b, depth + 1, walk)?);
+                }
+                alts.push(json!({ "allOf": all }));
+            }
             "$ref" => {
                 let root = std::rc::Rc::new(Value::Object(o.clone()));
                 let probe = Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), ..at.clone() };
                 let target = cx.resolve_ref(&probe, "$ref")?;
                 let tv = target.value().clone();
-                if serde_json::to_string(&tv).unwrap_or_default().contains("\"$ref\"") {
-                    return Err(unsupported("not", "negating a schema that contains `$ref`s", at.at.clone()));
+                // Targets are followed as far as they go; one met again below itself is a
+                // recursive schema. The `$ref`s inside a target are resolved against its
+                // document's root base, which is its own base only when no `$id` lies on
+                // the way to it or inside it: otherwise it must not contain `$ref`s.
+                let root_base = cx.res.base_at(&crate::resolve::Loc { doc: target.doc, ptr: String::new() });
+                let own_base = cx.res.base_at(&crate::resolve::Loc { doc: target.doc, ptr: target.ptr.clone() });
+                if (own_base != root_base || has_id(&tv)) && contains_ref(&tv) {
+                    return Err(unsupported("not", "negating a schema with `$ref`s under an `$id`", at.at.clone()));
                 }
-                alts.push(neg_value(cx, &target, tv, depth + 1)?);
+                let key = format!("{}#{}", target.doc, target.ptr);
+                if walk.refs.contains(&key) {
+                    return Err(unsupported("not", format!("negating a recursive schema (`$ref` to {:?} inside itself)", target.ptr), at.at.clone()));
+                }
+                walk.refs.push(key);
+                let n = neg_value(cx, &target, tv, depth + 1, walk);
+                walk.refs.pop();
+                alts.push(n?);
             }
             "x-formwork-not-values" => return Err(unsupported("not", "double negation of values", at.at.clone())),
             // An annotation constrains nothing, so it adds nothing to the negation.
             "format" if cx.opts.formats_as_annotations => {}
             "format" if cx.opts.unknown_formats_as_annotations && x.as_str().is_some_and(|f| crate::format::regex_for(f).is_none()) => {}
             "pattern" | "format" | "items" | "prefixItems" | "additionalItems" | "additionalProperties" | "patternProperties"
-            | "propertyNames" | "contains" | "minContains" | "maxContains" | "uniqueItems" | "multipleOf" | "oneOf" | "if"
+            | "propertyNames" | "contains" | "minContains" | "maxContains" | "uniqueItems" | "multipleOf" | "if"
             | "then" | "else" | "dependentRequired" | "dependentSchemas" | "dependencies" | "unevaluatedProperties"
             | "unevaluatedItems" | "$dynamicRef" | "$recursiveRef" => {
                 return Err(unsupported(kw, "its negation is not expressible as a grammar", at.at.clone()));
@@ -165,6 +240,25 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize) -> Compil
         1 => alts.pop().unwrap_or(Value::Bool(false)),
         _ => json!({ "anyOf": alts }),
     })
+}
+
+/// Whether `v` holds a `$ref` keyword anywhere.
+fn contains_ref(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.get("$ref").is_some_and(Value::is_string) || o.values().any(contains_ref),
+        Value::Array(a) => a.iter().any(contains_ref),
+        _ => false,
+    }
+}
+
+/// Whether `v` sets a base URI anywhere (`$id`, or draft 4's `id` with a string value; a
+/// property named `id` maps to a schema, not a string).
+fn has_id(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => ["$id", "id"].iter().any(|k| o.get(*k).is_some_and(Value::is_string)) || o.values().any(has_id),
+        Value::Array(a) => a.iter().any(has_id),
+        _ => false,
+    }
 }
 
 /// What a `oneOf` branch can match, coarsely: necessary conditions on its instances, read

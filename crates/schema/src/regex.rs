@@ -42,7 +42,21 @@ pub(crate) fn ecma_to_rust(p: &str) -> Result<String, String> {
                 (true, 'd') => "0-9".into(),
                 (true, 'w') => "A-Za-z0-9_".into(),
                 (true, 's') => ECMA_WS.into(),
-                (true, 'D' | 'W' | 'S') => return Err(format!("`\\{n}` inside a character class")),
+                // A negated shorthand inside a class is a nested class, which regex-syntax
+                // unions with the rest (`[a\S]` = `a` or not whitespace; under `[^...]` the
+                // union is negated, as in ECMA-262). As a range end it would be an error.
+                (true, 'D' | 'W' | 'S') => {
+                    let next_is_range = chars.get(i) == Some(&'-') && chars.get(i + 1).is_some_and(|&c| c != ']');
+                    let prev_is_range = i >= 3 && chars[i - 3] == '-';
+                    if next_is_range || prev_is_range {
+                        return Err(format!("`\\{n}` as the end of a range in a character class"));
+                    }
+                    match n {
+                        'D' => "[^0-9]".into(),
+                        'W' => "[^A-Za-z0-9_]".into(),
+                        _ => format!("[^{ECMA_WS}]"),
+                    }
+                }
                 (_, 'c') => {
                     let Some(&l) = chars.get(i) else { return Err("bad \\c escape".into()) };
                     i += 1;
@@ -511,6 +525,26 @@ pub(crate) mod tests {
         assert!(ecma_to_rust(r"(a)\1").is_err());
         assert!(parse("(?=a)b").is_err());
         assert_eq!(ecma_to_rust(r"[[]").unwrap(), r"[\[]");
+        // Negated shorthands inside a class: nested classes, unioned (and negated with the
+        // class), as ECMA-262 reads them.
+        assert_eq!(ecma_to_rust(r"[\S]").unwrap(), format!("[[^{ECMA_WS}]]"));
+        for (pat, yes, no) in [
+            (r"^[\S]+$", &["ab", "é"][..], &["a b", "\u{FEFF}", "\u{1680}"][..]),
+            (r"^[\s\S]$", &["x", " ", "\n"][..], &["", "xy"][..]),
+            (r"^[^\S]$", &[" ", "\t", "\u{FEFF}"][..], &["x"][..]),
+            (r"^[a\D]$", &["a", "x"][..], &["1"][..]),
+            (r"^[^\W]$", &["a", "_", "9"][..], &["-", " "][..]),
+        ] {
+            let re = regex::Regex::new(&ecma_to_rust(pat).unwrap()).unwrap();
+            for y in yes {
+                assert!(re.is_match(y), "{pat} should match {y:?}");
+            }
+            for n in no {
+                assert!(!re.is_match(n), "{pat} should not match {n:?}");
+            }
+        }
+        assert!(ecma_to_rust(r"[\S-x]").is_err() && ecma_to_rust(r"[a-\S]").is_err());
+        assert!(ecma_to_rust(r"[\S-]").is_ok());
     }
 
     #[test]

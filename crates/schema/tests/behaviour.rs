@@ -462,3 +462,61 @@ fn one_of_branches_not_proven_disjoint_are_still_refused() {
     let e = compile(&schema, &SchemaOptions::default()).unwrap_err();
     assert_eq!(e.keyword(), Some("oneOf"), "{e}");
 }
+
+#[test]
+fn one_of_negations_through_refs_items_and_disjoint_one_ofs_agree_with_the_validator() {
+    let instances = [
+        "null", "true", "3", "7", "1.5", r#""""#, r#""a""#, r#""ab""#, r#""a b""#, "[]", r#"["a"]"#, "[1]", r#"["a",1]"#, r#"["a","b"]"#, r#"["a",""]"#, r#"[""]"#,
+        "[[]]", "{}", r#"{"c":{}}"#, r#"{"c":"x"}"#, r#"{"c":1}"#, r#"{"c":{"c":1}}"#,
+    ];
+    let schemas = [
+        // A branch that is a chain of `$ref`s, overlapping a string branch: its negation
+        // follows the chain.
+        json!({"oneOf": [{"$ref": "#/$defs/A"}, {"type": "string"}], "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"type": "string", "minLength": 2}}}),
+        // `$ref`s inside a target's properties.
+        json!({"oneOf": [{"$ref": "#/$defs/O"}, {"type": "object"}],
+               "$defs": {"O": {"type": "object", "required": ["c"], "properties": {"c": {"$ref": "#/$defs/N"}}}, "N": {"type": "string"}}}),
+        // `items` negated: an array with an item the items schema rejects (`contains`).
+        json!({"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "array", "items": {"minLength": 1}}]}),
+        // A `oneOf` negated: its branches are disjoint, so none of them matches.
+        json!({"oneOf": [{"oneOf": [{"type": "string"}, {"type": "boolean"}]}, {"minimum": 5}]}),
+        json!({"oneOf": [{"not": {"oneOf": [{"type": "string", "minLength": 2}, {"type": "array"}]}}, {"type": "string"}]}),
+    ];
+    let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
+    for schema in schemas {
+        let g = compile(&schema, &opts).unwrap_or_else(|e| panic!("{schema} should compile: {e}"));
+        let (mut valid, mut invalid) = (0, 0);
+        for s in instances {
+            let want = validate(&schema, s).is_ok();
+            valid += usize::from(want);
+            invalid += usize::from(!want);
+            assert_eq!(accepts(&g, s.as_bytes(), &opts.limits).unwrap(), want, "{schema} on {s}: the validator says {want}");
+        }
+        assert!(valid > 0 && invalid > 0, "{schema}: the test should see valid and invalid instances");
+    }
+    // Still refused, naming the keyword: a recursive target (its negation would not end), a
+    // `oneOf` whose branches may overlap, `items` after positional items.
+    for (schema, kw) in [
+        (json!({"oneOf": [{"$ref": "#/$defs/T"}, {"type": "object"}], "$defs": {"T": {"type": "object", "properties": {"c": {"$ref": "#/$defs/T"}}, "required": ["c"]}}}), "oneOf"),
+        (json!({"oneOf": [{"not": {"oneOf": [{"type": "string"}, {"minLength": 2}]}}, {"type": "string"}]}), "not"),
+        (json!({"oneOf": [{"type": "array", "prefixItems": [{"type": "integer"}], "items": {"type": "string"}}, {"type": "array", "maxItems": 1}]}), "oneOf"),
+    ] {
+        let e = compile(&schema, &opts).unwrap_err();
+        assert_eq!(e.keyword(), Some(kw), "{schema}: {e}");
+    }
+}
+
+#[test]
+fn negated_shorthands_inside_a_class_follow_ecma() {
+    check(json!({"type": "string", "pattern": "^[\\S]+$"}), &[r#""ab""#, r#""é""#], &[r#""a b""#, r#""""#]);
+    check(json!({"type": "string", "pattern": "^[^\\S]$"}), &[r#"" ""#, r#""\t""#], &[r#""x""#]);
+}
+
+#[test]
+fn if_then_else_are_unknown_keywords_before_draft_7() {
+    let s = |draft: &str| json!({"$schema": draft, "type": "object", "if": {"required": ["a"]}, "then": {"properties": {"b": {"type": "string"}}}});
+    check(s("http://json-schema.org/draft-04/schema#"), &[r#"{"a":1,"b":2}"#, r#"{"b":"x"}"#], &["1"]);
+    check(s("http://json-schema.org/draft-06/schema#"), &[r#"{"a":1,"b":2}"#], &["1"]);
+    // (Listed keys first: the default key order.)
+    check(s("http://json-schema.org/draft-07/schema#"), &[r#"{"b":"x","a":1}"#, r#"{"b":2}"#], &[r#"{"b":2,"a":1}"#]);
+}
