@@ -255,6 +255,32 @@ pub(crate) fn string_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u6
     Ok(body)
 }
 
+/// Most characters a length bound may count when it is intersected as an automaton of its
+/// own (a state per character): beyond it the bounds go to the first pattern instead.
+const MAX_INTERSECTED_LENGTH: u64 = 64;
+
+/// The JSON string bodies that every one of `regs` (pattern or format sources, with their
+/// pointers and keywords) matches, within `min..=max` characters: the product automaton of
+/// their bodies, accepting where all accept. Small length bounds are one more automaton in
+/// the product; larger ones bound the first pattern's own body. `None` when the product is
+/// over the size bounds.
+pub(crate) fn string_body_all(cx: &mut Compiler, regs: &[(String, String, &'static str)], min: u64, max: Option<u64>) -> CompileResult<Option<Expr>> {
+    let mut bodies = Vec::new();
+    let small = max.map_or(min <= MAX_INTERSECTED_LENGTH, |m| m <= MAX_INTERSECTED_LENGTH);
+    for (k, (src, at, kw)) in regs.iter().enumerate() {
+        let (lo, hi) = if k == 0 && !small { (min, max) } else { (0, None) };
+        bodies.push(plain_body(cx, src, lo, hi, at, kw)?.0);
+    }
+    if small && (min > 0 || max.is_some()) {
+        bodies.push(rep(cx, any_char(), min, max)?);
+    }
+    let refs: Vec<&Expr> = bodies.iter().collect();
+    let all = (1u32 << refs.len()) - 1;
+    let Some(d) = dfa::determinize_all(&refs, |m| m == all, dfa::KEY_SUBSET_WORK) else { return Ok(None) };
+    let key = format!("all\u{0}{}\u{0}{min}\u{0}{max:?}", serde_json::to_string(&regs.iter().map(|r| &r.0).collect::<Vec<_>>()).unwrap_or_default());
+    Ok(Some(dfa::emit(cx, &d, &key)))
+}
+
 /// The JSON string bodies of a pattern (no length bounds) but those that decode to one of
 /// `names` (in any encoding), as a DFA; `None` when that DFA is over the size bounds.
 pub(crate) fn string_body_except(cx: &mut Compiler, src: &str, names: &[String], at: &str, kw: &'static str) -> CompileResult<Option<Expr>> {
@@ -389,13 +415,18 @@ fn every_encoding(c: char) -> Expr {
 
 /// The body of [`string_body`] before the DFA, and whether a branch is unanchored.
 fn plain_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, at: &str, kw: &'static str) -> CompileResult<(Expr, bool)> {
-    let hir = match parse(src) {
-        Ok(h) => h,
+    match try_plain_body(cx, src, min, max, kw, at) {
+        Ok(r) => Ok(r),
         Err(why) => {
-            cx.refuse(kw, format!("pattern {src:?}: {why}"), at.to_string())?;
-            return Ok((rep(cx, any_char(), min, max)?, false));
+            cx.refuse(kw, why, at.to_string())?;
+            Ok((rep(cx, any_char(), min, max)?, false))
         }
-    };
+    }
+}
+
+/// [`plain_body`] without refusing: `Err` is the reason a refusal would give.
+fn try_plain_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, kw: &str, at: &str) -> Result<(Expr, bool), String> {
+    let hir = parse(src).map_err(|why| format!("pattern {src:?}: {why}"))?;
     let mut alts = Vec::new();
     let bs = branches(&hir);
     let unanchored = bs.iter().any(|b| !(b.start && b.end));
@@ -403,15 +434,21 @@ fn plain_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, at: &str
         match branch_body(cx, &b, min, max, kw, at) {
             Ok(e) => alts.push(e),
             Err(e) => {
-                cx.refuse(kw, format!("pattern {src:?}: {}", match &e.kind {
+                return Err(format!("pattern {src:?}: {}", match &e.kind {
                     crate::SchemaErrorKind::Unsupported { why, .. } => why.clone(),
                     k => format!("{k:?}"),
-                }), at.to_string())?;
-                return Ok((rep(cx, any_char(), min, max)?, false));
+                }));
             }
         }
     }
     Ok((crate::exprs::alt_of(alts), unanchored))
+}
+
+/// Whether pattern `src` alone, without length bounds, has a grammar (so that its
+/// intersection with small bounds can be tried when the bounds in its own grammar cannot).
+pub(crate) fn bounds_need_product(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, kw: &str, at: &str) -> bool {
+    let small = max.map_or(min <= MAX_INTERSECTED_LENGTH, |m| m <= MAX_INTERSECTED_LENGTH);
+    small && (min > 0 || max.is_some()) && try_plain_body(cx, src, min, max, kw, at).is_err() && try_plain_body(cx, src, 0, None, kw, at).is_ok()
 }
 
 fn branch_body(cx: &mut Compiler, b: &Branch, min: u64, max: Option<u64>, kw: &str, at: &str) -> CompileResult<Expr> {

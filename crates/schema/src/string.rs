@@ -89,11 +89,25 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], excluded: &[Value])
         let body = any_chars(cx, k.min, k.max)?;
         return Ok(seq_of(vec![q.clone(), body, q]));
     }
-    if regs.len() > 1 {
+    if regs.len() > 1 && regs.len() <= 8 {
+        // Several patterns/formats: their intersection, as one automaton.
+        if let Some(body) = crate::regex::string_body_all(cx, &regs, k.min, k.max)? {
+            return Ok(seq_of(vec![q.clone(), body, q]));
+        }
         let (_, at, kw) = &regs[1];
-        cx.refuse(kw, "more than one pattern/format on the same string (their intersection is not supported)", at.clone())?;
+        cx.refuse(kw, "more than one pattern/format on the same string, and their intersection is over the automaton size bounds", at.clone())?;
+    } else if regs.len() > 1 {
+        let (_, at, kw) = &regs[1];
+        cx.refuse(kw, "more than 8 patterns/formats on the same string", at.clone())?;
     }
     let (src, at, kw) = regs[0].clone();
+    // A pattern whose own grammar cannot carry the length bounds (a partly anchored one):
+    // the product of the pattern and the bounds, when they are small.
+    if crate::regex::bounds_need_product(cx, &src, k.min, k.max, kw, &at) {
+        if let Some(body) = crate::regex::string_body_all(cx, &regs, k.min, k.max)? {
+            return Ok(seq_of(vec![q.clone(), body, q]));
+        }
+    }
     let body = crate::regex::string_body(cx, &src, k.min, k.max, &at, kw)?;
     Ok(seq_of(vec![q.clone(), body, q]))
 }

@@ -520,3 +520,35 @@ fn if_then_else_are_unknown_keywords_before_draft_7() {
     // (Listed keys first: the default key order.)
     check(s("http://json-schema.org/draft-07/schema#"), &[r#"{"b":"x","a":1}"#, r#"{"b":2}"#], &[r#"{"b":2,"a":1}"#]);
 }
+
+#[test]
+fn several_patterns_formats_and_small_bounds_intersect_as_the_validator_says() {
+    let instances = [
+        r#""""#, r#""a""#, r#""ab""#, r#""abc""#, r#""a1""#, r#""1a""#, r#""abcdef""#, r#""ABC""#, r#""x-y""#, r#""0f0f""#, r#""zz0f""#,
+        r#""2024-01-02""#, r#""2024-13-02""#, r#""2023-01-02""#, "1",
+    ];
+    let schemas = [
+        // Two patterns on one string (through allOf), one unanchored.
+        json!({"type": "string", "allOf": [{"pattern": "^[a-z]+$"}, {"pattern": "b"}]}),
+        // A pattern and a format.
+        json!({"type": "string", "format": "date", "pattern": "^2024"}),
+        // Partly anchored patterns with small length bounds (their own grammar cannot carry
+        // the bounds): the product with the bounds.
+        json!({"type": "string", "pattern": "[0-9a-f]+", "minLength": 2, "maxLength": 4}),
+        json!({"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_]*", "maxLength": 3}),
+    ];
+    // (Characters matched by a pattern are taken raw, not as `\u` escapes, with or without
+    // an intersection: a narrowing formwork's pattern grammars already make.)
+    let opts = SchemaOptions::default();
+    for schema in schemas {
+        let g = compile(&schema, &opts).unwrap_or_else(|e| panic!("{schema} should compile: {e}"));
+        let (mut valid, mut invalid) = (0, 0);
+        for s in instances {
+            let want = validate_with(&schema, s, &opts).is_ok();
+            valid += usize::from(want);
+            invalid += usize::from(!want);
+            assert_eq!(accepts(&g, s.as_bytes(), &opts.limits).unwrap(), want, "{schema} on {s}: the validator says {want}");
+        }
+        assert!(valid > 0 && invalid > 0, "{schema}: the test should see valid and invalid instances");
+    }
+}
