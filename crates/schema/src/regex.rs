@@ -208,37 +208,100 @@ struct Branch {
 }
 
 fn branches(h: &Hir) -> Vec<Branch> {
+    // A group around the whole pattern (`(^a$|^b$)`) is the pattern.
+    let mut h = h;
+    while let HirKind::Capture(c) = h.kind() {
+        h = &c.sub;
+    }
     let alts: Vec<Hir> = match h.kind() {
         HirKind::Alternation(v) => v.clone(),
         _ => vec![h.clone()],
     };
     alts.into_iter()
         .map(|a| {
-            let mut items: Vec<Hir> = match a.kind() {
-                HirKind::Concat(v) => v.clone(),
-                HirKind::Capture(c) if matches!(c.sub.kind(), HirKind::Concat(_)) => match c.sub.kind() {
-                    HirKind::Concat(v) => v.clone(),
-                    _ => unreachable_items(),
-                },
-                _ => vec![a.clone()],
-            };
+            let mut items: Vec<Hir> = vec![a];
             let mut start = false;
             let mut end = false;
-            while items.first().is_some_and(is_start) {
-                items.remove(0);
-                start = true;
-            }
-            while items.last().is_some_and(is_end) {
-                items.pop();
-                end = true;
+            // Groups and concatenations at either edge are opened (concatenation is
+            // associative, and a group only captures), so anchors inside them reach the
+            // edge: `^(\d{4}$)` is `^\d{4}$`.
+            loop {
+                if let Some(first) = items.first() {
+                    let inner: Option<Vec<Hir>> = match first.kind() {
+                        HirKind::Concat(v) => Some(v.clone()),
+                        HirKind::Capture(c) => Some(vec![(*c.sub).clone()]),
+                        _ => None,
+                    };
+                    if let Some(inner) = inner {
+                        items.splice(0..1, inner);
+                        continue;
+                    }
+                }
+                if let Some(last) = items.last() {
+                    let inner: Option<Vec<Hir>> = match last.kind() {
+                        HirKind::Concat(v) => Some(v.clone()),
+                        HirKind::Capture(c) => Some(vec![(*c.sub).clone()]),
+                        _ => None,
+                    };
+                    if let Some(inner) = inner {
+                        let n = items.len();
+                        items.splice(n - 1..n, inner);
+                        continue;
+                    }
+                }
+                // An alternation at an edge whose alternatives all carry the anchor there
+                // (`^(a$|bc$)`, and what regex-syntax makes of `^a$|^bc$` by factoring the
+                // common `^` out): the anchor moves out of it.
+                if let Some(stripped) = items.first().and_then(|h| strip_alternatives(h, true)) {
+                    items[0] = stripped;
+                    start = true;
+                    continue;
+                }
+                if let Some(stripped) = items.last().and_then(|h| strip_alternatives(h, false)) {
+                    let n = items.len();
+                    items[n - 1] = stripped;
+                    end = true;
+                    continue;
+                }
+                if items.first().is_some_and(is_start) {
+                    items.remove(0);
+                    start = true;
+                    continue;
+                }
+                if items.last().is_some_and(is_end) {
+                    items.pop();
+                    end = true;
+                    continue;
+                }
+                break;
             }
             Branch { start, end, items }
         })
         .collect()
 }
 
-fn unreachable_items() -> Vec<Hir> {
-    Vec::new()
+/// `h` without the anchor at its start (`at_start`) or end, when `h` is an alternation
+/// every alternative of which has it there (through groups and concatenations).
+fn strip_alternatives(h: &Hir, at_start: bool) -> Option<Hir> {
+    let HirKind::Alternation(v) = h.kind() else { return None };
+    v.iter().map(|a| strip_anchor(a, at_start)).collect::<Option<Vec<Hir>>>().map(Hir::alternation)
+}
+
+/// `h` without its leading `^` (or trailing `$`), looking through groups and
+/// concatenations; `None` when it does not have one there.
+fn strip_anchor(h: &Hir, at_start: bool) -> Option<Hir> {
+    let is_anchor = |x: &Hir| if at_start { is_start(x) } else { is_end(x) };
+    match h.kind() {
+        _ if is_anchor(h) => Some(Hir::empty()),
+        HirKind::Capture(c) => strip_anchor(&c.sub, at_start),
+        HirKind::Concat(v) if !v.is_empty() => {
+            let mut v = v.clone();
+            let k = if at_start { 0 } else { v.len() - 1 };
+            v[k] = strip_anchor(&v[k], at_start)?;
+            Some(Hir::concat(v))
+        }
+        _ => None,
+    }
 }
 
 /// The JSON string body (without quotes) for a pattern and length bounds.

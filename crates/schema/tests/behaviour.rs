@@ -552,3 +552,11 @@ fn several_patterns_formats_and_small_bounds_intersect_as_the_validator_says() {
         assert!(valid > 0 && invalid > 0, "{schema}: the test should see valid and invalid instances");
     }
 }
+
+#[test]
+fn anchors_inside_groups_at_a_patterns_edges_anchor_it() {
+    let date = json!({"type": "string", "pattern": "^(\\d{4}(-\\d{2})?$)|(^\\d{4}-\\d{2}-\\d{2}T\\d{2}$)"});
+    check(date, &[r#""2024""#, r#""2024-01""#, r#""2024-01-02T10""#], &[r#""x2024""#, r#""2024-01-02""#, r#""2024-0""#]);
+    check(json!({"type": "string", "pattern": "(^a$|^bc$)"}), &[r#""a""#, r#""bc""#], &[r#""ab""#, r#""xbc""#]);
+    check(json!({"type": "string", "pattern": "((^a))b"}), &[r#""ab""#, r#""abx""#], &[r#""xab""#]);
+}
