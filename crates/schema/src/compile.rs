@@ -69,7 +69,7 @@ const ANNOTATIONS_AND_HANDLED: &[&str] = &[
     "minContains", "maxContains", "uniqueItems", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
     "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "not", "if", "then", "else",
     "dependentRequired", "dependentSchemas", "dependencies", "$ref", "$defs", "definitions", "$anchor", "$id", "id",
-    "$schema", "$dynamicAnchor", "x-formwork-not-values",
+    "$schema", "$dynamicAnchor", "x-formwork-not-values", "x-formwork-not-pattern",
 ];
 
 /// Keywords that constrain values but are not enforced.

@@ -223,10 +223,20 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 alts.push(n?);
             }
             "x-formwork-not-values" => return Err(unsupported("not", "double negation of values", at.at.clone())),
+            // Strings that do not match (`pattern` constrains only strings).
+            "pattern" => alts.push(json!({"type": "string", "x-formwork-not-pattern": [x]})),
+            // (Not `format`: formwork's grammar of a format may be narrower than the
+            // validator's notion of it, and the complement of a narrower language is wider.)
+            // Back from a negated pattern: strings that match one of them.
+            "x-formwork-not-pattern" => {
+                for p in x.as_array().into_iter().flatten() {
+                    alts.push(json!({"type": "string", "pattern": p}));
+                }
+            }
             // An annotation constrains nothing, so it adds nothing to the negation.
             "format" if cx.opts.formats_as_annotations => {}
             "format" if cx.opts.unknown_formats_as_annotations && x.as_str().is_some_and(|f| crate::format::regex_for(f).is_none()) => {}
-            "pattern" | "format" | "items" | "prefixItems" | "additionalItems" | "additionalProperties" | "patternProperties"
+            "format" | "items" | "prefixItems" | "additionalItems" | "additionalProperties" | "patternProperties"
             | "propertyNames" | "contains" | "minContains" | "maxContains" | "uniqueItems" | "multipleOf" | "if"
             | "then" | "else" | "dependentRequired" | "dependentSchemas" | "dependencies" | "unevaluatedProperties"
             | "unevaluatedItems" | "$dynamicRef" | "$recursiveRef" => {

@@ -328,19 +328,46 @@ const MAX_INTERSECTED_LENGTH: u64 = 64;
 /// the product; larger ones bound the first pattern's own body. `None` when the product is
 /// over the size bounds.
 pub(crate) fn string_body_all(cx: &mut Compiler, regs: &[(String, String, &'static str)], min: u64, max: Option<u64>) -> CompileResult<Option<Expr>> {
+    string_body_all_but(cx, regs, &[], min, max)
+}
+
+/// [`string_body_all`], and none of `negs` (patterns the string must not match) matches.
+/// With no positive pattern, the strings within the bounds are the positive side.
+pub(crate) fn string_body_all_but(cx: &mut Compiler, regs: &[(String, String, &'static str)], negs: &[(String, String, &'static str)], min: u64, max: Option<u64>) -> CompileResult<Option<Expr>> {
     let mut bodies = Vec::new();
     let small = max.map_or(min <= MAX_INTERSECTED_LENGTH, |m| m <= MAX_INTERSECTED_LENGTH);
     for (k, (src, at, kw)) in regs.iter().enumerate() {
         let (lo, hi) = if k == 0 && !small { (min, max) } else { (0, None) };
         bodies.push(plain_body(cx, src, lo, hi, at, kw)?.0);
     }
-    if small && (min > 0 || max.is_some()) {
+    let bounded = min > 0 || max.is_some();
+    if !negs.is_empty() {
+        // The complement of a pattern is exact only among the encodings its grammar takes
+        // (raw characters and the short escapes, `enc_class`): the positive side is held to
+        // those too, so no other encoding of a forbidden string slips through.
+        let (lo, hi) = if small || regs.is_empty() { (min, max) } else { (0, None) };
+        bodies.push(rep(cx, enc_class(&[('\0', char::MAX)]), lo, hi)?);
+    } else if small && bounded {
         bodies.push(rep(cx, any_char(), min, max)?);
     }
+    let positive = (1u32 << bodies.len()) - 1;
+    // A negative pattern must be exact (a refusal widened in lenient mode would narrow
+    // here), so a pattern formwork cannot lower is refused outright.
+    for (src, at, _) in negs {
+        match try_plain_body(cx, src, 0, None, "not", at) {
+            Ok((b, _)) => bodies.push(b),
+            Err(why) => {
+                return Err(unsupported("not", format!("the negation of {why}"), at.clone()));
+            }
+        }
+    }
     let refs: Vec<&Expr> = bodies.iter().collect();
-    let all = (1u32 << refs.len()) - 1;
-    let Some(d) = dfa::determinize_all(&refs, |m| m == all, dfa::KEY_SUBSET_WORK) else { return Ok(None) };
-    let key = format!("all\u{0}{}\u{0}{min}\u{0}{max:?}", serde_json::to_string(&regs.iter().map(|r| &r.0).collect::<Vec<_>>()).unwrap_or_default());
+    let Some(d) = dfa::determinize_all(&refs, |m| m & positive == positive && m & !positive == 0, dfa::KEY_SUBSET_WORK) else { return Ok(None) };
+    let key = format!(
+        "all\u{0}{}\u{0}but\u{0}{}\u{0}{min}\u{0}{max:?}",
+        serde_json::to_string(&regs.iter().map(|r| &r.0).collect::<Vec<_>>()).unwrap_or_default(),
+        serde_json::to_string(&negs.iter().map(|r| &r.0).collect::<Vec<_>>()).unwrap_or_default()
+    );
     Ok(Some(dfa::emit(cx, &d, &key)))
 }
 

@@ -20,10 +20,13 @@ struct StrKw {
     max: Option<u64>,
     patterns: Vec<(String, String)>,
     formats: Vec<(String, String)>,
+    /// Patterns the string must not match (a negated `pattern` or `format`, from
+    /// `x-formwork-not-pattern`, which only negations write).
+    not_patterns: Vec<(String, String)>,
 }
 
 fn collect(cx: &mut Compiler, parts: &[Conjunct]) -> CompileResult<StrKw> {
-    let mut k = StrKw { min: 0, max: None, patterns: Vec::new(), formats: Vec::new() };
+    let mut k = StrKw { min: 0, max: None, patterns: Vec::new(), formats: Vec::new(), not_patterns: Vec::new() };
     for p in parts {
         if let Some(v) = p.get("minLength") {
             let n = as_count(v).ok_or_else(|| invalid("minLength", "must be a non-negative integer", p.kw_ptr("minLength")))?;
@@ -37,6 +40,13 @@ fn collect(cx: &mut Compiler, parts: &[Conjunct]) -> CompileResult<StrKw> {
             let s = v.as_str().ok_or_else(|| invalid("pattern", "must be a string", p.kw_ptr("pattern")))?;
             if !k.patterns.iter().any(|(q, _)| q == s) {
                 k.patterns.push((s.to_string(), p.kw_ptr("pattern")));
+            }
+        }
+        if let Some(Value::Array(v)) = p.get("x-formwork-not-pattern") {
+            for s in v.iter().filter_map(Value::as_str) {
+                if !k.not_patterns.iter().any(|(q, _)| q == s) {
+                    k.not_patterns.push((s.to_string(), p.at.clone()));
+                }
             }
         }
         if let Some(v) = p.get("format") {
@@ -76,6 +86,17 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], excluded: &[Value])
     }
     for (p, at) in &k.patterns {
         regs.push((p.clone(), at.clone(), "pattern"));
+    }
+    if !k.not_patterns.is_empty() {
+        // Patterns it must not match (negations): one product automaton, accepting where
+        // every positive pattern and the length bounds accept and no negative one does.
+        let negs: Vec<(String, String, &'static str)> = k.not_patterns.iter().map(|(p, at)| (p.clone(), at.clone(), "not")).collect();
+        if excl.is_empty() && regs.len() + negs.len() <= 8 {
+            if let Some(body) = crate::regex::string_body_all_but(cx, &regs, &negs, k.min, k.max)? {
+                return Ok(seq_of(vec![q.clone(), body, q]));
+            }
+        }
+        cx.refuse("not", "a negated pattern or format together with excluded values, many patterns, or over the automaton size bounds", negs[0].1.clone())?;
     }
     if !excl.is_empty() {
         if !regs.is_empty() || k.min > 0 || k.max.is_some() {

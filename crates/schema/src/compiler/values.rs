@@ -23,6 +23,18 @@ impl Compiler<'_> {
                         return Ok(false);
                     }
                 }
+                // A negated pattern: a string that matches it is out.
+                if let (Some(Value::Array(pats)), Value::String(s)) = (p.get("x-formwork-not-pattern"), v) {
+                    for pat in pats.iter().filter_map(Value::as_str) {
+                        let re = crate::regex::ecma_to_rust(pat)
+                            .ok()
+                            .and_then(|r| regex::Regex::new(&r).ok())
+                            .ok_or_else(|| unsupported("not", format!("the negation of pattern {pat:?} cannot be checked against enum values"), p.at.clone()))?;
+                        if re.is_match(s) {
+                            return Ok(false);
+                        }
+                    }
+                }
                 continue;
             }
             let ok = self.validate_at(p, v)?;
