@@ -226,28 +226,14 @@ fn branches(h: &Hir) -> Vec<Branch> {
             // associative, and a group only captures), so anchors inside them reach the
             // edge: `^(\d{4}$)` is `^\d{4}$`.
             loop {
-                if let Some(first) = items.first() {
-                    let inner: Option<Vec<Hir>> = match first.kind() {
-                        HirKind::Concat(v) => Some(v.clone()),
-                        HirKind::Capture(c) => Some(vec![(*c.sub).clone()]),
-                        _ => None,
-                    };
-                    if let Some(inner) = inner {
-                        items.splice(0..1, inner);
-                        continue;
-                    }
+                if let Some(inner) = items.first().and_then(opened) {
+                    items.splice(0..1, inner);
+                    continue;
                 }
-                if let Some(last) = items.last() {
-                    let inner: Option<Vec<Hir>> = match last.kind() {
-                        HirKind::Concat(v) => Some(v.clone()),
-                        HirKind::Capture(c) => Some(vec![(*c.sub).clone()]),
-                        _ => None,
-                    };
-                    if let Some(inner) = inner {
-                        let n = items.len();
-                        items.splice(n - 1..n, inner);
-                        continue;
-                    }
+                if let Some(inner) = items.last().and_then(opened) {
+                    let n = items.len();
+                    items.splice(n - 1..n, inner);
+                    continue;
                 }
                 // An alternation at an edge whose alternatives all carry the anchor there
                 // (`^(a$|bc$)`, and what regex-syntax makes of `^a$|^bc$` by factoring the
@@ -278,6 +264,15 @@ fn branches(h: &Hir) -> Vec<Branch> {
             Branch { start, end, items }
         })
         .collect()
+}
+
+/// The items of a concatenation, or the inside of a group; `None` for anything else.
+fn opened(h: &Hir) -> Option<Vec<Hir>> {
+    match h.kind() {
+        HirKind::Concat(v) => Some(v.clone()),
+        HirKind::Capture(c) => Some(vec![(*c.sub).clone()]),
+        _ => None,
+    }
 }
 
 /// `h` without the anchor at its start (`at_start`) or end, when `h` is an alternation

@@ -464,6 +464,27 @@ fn one_of_branches_not_proven_disjoint_are_still_refused() {
     assert_eq!(e.keyword(), Some("oneOf"), "{e}");
 }
 
+/// Asserts that the grammar of `schema` accepts exactly the `instances` the validator
+/// accepts (with `opts`), and that the instances include valid and invalid ones. Instances
+/// with `\u` escapes only need not be accepted wrongly: formwork's pattern grammars take
+/// the characters they match raw (a documented narrowing).
+fn assert_agrees_with_validator(schema: &serde_json::Value, instances: &[&str], opts: &SchemaOptions) {
+    let g = compile(schema, opts).unwrap_or_else(|e| panic!("{schema} should compile: {e}"));
+    let (mut valid, mut invalid) = (0, 0);
+    for s in instances {
+        let want = validate_with(schema, s, opts).is_ok();
+        let got = accepts(&g, s.as_bytes(), &opts.limits).unwrap();
+        valid += usize::from(want);
+        invalid += usize::from(!want);
+        if s.contains("\\u") {
+            assert!(!got || want, "{schema} accepts {s}, which the validator rejects");
+        } else {
+            assert_eq!(got, want, "{schema} on {s}: the validator says {want}");
+        }
+    }
+    assert!(valid > 0 && invalid > 0, "{schema}: the test should see valid and invalid instances");
+}
+
 #[test]
 fn one_of_negations_through_refs_items_and_disjoint_one_ofs_agree_with_the_validator() {
     let instances = [
@@ -485,15 +506,7 @@ fn one_of_negations_through_refs_items_and_disjoint_one_ofs_agree_with_the_valid
     ];
     let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
     for schema in schemas {
-        let g = compile(&schema, &opts).unwrap_or_else(|e| panic!("{schema} should compile: {e}"));
-        let (mut valid, mut invalid) = (0, 0);
-        for s in instances {
-            let want = validate(&schema, s).is_ok();
-            valid += usize::from(want);
-            invalid += usize::from(!want);
-            assert_eq!(accepts(&g, s.as_bytes(), &opts.limits).unwrap(), want, "{schema} on {s}: the validator says {want}");
-        }
-        assert!(valid > 0 && invalid > 0, "{schema}: the test should see valid and invalid instances");
+        assert_agrees_with_validator(&schema, &instances, &opts);
     }
     // Still refused, naming the keyword: a recursive target (its negation would not end), a
     // `oneOf` whose branches may overlap, `items` after positional items.
@@ -540,17 +553,8 @@ fn several_patterns_formats_and_small_bounds_intersect_as_the_validator_says() {
     ];
     // (Characters matched by a pattern are taken raw, not as `\u` escapes, with or without
     // an intersection: a narrowing formwork's pattern grammars already make.)
-    let opts = SchemaOptions::default();
     for schema in schemas {
-        let g = compile(&schema, &opts).unwrap_or_else(|e| panic!("{schema} should compile: {e}"));
-        let (mut valid, mut invalid) = (0, 0);
-        for s in instances {
-            let want = validate_with(&schema, s, &opts).is_ok();
-            valid += usize::from(want);
-            invalid += usize::from(!want);
-            assert_eq!(accepts(&g, s.as_bytes(), &opts.limits).unwrap(), want, "{schema} on {s}: the validator says {want}");
-        }
-        assert!(valid > 0 && invalid > 0, "{schema}: the test should see valid and invalid instances");
+        assert_agrees_with_validator(&schema, &instances, &SchemaOptions::default());
     }
 }
 
@@ -579,20 +583,7 @@ fn negated_patterns_agree_with_the_validator_in_every_encoding() {
     ];
     let opts = SchemaOptions::default();
     for schema in schemas {
-        let g = compile(&schema, &opts).unwrap_or_else(|e| panic!("{schema} should compile: {e}"));
-        let (mut valid, mut invalid) = (0, 0);
-        for s in instances {
-            let want = validate_with(&schema, s, &opts).is_ok();
-            let got = accepts(&g, s.as_bytes(), &opts.limits).unwrap();
-            valid += usize::from(want);
-            invalid += usize::from(!want);
-            if s.contains("\\u") {
-                assert!(!got || want, "{schema} accepts {s}, which the validator rejects");
-            } else {
-                assert_eq!(got, want, "{schema} on {s}: the validator says {want}");
-            }
-        }
-        assert!(valid > 0 && invalid > 0, "{schema}: the test should see valid and invalid instances");
+        assert_agrees_with_validator(&schema, &instances, &opts);
     }
     // `format` is not negated: formwork's grammar of a format may be narrower than the
     // validator's notion of it, so its complement would be wider.
