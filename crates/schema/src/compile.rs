@@ -69,7 +69,7 @@ const ANNOTATIONS_AND_HANDLED: &[&str] = &[
     "minContains", "maxContains", "uniqueItems", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
     "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "not", "if", "then", "else",
     "dependentRequired", "dependentSchemas", "dependencies", "$ref", "$defs", "definitions", "$anchor", "$id", "id",
-    "$schema", "$dynamicAnchor", "x-formwork-not-values", "x-formwork-not-pattern",
+    "$schema", "$dynamicAnchor", "x-formwork-not-values", "x-formwork-not-pattern", "x-formwork-non-integral",
 ];
 
 /// Keywords that constrain values but are not enforced.
@@ -393,6 +393,10 @@ impl Compiler<'_> {
             if let Some(t) = p.get("type") {
                 types &= type_bits(t).ok_or_else(|| invalid("type", "must be a type name or an array of them", p.kw_ptr("type")))?;
             }
+            // Written only by negations: numbers must not be integers.
+            if p.get("x-formwork-non-integral") == Some(&Value::Bool(true)) {
+                types &= !JsonTypes::INT;
+            }
         }
         // enum / const: exact, through the validators.
         let mut cands: Option<Vec<Value>> = None;
@@ -439,7 +443,9 @@ impl Compiler<'_> {
                 }
             }
         }
-        if types.intersects(JsonTypes::INT | JsonTypes::FRAC) {
+        if types.contains(JsonTypes::FRAC) && !types.intersects(JsonTypes::INT) {
+            alts.push(crate::number::non_integral(self, &parts, &excluded)?);
+        } else if types.intersects(JsonTypes::INT | JsonTypes::FRAC) {
             alts.push(crate::number::compile(self, &parts, !types.intersects(JsonTypes::FRAC), &excluded)?);
         }
         if types.intersects(JsonTypes::STR) {

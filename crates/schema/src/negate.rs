@@ -85,8 +85,17 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
             "type" => {
                 let bits = type_bits(x).ok_or_else(|| unsupported("type", "bad type", at.at.clone()))?;
                 let c = JsonTypes::all() & !bits;
-                let t = types_value(c).ok_or_else(|| unsupported("not", "the negation of `integer` (non-integral numbers) has no type name", at.at.clone()))?;
-                alts.push(json!({ "type": t }));
+                match types_value(c) {
+                    Some(t) => alts.push(json!({ "type": t })),
+                    None => {
+                        // Non-integral numbers have no type name: a number part that
+                        // excludes integers, beside the other types.
+                        if let Some(t) = types_value(c & !JsonTypes::FRAC).filter(|t| t.as_array().is_some_and(|a| !a.is_empty())) {
+                            alts.push(json!({ "type": t }));
+                        }
+                        alts.push(json!({"type": "number", "x-formwork-non-integral": true}));
+                    }
+                }
             }
             "const" => alts.push(json!({ "x-formwork-not-values": [x] })),
             "enum" => alts.push(json!({ "x-formwork-not-values": x })),
@@ -227,6 +236,8 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
             "pattern" => alts.push(json!({"type": "string", "x-formwork-not-pattern": [x]})),
             // (Not `format`: formwork's grammar of a format may be narrower than the
             // validator's notion of it, and the complement of a narrower language is wider.)
+            // Back from non-integral numbers: integers (the keyword constrains only numbers).
+            "x-formwork-non-integral" => alts.push(json!({"type": "integer"})),
             // Back from a negated pattern: strings that match one of them.
             "x-formwork-not-pattern" => {
                 for p in x.as_array().into_iter().flatten() {

@@ -195,6 +195,28 @@ fn cap_unbounded(lo: Option<(f64, bool)>, hi: Option<(f64, bool)>) -> (Option<i1
 }
 
 /// Numbers allowed by the conjunction (`int_only`: type integer).
+/// Numbers that are not integers (a negated `integer`): written without an exponent, with a
+/// fraction holding a nonzero digit (`-?(0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*`). Whether a
+/// number with an exponent is integral depends on the exponent's value, which a grammar
+/// cannot weigh against the digits in general, so those are left out: a narrowing (never an
+/// invalid number). Bounds, multiples and excluded numbers are refused here.
+pub(crate) fn non_integral(cx: &mut Compiler, parts: &[Conjunct], excluded: &[Value]) -> CompileResult<Expr> {
+    let k = collect(parts)?;
+    if k.lo.is_some() || k.hi.is_some() || !k.mult.is_empty() || excluded.iter().any(Value::is_number) {
+        cx.refuse("not", "non-integral numbers (a negated `integer`) together with bounds, multiples or excluded numbers", parts[0].at.clone())?;
+    }
+    let digit = || Expr::class([('0', '9')], false);
+    let int_part = Expr::alt([Expr::lit("0"), Expr::seq([Expr::class([('1', '9')], false), Expr::star(digit())])]);
+    Ok(Expr::seq([
+        Expr::opt(Expr::lit("-")),
+        int_part,
+        Expr::lit("."),
+        Expr::star(digit()),
+        Expr::class([('1', '9')], false),
+        Expr::star(digit()),
+    ]))
+}
+
 pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], int_only: bool, excluded: &[Value]) -> CompileResult<Expr> {
     let k = collect(parts)?;
     let (ilo, ihi) = cap_unbounded(k.lo, k.hi);

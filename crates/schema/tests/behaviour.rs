@@ -590,3 +590,24 @@ fn negated_patterns_agree_with_the_validator_in_every_encoding() {
     let e = compile(&json!({"type": "string", "not": {"format": "date"}}), &opts).unwrap_err();
     assert_eq!(e.keyword(), Some("not"), "{e}");
 }
+
+#[test]
+fn negated_integers_are_non_integral_numbers_without_an_exponent() {
+    let instances = ["1.5", "-0.5", "2.50", "0.05", "1", "-3", "1.0", "0.0", "1e2", "1.5e1", r#""a""#, "null", "[]"];
+    for schema in [
+        json!({"not": {"type": "integer"}}),
+        json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
+        json!({"type": "number", "not": {"type": "integer"}}),
+        json!({"enum": [1, 1.5, "x", 2.0], "not": {"type": "integer"}}),
+    ] {
+        assert_agrees_with_validator(&schema, &instances, &SchemaOptions::default());
+    }
+    // The narrowing: a non-integral number written with an exponent is not accepted.
+    let g = compile(&json!({"not": {"type": "integer"}}), &SchemaOptions::default()).unwrap();
+    assert!(validate(&json!({"not": {"type": "integer"}}), "1.25e1").is_ok());
+    assert!(!accepts(&g, b"1.25e1", &SchemaOptions::default().limits).unwrap());
+    // With bounds it is refused, naming `not` (the negation that cannot carry them).
+    let e = compile(&json!({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}), &SchemaOptions::default()).unwrap_err();
+    assert_eq!(e.keyword(), Some("not"), "{e}");
+    assert!(e.to_string().contains("non-integral"), "{e}");
+}

@@ -23,6 +23,10 @@ impl Compiler<'_> {
                         return Ok(false);
                     }
                 }
+                // Non-integral numbers only: an integer is out.
+                if p.get("x-formwork-non-integral") == Some(&Value::Bool(true)) && crate::json_types::value_type(v) == crate::json_types::JsonTypes::INT {
+                    return Ok(false);
+                }
                 // A negated pattern: a string that matches it is out.
                 if let (Some(Value::Array(pats)), Value::String(s)) = (p.get("x-formwork-not-pattern"), v) {
                     for pat in pats.iter().filter_map(Value::as_str) {
