@@ -346,14 +346,12 @@ pub(crate) fn string_body_all_but(cx: &mut Compiler, regs: &[(String, String, &'
         bodies.push(rep(cx, any_char(), min, max)?);
     }
     let positive = (1u32 << bodies.len()) - 1;
-    // A negative pattern must be exact (a refusal widened in lenient mode would narrow
-    // here), so a pattern formwork cannot lower is refused outright.
+    // A negative pattern must be exact: one formwork cannot lower is refused, and in lenient
+    // mode left out (which widens; a widened negative body would narrow instead).
     for (src, at, _) in negs {
         match try_plain_body(cx, src, 0, None, "not", at) {
             Ok((b, _)) => bodies.push(b),
-            Err(why) => {
-                return Err(unsupported("not", format!("the negation of {why}"), at.clone()));
-            }
+            Err(why) => cx.refuse("not", format!("the negation of {why}"), at.clone())?,
         }
     }
     let refs: Vec<&Expr> = bodies.iter().collect();

@@ -611,3 +611,15 @@ fn negated_integers_are_non_integral_numbers_without_an_exponent() {
     assert_eq!(e.keyword(), Some("not"), "{e}");
     assert!(e.to_string().contains("non-integral"), "{e}");
 }
+
+#[test]
+fn a_negated_pattern_formwork_cannot_lower_is_refused_or_in_lenient_mode_dropped() {
+    let schema = json!({"type": "string", "not": {"pattern": "(?=a)b"}});
+    let e = compile(&schema, &SchemaOptions::default()).unwrap_err();
+    assert_eq!(e.keyword(), Some("not"), "{e}");
+    let opts = SchemaOptions { lenient: true, ..Default::default() };
+    let (g, w) = compile_with_warnings(&schema, &opts).unwrap();
+    assert!(w.iter().any(|w| w.keyword == "not"), "{w:?}");
+    // Dropped, so the grammar is wider: every string.
+    assert!(accepts(&g, br#""ab""#, &opts.limits).unwrap() && accepts(&g, br#""x""#, &opts.limits).unwrap());
+}
