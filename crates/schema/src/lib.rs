@@ -46,6 +46,7 @@ mod chars;
 mod compile;
 mod compiler;
 mod conjunct;
+mod ecma;
 mod exprs;
 mod format;
 mod json_types;

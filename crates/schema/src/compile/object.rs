@@ -23,7 +23,7 @@ fn pattern_matches(cx: &Compiler, pat: &str, key: &str) -> Option<bool> {
     // against every listed name of every object that has them.
     let mut cache = cx.key_regexes.borrow_mut();
     let re = cache.entry(pat.to_string()).or_insert_with(|| {
-        let rust = crate::regex::ecma_to_rust(pat).ok()?;
+        let rust = crate::ecma::ecma_to_rust(pat).ok()?;
         regex::Regex::new(&rust).ok()
     });
     Some(re.as_ref()?.is_match(key))

@@ -30,7 +30,7 @@ impl Compiler<'_> {
                 // A negated pattern: a string that matches it is out.
                 if let (Some(Value::Array(pats)), Value::String(s)) = (p.get("x-formwork-not-pattern"), v) {
                     for pat in pats.iter().filter_map(Value::as_str) {
-                        let re = crate::regex::ecma_to_rust(pat)
+                        let re = crate::ecma::ecma_to_rust(pat)
                             .ok()
                             .and_then(|r| regex::Regex::new(&r).ok())
                             .ok_or_else(|| unsupported("not", format!("the negation of pattern {pat:?} cannot be checked against enum values"), p.at.clone()))?;
