@@ -227,16 +227,31 @@ impl Compiler<'_> {
                 // MAX_ONEOF_PARTS parts.
                 let mut why = String::new();
                 if overlapping {
-                    let mut negs: Vec<Option<Conjunct>> = vec![None; n];
-                    for &j in &live {
-                        if !live.iter().any(|&i| i != j && !disjoint[i][j]) {
-                            continue;
-                        }
-                        match crate::negate::negate(self, &branches[j]) {
-                            Ok(neg) => negs[j] = Some(neg),
-                            Err(e) => {
-                                why = format!("; the exact form needs the negation of branch {j}, which cannot be expressed: {e}");
-                                break;
+                    // negs[i][j]: branch j negated for alternative i. When branch i is a closed
+                    // object, its keys are the universe of the negation (an
+                    // `additionalProperties` can then be negated); else one negation serves
+                    // every alternative.
+                    let mut negs: Vec<Vec<Option<Conjunct>>> = vec![vec![None; n]; n];
+                    let mut plain: Vec<Option<Conjunct>> = vec![None; n];
+                    'outer: for &i in &live {
+                        let universe = crate::negate::closed_keys(self, &branches[i])?;
+                        for &j in live.iter().filter(|&&j| j != i && !disjoint[i][j]) {
+                            let neg = match (&universe, &plain[j]) {
+                                (None, Some(c)) => Ok(c.clone()),
+                                (None, None) => crate::negate::negate(self, &branches[j]),
+                                (Some(u), _) => crate::negate::negate_within(self, &branches[j], Some(u.clone())),
+                            };
+                            match neg {
+                                Ok(neg) => {
+                                    if universe.is_none() {
+                                        plain[j] = Some(neg.clone());
+                                    }
+                                    negs[i][j] = Some(neg);
+                                }
+                                Err(e) => {
+                                    why = format!("; the exact form needs the negation of branch {j}, which cannot be expressed: {e}");
+                                    break 'outer;
+                                }
                             }
                         }
                     }
@@ -246,7 +261,7 @@ impl Compiler<'_> {
                             let parts_of_i = live
                                 .iter()
                                 .filter(|&&j| j != i && !disjoint[i][j])
-                                .fold(1usize, |acc, &j| acc.saturating_mul(negs[j].as_ref().map_or(1, width)));
+                                .fold(1usize, |acc, &j| acc.saturating_mul(negs[i][j].as_ref().map_or(1, width)));
                             if parts_of_i > MAX_ONEOF_PARTS {
                                 why = format!("; the exact form of branch {i} (it and the negations of the branches it may overlap) distributes into {parts_of_i} parts (at most {MAX_ONEOF_PARTS})");
                                 break;
@@ -259,7 +274,7 @@ impl Compiler<'_> {
                             let mut v = parts.clone();
                             v.push(branches[i].clone());
                             for &j in live.iter().filter(|&&j| j != i && !disjoint[i][j]) {
-                                v.push(negs[j].clone().expect("negated above: it overlaps a branch"));
+                                v.push(negs[i][j].clone().expect("negated above: it overlaps a branch"));
                             }
                             alts.push(self.schema(v)?);
                         }

@@ -28,11 +28,23 @@ const NEGATION_BUDGET: usize = 2_000;
 struct Walk {
     visited: usize,
     refs: Vec<String>,
+    /// The only keys the instance can have, when the negation is conjoined with a closed
+    /// object (see [`negate_within`]); `None` below the instance itself (a property's value
+    /// is another instance).
+    universe: Option<Vec<String>>,
 }
 
 /// The negation of `p`, as a synthetic part.
 pub(crate) fn negate(cx: &mut Compiler, p: &Conjunct) -> CompileResult<Conjunct> {
-    let mut walk = Walk { visited: 0, refs: Vec::new() };
+    negate_within(cx, p, None)
+}
+
+/// The negation of `p` for instances whose object keys are among `universe` (a closed object
+/// it will be conjoined with): there `additionalProperties` is negated as "one of the
+/// universe's keys that `p` does not list is present" (with a value its
+/// `additionalProperties` rejects), which has no schema form without the universe.
+pub(crate) fn negate_within(cx: &mut Compiler, p: &Conjunct, universe: Option<Vec<String>>) -> CompileResult<Conjunct> {
+    let mut walk = Walk { visited: 0, refs: Vec::new(), universe };
     let v = neg_value(cx, p, p.value().clone(), 0, &mut walk)?;
     let mut s = cx.synth(v, p, "not");
     s.at = p.at.clone();
@@ -107,7 +119,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
             }
             "properties" => {
                 for (name, sub) in x.as_object().into_iter().flatten() {
-                    let n = neg_value(cx, at, sub.clone(), depth + 1, walk)?;
+                    let n = nested(walk, |walk| neg_value(cx, at, sub.clone(), depth + 1, walk))?;
                     if n == Value::Bool(false) {
                         continue;
                     }
@@ -175,7 +187,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
             // one-schema form that covers every item: positional items shift which items it
             // covers.)
             "items" if (x.is_object() || x.is_boolean()) && !o.contains_key("prefixItems") => {
-                let n = neg_value(cx, at, x.clone(), depth + 1, walk)?;
+                let n = nested(walk, |walk| neg_value(cx, at, x.clone(), depth + 1, walk))?;
                 if n != Value::Bool(false) {
                     alts.push(json!({"type": "array", "contains": n}));
                 }
@@ -236,6 +248,18 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
             "pattern" => alts.push(json!({"type": "string", "x-formwork-not-pattern": [x]})),
             // (Not `format`: formwork's grammar of a format may be narrower than the
             // validator's notion of it, and the complement of a narrower language is wider.)
+            // Within a closed universe of keys: one it does not list is present, with a value
+            // its `additionalProperties` rejects.
+            "additionalProperties" if walk.universe.is_some() && !o.contains_key("patternProperties") => {
+                let listed: Vec<&String> = o.get("properties").and_then(Value::as_object).map(|m| m.keys().collect()).unwrap_or_default();
+                let n = nested(walk, |walk| neg_value(cx, at, x.clone(), depth + 1, walk))?;
+                if n != Value::Bool(false) {
+                    let universe = walk.universe.clone().unwrap_or_default();
+                    for k in universe.iter().filter(|k| !listed.contains(k)) {
+                        alts.push(json!({"type": "object", "required": [k], "properties": { k.clone(): n.clone() }}));
+                    }
+                }
+            }
             // Back from non-integral numbers: integers (the keyword constrains only numbers).
             "x-formwork-non-integral" => alts.push(json!({"type": "integer"})),
             // Back from a negated pattern: strings that match one of them.
@@ -261,6 +285,26 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
         1 => alts.pop().unwrap_or(Value::Bool(false)),
         _ => json!({ "anyOf": alts }),
     })
+}
+
+/// Runs `f` for a value that describes another instance (a property's value, an item),
+/// where the universe of keys does not apply.
+fn nested<T>(walk: &mut Walk, f: impl FnOnce(&mut Walk) -> T) -> T {
+    let universe = walk.universe.take();
+    let r = f(walk);
+    walk.universe = universe;
+    r
+}
+
+/// The keys of the closed object `p` describes (`additionalProperties: false`, no
+/// `patternProperties`), through `$ref`s; `None` when it is not closed that way.
+pub(crate) fn closed_keys(cx: &mut Compiler, p: &Conjunct) -> CompileResult<Option<Vec<String>>> {
+    let p = deref(cx, p.clone(), 8)?;
+    let Some(o) = p.obj() else { return Ok(None) };
+    if o.get("additionalProperties") != Some(&Value::Bool(false)) || o.contains_key("patternProperties") {
+        return Ok(None);
+    }
+    Ok(Some(o.get("properties").and_then(Value::as_object).map(|m| m.keys().cloned().collect()).unwrap_or_default()))
 }
 
 /// Whether `v` holds a `$ref` keyword anywhere.

@@ -623,3 +623,28 @@ fn a_negated_pattern_formwork_cannot_lower_is_refused_or_in_lenient_mode_dropped
     // Dropped, so the grammar is wider: every string.
     assert!(accepts(&g, br#""ab""#, &opts.limits).unwrap() && accepts(&g, br#""x""#, &opts.limits).unwrap());
 }
+
+#[test]
+fn closed_object_branches_negate_additional_properties_within_their_keys() {
+    let values = [json!(1), json!("x")];
+    let instances_owned = small_objects(&["a", "b", "c"], &values);
+    let instances: Vec<&str> = instances_owned.iter().map(String::as_str).collect();
+    let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
+    for schema in [
+        // Both accept objects with only `a`: exactly one must match.
+        json!({"oneOf": [
+            {"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": false},
+            {"type": "object", "properties": {"a": {}, "c": {}}, "additionalProperties": false}]}),
+        // Through `$ref`s.
+        json!({"oneOf": [{"$ref": "#/$defs/P"}, {"$ref": "#/$defs/Q"}],
+               "$defs": {"P": {"type": "object", "properties": {"b": {}}, "additionalProperties": false},
+                         "Q": {"type": "object", "properties": {"c": {"type": "string"}}, "additionalProperties": false}}}),
+    ] {
+        assert_agrees_with_validator(&schema, &instances, &opts);
+    }
+    // Beside an open branch the closed one's negation has no universe of keys: refused.
+    let open = json!({"oneOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "additionalProperties": false},
+        {"type": "object", "properties": {"a": {}}, "additionalProperties": {"type": "string"}}]});
+    assert_eq!(compile(&open, &opts).unwrap_err().keyword(), Some("oneOf"));
+}
