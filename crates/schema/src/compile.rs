@@ -202,107 +202,7 @@ impl Compiler<'_> {
                 return Ok(alt_of(alts));
             }
             if !p.consumed.contains(Consumed::ONEOF) && p.get("oneOf").is_some() {
-                let n = p.get("oneOf").and_then(|a| a.as_array()).ok_or_else(|| invalid("oneOf", "must be an array", p.kw_ptr("oneOf")))?.len();
-                parts[i].consumed |= Consumed::ONEOF;
-                let branches: Vec<Conjunct> = (0..n).map(|j| p.sub(&format!("/oneOf/{j}"))).collect();
-                let mut sigs = Vec::new();
-                for br in &branches {
-                    sigs.push(crate::negate::signature(self, &parts, br)?);
-                }
-                let live: Vec<usize> = (0..n).filter(|&j| !sigs[j].empty).collect();
-                // disjoint[a][b], by branch index.
-                let mut disjoint = vec![vec![true; n]; n];
-                for a in 0..live.len() {
-                    for b in a + 1..live.len() {
-                        let d = crate::negate::disjoint(self, &sigs[live[a]], &sigs[live[b]]);
-                        disjoint[live[a]][live[b]] = d;
-                        disjoint[live[b]][live[a]] = d;
-                    }
-                }
-                let overlapping = (0..live.len()).any(|a| (a + 1..live.len()).any(|b| !disjoint[live[a]][live[b]]));
-                // Exact form: each branch with the negations of the branches it may overlap
-                // (a branch proven disjoint from all the others is never negated). A
-                // negation is a disjunction, and a conjunction of several distributes into
-                // the product of their widths: each alternative may distribute into at most
-                // MAX_ONEOF_PARTS parts.
-                let mut why = String::new();
-                if overlapping {
-                    // negs[i][j]: branch j negated for alternative i. When branch i is a closed
-                    // object, its keys are the universe of the negation (an
-                    // `additionalProperties` can then be negated); else one negation serves
-                    // every alternative.
-                    let mut negs: Vec<Vec<Option<Conjunct>>> = vec![vec![None; n]; n];
-                    let mut plain: Vec<Option<Conjunct>> = vec![None; n];
-                    'outer: for &i in &live {
-                        let universe = crate::negate::closed_keys(self, &branches[i])?;
-                        for &j in live.iter().filter(|&&j| j != i && !disjoint[i][j]) {
-                            let neg = match (&universe, &plain[j]) {
-                                (None, Some(c)) => Ok(c.clone()),
-                                (None, None) => crate::negate::negate(self, &branches[j]),
-                                (Some(u), _) => crate::negate::negate_within(self, &branches[j], Some(u.clone())),
-                            };
-                            match neg {
-                                Ok(neg) => {
-                                    if universe.is_none() {
-                                        plain[j] = Some(neg.clone());
-                                    }
-                                    negs[i][j] = Some(neg);
-                                }
-                                Err(e) => {
-                                    why = format!("; the exact form needs the negation of branch {j}, which cannot be expressed: {e}");
-                                    break 'outer;
-                                }
-                            }
-                        }
-                    }
-                    let width = |c: &Conjunct| c.value().get("anyOf").and_then(Value::as_array).map_or(1, |a| a.len().max(1));
-                    if why.is_empty() {
-                        for &i in &live {
-                            let parts_of_i = live
-                                .iter()
-                                .filter(|&&j| j != i && !disjoint[i][j])
-                                .fold(1usize, |acc, &j| acc.saturating_mul(negs[i][j].as_ref().map_or(1, width)));
-                            if parts_of_i > MAX_ONEOF_PARTS {
-                                why = format!("; the exact form of branch {i} (it and the negations of the branches it may overlap) distributes into {parts_of_i} parts (at most {MAX_ONEOF_PARTS})");
-                                break;
-                            }
-                        }
-                    }
-                    if why.is_empty() {
-                        let mut alts = Vec::new();
-                        for &i in &live {
-                            let mut v = parts.clone();
-                            v.push(branches[i].clone());
-                            for &j in live.iter().filter(|&&j| j != i && !disjoint[i][j]) {
-                                v.push(negs[i][j].clone().expect("negated above: it overlaps a branch"));
-                            }
-                            alts.push(self.schema(v)?);
-                        }
-                        return Ok(alt_of(alts));
-                    }
-                }
-                for a in 0..live.len() {
-                    for b in a + 1..live.len() {
-                        if !disjoint[live[a]][live[b]] {
-                            self.refuse(
-                                "oneOf",
-                                format!("branches {} and {} may both match the same instance (formwork enforces oneOf only when branches are provably disjoint (by type, by constant values, by a key one requires and the other forbids, or by the types of a required property), or when the branches that overlap can be negated){why}", live[a], live[b]),
-                                p.kw_ptr("oneOf"),
-                            )?;
-                        }
-                    }
-                }
-                // Reached only when no two live branches may overlap (else refused above).
-                if !overlapping {
-                    parts[i].consumed |= Consumed::ONEOF_DISJOINT;
-                }
-                let mut alts = Vec::new();
-                for j in live {
-                    let mut v = parts.clone();
-                    v.push(branches[j].clone());
-                    alts.push(self.schema(v)?);
-                }
-                return Ok(alt_of(alts));
+                return self.one_of(parts, i);
             }
             if !p.consumed.contains(Consumed::IF) && p.get("if").is_some() {
                 parts[i].consumed |= Consumed::IF;
@@ -383,6 +283,114 @@ impl Compiler<'_> {
             }
         }
         self.flat_conjunction(parts)
+    }
+
+    /// Part `i`'s `oneOf`, distributed: the union of its live branches, each conjoined with
+    /// the other parts, when they are proven pairwise disjoint; else the exact form, each
+    /// branch with the negations of the branches it may overlap; else refused.
+    fn one_of(&mut self, mut parts: Vec<Conjunct>, i: usize) -> CompileResult<Expr> {
+        let p = parts[i].clone();
+        let n = p.get("oneOf").and_then(|a| a.as_array()).ok_or_else(|| invalid("oneOf", "must be an array", p.kw_ptr("oneOf")))?.len();
+        parts[i].consumed |= Consumed::ONEOF;
+        let branches: Vec<Conjunct> = (0..n).map(|j| p.sub(&format!("/oneOf/{j}"))).collect();
+        let mut sigs = Vec::new();
+        for br in &branches {
+            sigs.push(crate::negate::signature(self, &parts, br)?);
+        }
+        let live: Vec<usize> = (0..n).filter(|&j| !sigs[j].empty).collect();
+        // disjoint[a][b], by branch index.
+        let mut disjoint = vec![vec![true; n]; n];
+        for a in 0..live.len() {
+            for b in a + 1..live.len() {
+                let d = crate::negate::disjoint(self, &sigs[live[a]], &sigs[live[b]]);
+                disjoint[live[a]][live[b]] = d;
+                disjoint[live[b]][live[a]] = d;
+            }
+        }
+        let overlapping = (0..live.len()).any(|a| (a + 1..live.len()).any(|b| !disjoint[live[a]][live[b]]));
+        // Exact form: each branch with the negations of the branches it may overlap
+        // (a branch proven disjoint from all the others is never negated). A
+        // negation is a disjunction, and a conjunction of several distributes into
+        // the product of their widths: each alternative may distribute into at most
+        // MAX_ONEOF_PARTS parts.
+        let mut why = String::new();
+        if overlapping {
+            // negs[i][j]: branch j negated for alternative i. When branch i is a closed
+            // object, its keys are the universe of the negation (an
+            // `additionalProperties` can then be negated); else one negation serves
+            // every alternative.
+            let mut negs: Vec<Vec<Option<Conjunct>>> = vec![vec![None; n]; n];
+            let mut plain: Vec<Option<Conjunct>> = vec![None; n];
+            'outer: for &i in &live {
+                let universe = crate::negate::closed_keys(self, &branches[i])?;
+                for &j in live.iter().filter(|&&j| j != i && !disjoint[i][j]) {
+                    let neg = match (&universe, &plain[j]) {
+                        (None, Some(c)) => Ok(c.clone()),
+                        (None, None) => crate::negate::negate(self, &branches[j]),
+                        (Some(u), _) => crate::negate::negate_within(self, &branches[j], Some(u.clone())),
+                    };
+                    match neg {
+                        Ok(neg) => {
+                            if universe.is_none() {
+                                plain[j] = Some(neg.clone());
+                            }
+                            negs[i][j] = Some(neg);
+                        }
+                        Err(e) => {
+                            why = format!("; the exact form needs the negation of branch {j}, which cannot be expressed: {e}");
+                            break 'outer;
+                        }
+                    }
+                }
+            }
+            let width = |c: &Conjunct| c.value().get("anyOf").and_then(Value::as_array).map_or(1, |a| a.len().max(1));
+            if why.is_empty() {
+                for &i in &live {
+                    let parts_of_i = live
+                        .iter()
+                        .filter(|&&j| j != i && !disjoint[i][j])
+                        .fold(1usize, |acc, &j| acc.saturating_mul(negs[i][j].as_ref().map_or(1, width)));
+                    if parts_of_i > MAX_ONEOF_PARTS {
+                        why = format!("; the exact form of branch {i} (it and the negations of the branches it may overlap) distributes into {parts_of_i} parts (at most {MAX_ONEOF_PARTS})");
+                        break;
+                    }
+                }
+            }
+            if why.is_empty() {
+                let mut alts = Vec::new();
+                for &i in &live {
+                    let mut v = parts.clone();
+                    v.push(branches[i].clone());
+                    for &j in live.iter().filter(|&&j| j != i && !disjoint[i][j]) {
+                        v.push(negs[i][j].clone().expect("negated above: it overlaps a branch"));
+                    }
+                    alts.push(self.schema(v)?);
+                }
+                return Ok(alt_of(alts));
+            }
+        }
+        for a in 0..live.len() {
+            for b in a + 1..live.len() {
+                if !disjoint[live[a]][live[b]] {
+                    self.refuse(
+                        "oneOf",
+                        format!("branches {} and {} may both match the same instance (formwork enforces oneOf only when branches are provably disjoint (by type, by constant values, by a key one requires and the other forbids, or by the types of a required property), or when the branches that overlap can be negated){why}", live[a], live[b]),
+                        p.kw_ptr("oneOf"),
+                    )?;
+                }
+            }
+        }
+        // Reached only when no two live branches may overlap (else refused above).
+        if !overlapping {
+            parts[i].consumed |= Consumed::ONEOF_DISJOINT;
+        }
+        let mut alts = Vec::new();
+        for j in live {
+            let mut v = parts.clone();
+            v.push(branches[j].clone());
+            alts.push(self.schema(v)?);
+        }
+        Ok(alt_of(alts))
     }
 
     /// Compiles a flat conjunction (no combinators left): the keyword check, then one
