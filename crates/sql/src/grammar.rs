@@ -467,7 +467,7 @@ pub fn sql_string(s: &str) -> String {
 
 /// A required filter as it goes into `WHERE … AND …`: in parentheses when it has an `OR`
 /// of its own (which `AND` would otherwise bind inside).
-fn guarded_filter(f: &str) -> String {
+pub(crate) fn guarded_filter(f: &str) -> String {
     if f.to_ascii_lowercase().contains(" or ") {
         format!("({f})")
     } else {

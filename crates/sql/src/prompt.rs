@@ -10,7 +10,7 @@
 //! where the question is answered.
 
 use crate::catalog::{quote_ident, Catalog, ColumnType, Table, TableId};
-use crate::grammar::{dialect_name, sql_string};
+use crate::grammar::{dialect_name, guarded_filter, sql_string};
 use std::fmt::Write;
 
 /// The schema as compact text, one table per line:
@@ -77,13 +77,9 @@ pub struct Example {
 /// The column a table is best named by: the first text column called `name` or `title`
 /// (or containing either), else its first text column that is not a key.
 fn label_column(t: &Table) -> Option<usize> {
-    let text = |c: &&crate::catalog::Column| c.ty == ColumnType::Text;
-    let named = |k: &str| t.columns.iter().filter(text).position(|c| c.name.to_ascii_lowercase().contains(k));
-    let pos_of_text = |i: usize| t.columns.iter().enumerate().filter(|(_, c)| c.ty == ColumnType::Text).nth(i).map(|(k, _)| k);
-    named("name")
-        .or_else(|| named("title"))
-        .and_then(pos_of_text)
-        .or_else(|| t.columns.iter().enumerate().position(|(k, c)| c.ty == ColumnType::Text && !t.primary_key.contains(&k)))
+    let text = |k: &usize| t.columns[*k].ty == ColumnType::Text;
+    let called = |w: &str| (0..t.columns.len()).filter(text).find(|&k| t.columns[k].name.to_ascii_lowercase().contains(w));
+    called("name").or_else(|| called("title")).or_else(|| (0..t.columns.len()).filter(text).find(|k| !t.primary_key.contains(k)))
 }
 
 /// A numeric column that is not a key (nor named like one).
@@ -96,10 +92,10 @@ fn measure_column(cat: &Catalog, id: TableId) -> Option<usize> {
     })
 }
 
-/// ` WHERE <required filter>` of a table, or nothing; `more` is appended with ` AND `.
-fn where_clause(filters: &[&str], more: Option<String>) -> String {
-    let mut parts: Vec<String> = filters.iter().map(|f| if f.to_ascii_lowercase().contains(" or ") { format!("({f})") } else { f.to_string() }).collect();
-    parts.extend(more);
+/// ` WHERE ` and the required `filters` (guarded as the grammar writes them), then `more`,
+/// joined by ` AND `; nothing when there is neither.
+fn where_clause<'a>(filters: impl IntoIterator<Item = &'a str>, more: Option<String>) -> String {
+    let parts: Vec<String> = filters.into_iter().map(guarded_filter).chain(more).collect();
     if parts.is_empty() {
         String::new()
     } else {
@@ -122,18 +118,18 @@ pub fn examples(cat: &Catalog) -> Vec<Example> {
     let single = pair.map(|(r, _, p)| (r.to, p)).or_else(|| cat.ids().find_map(|t| Some((t, label_column(cat.table(t))?))));
     if let Some((t, label)) = single {
         let tq = quote_ident(&name(t));
-        out.push(Example { question: format!("How many rows does the table {} have?", name(t)), sql: format!("SELECT COUNT(*) FROM {tq}{}", where_clause(&filter(t).into_iter().collect::<Vec<_>>(), None)) });
+        out.push(Example { question: format!("How many rows does the table {} have?", name(t)), sql: format!("SELECT COUNT(*) FROM {tq}{}", where_clause(filter(t), None)) });
         let col = &cat.table(t).columns[label].name;
         out.push(Example {
             question: format!("List the {col} of every {}.", name(t)),
-            sql: format!("SELECT {} FROM {tq}{}", cat.column_sql(t, label), where_clause(&filter(t).into_iter().collect::<Vec<_>>(), None)),
+            sql: format!("SELECT {} FROM {tq}{}", cat.column_sql(t, label), where_clause(filter(t), None)),
         });
     }
     if let Some((t, m, label)) = cat.ids().find_map(|t| Some((t, measure_column(cat, t)?, label_column(cat.table(t))?))) {
         let (mcol, tq) = (&cat.table(t).columns[m].name, quote_ident(&name(t)));
         out.push(Example {
             question: format!("Which {} has the highest {mcol}?", name(t)),
-            sql: format!("SELECT {} FROM {tq}{} ORDER BY {} DESC LIMIT 1", cat.column_sql(t, label), where_clause(&filter(t).into_iter().collect::<Vec<_>>(), None), cat.column_sql(t, m)),
+            sql: format!("SELECT {} FROM {tq}{} ORDER BY {} DESC LIMIT 1", cat.column_sql(t, label), where_clause(filter(t), None), cat.column_sql(t, m)),
         });
     }
     if let Some((r, cl, pl)) = pair {
@@ -149,7 +145,7 @@ pub fn examples(cat: &Catalog) -> Vec<Example> {
                 cat.column_sql(c, cl),
                 quote_ident(&name(c)),
                 quote_ident(&name(p)),
-                where_clause(&filters, Some(format!("{} = {}", cat.column_sql(p, pl), sql_string(&value))))
+                where_clause(filters.iter().copied(), Some(format!("{} = {}", cat.column_sql(p, pl), sql_string(&value))))
             ),
         });
         out.push(Example {
@@ -159,7 +155,7 @@ pub fn examples(cat: &Catalog) -> Vec<Example> {
                 cat.column_sql(p, pl),
                 quote_ident(&name(p)),
                 quote_ident(&name(c)),
-                where_clause(&filters, None),
+                where_clause(filters.iter().copied(), None),
                 cat.column_sql(p, pl)
             ),
         });
