@@ -233,6 +233,8 @@ fn run_vocab(name: &str, docs: &[String], c: Option<&mut Criterion>) {
         index.memory_usage() as f64 / (1 << 20) as f64
     );
 
+    full_walks(&index, &limits);
+
     if let Some(c) = c {
         let mut group = c.benchmark_group(name);
         let doc = &toks[0];
@@ -255,6 +257,41 @@ fn run_vocab(name: &str, docs: &[String], c: Option<&mut Criterion>) {
             )
         });
         group.finish();
+    }
+}
+
+/// Full trie walks, the cost behind a mask no cache or shortcut covers (a new position in
+/// a string with a pattern, a format or length bounds): a plain walk from one state, warm
+/// (every transition it needs already built), best of 20, reported per trie node stepped.
+fn full_walks(index: &Arc<formwork_grammar::TokenIndex>, limits: &Limits) {
+    let cases = [
+        // Any string body of up to 16 characters: most of the trie is live.
+        ("string body, up to 16 chars", r#"root ::= "\"" [^"\\]{0,16} "\"""#, &b"\""[..]),
+        // A hexadecimal run: few live nodes per level, the walk mostly rejects.
+        ("hex run, up to 24 chars", r#"root ::= "\"" [0-9a-fA-F]{0,24} "\"""#, &b"\""[..]),
+    ];
+    for (label, text, prefix) in cases {
+        let g = formwork_grammar::gbnf::parse(text, limits).unwrap();
+        let cg = CompiledGrammar::with_index(&g, index.clone(), limits).unwrap();
+        let mut m = cg.matcher();
+        m.commit_bytes(prefix).unwrap();
+        let mut mask = TokenMask::new(cg.vocab().len());
+        let cold = Instant::now();
+        let nodes = m.full_walk(&mut mask);
+        let cold = cold.elapsed();
+        let mut best = Duration::MAX;
+        for _ in 0..20 {
+            let t = Instant::now();
+            black_box(m.full_walk(&mut mask));
+            best = best.min(t.elapsed());
+        }
+        println!(
+            "  full walk, {label:<28} {nodes:>7} nodes, {} allowed: cold {:>7.1} µs, warm {:>7.1} µs = {:.2} ns/node",
+            mask.count_ones(),
+            cold.as_secs_f64() * 1e6,
+            best.as_secs_f64() * 1e6,
+            best.as_secs_f64() * 1e9 / nodes as f64
+        );
     }
 }
 

@@ -15,19 +15,22 @@
 //!
 //! ## The walk a matcher writes
 //! ```ignore
-//! let mut i = 1;                       // first child of the root
-//! let mut stack = vec![(trie.end(0), start_state)];
+//! let mut at = vec![start_state; trie.max_depth() + 1];  // state after each depth
+//! let mut i = 1;                                          // first child of the root
 //! while i < trie.len() {
-//!     while i >= stack.last().0 { stack.pop(); }      // leave finished subtrees
-//!     let s = step(stack.last().1, trie.byte(i));
-//!     if dead(s) { i = trie.end(i); continue; }       // skip the subtree
+//!     let d = trie.depth(i);                              // from `labels`, with the byte
+//!     let s = step(at[d - 1], trie.byte(i));
+//!     if dead(s) { i = trie.end(i); continue; }           // skip the subtree
 //!     for &t in trie.tokens_at(i) { allow(t) }
-//!     stack.push((trie.end(i), s));
+//!     at[d] = s;
 //!     i += 1;
 //! }
 //! ```
-//! Building is O(total token bytes · log n) (one sort); memory is 12 bytes a node plus
-//! 4 bytes a token.
+//! A node's parent is the last node visited at the depth above it, so the walk keeps no
+//! stack: leaving a subtree costs nothing.
+//!
+//! Building is O(total token bytes · log n) (one sort); memory is 13 bytes a node (byte,
+//! end, label, token start) plus 4 bytes a token.
 
 use crate::{TokenId, Vocabulary};
 
@@ -38,6 +41,9 @@ pub struct TokenTrie {
     bytes: Vec<u8>,
     /// Indexed by node: one past the last node of its subtree.
     ends: Vec<u32>,
+    /// Indexed by node: its depth (bytes from the root) above 8 bits, its byte below — what
+    /// a walk reads at every node, in one load (see [`labels`](Self::labels)).
+    labels: Vec<u32>,
     /// Indexed by node (plus one sentinel): `tokens[tok_start[i]..tok_start[i + 1]]` end at node `i`.
     tok_start: Vec<u32>,
     /// Token ids, grouped by node.
@@ -105,9 +111,11 @@ impl TokenTrie {
             tokens.extend_from_slice(v);
         }
         tok_start.push(tokens.len() as u32);
+        let labels = label_nodes(&bytes, &ends);
         TokenTrie {
             bytes,
             ends,
+            labels,
             tok_start,
             tokens,
             node_of,
@@ -136,6 +144,33 @@ impl TokenTrie {
     #[inline]
     pub fn end(&self, i: usize) -> usize {
         self.ends[i] as usize
+    }
+
+    /// Every node's subtree end ([`end`](Self::end)), indexed by node.
+    #[inline]
+    pub fn ends(&self) -> &[u32] {
+        &self.ends
+    }
+
+    /// Every node's depth and byte, indexed by node: `depth << 8 | byte`. A depth-first
+    /// walk keeps the state after each depth in an array indexed by depth, so node `i`'s
+    /// parent state is the entry at `depth(i) - 1`, and leaving a subtree needs no pops.
+    #[inline]
+    pub fn labels(&self) -> &[u32] {
+        &self.labels
+    }
+
+    /// The depth of node `i`: its bytes' length.
+    #[inline]
+    pub fn depth(&self, i: usize) -> usize {
+        (self.labels[i] >> 8) as usize
+    }
+
+    /// Where node `i`'s tokens start in [`all_tokens`](Self::all_tokens), indexed by node
+    /// plus one sentinel: node `i`'s tokens are `all_tokens()[starts[i]..starts[i + 1]]`.
+    #[inline]
+    pub fn token_starts(&self) -> &[u32] {
+        &self.tok_start
     }
 
     /// Tokens whose bytes end exactly at node `i`.
@@ -190,9 +225,26 @@ impl TokenTrie {
     /// Heap bytes used.
     pub fn memory_usage(&self) -> usize {
         self.bytes.capacity()
-            + 4 * (self.ends.capacity() + self.tok_start.capacity() + self.tokens.capacity())
+            + 4 * (self.ends.capacity() + self.labels.capacity() + self.tok_start.capacity() + self.tokens.capacity())
             + 4 * self.node_of.capacity()
     }
+}
+
+/// The labels (`depth << 8 | byte`) of nodes in depth-first order with subtree ends `ends`.
+fn label_nodes(bytes: &[u8], ends: &[u32]) -> Vec<u32> {
+    let mut labels = vec![0u32; bytes.len()];
+    // The ends of the open ancestors: a node's depth is how many are still open.
+    let mut open: Vec<u32> = Vec::new();
+    for i in 1..bytes.len() {
+        while open.last().is_some_and(|&e| e as usize <= i) {
+            open.pop();
+        }
+        let depth = open.len() as u32 + 1;
+        assert!(depth < 1 << 24, "a token of more than 16 MiB");
+        labels[i] = depth << 8 | bytes[i] as u32;
+        open.push(ends[i]);
+    }
+    labels
 }
 
 #[cfg(test)]
@@ -248,5 +300,11 @@ mod tests {
         );
         assert_eq!(trie.max_depth(), 3);
         assert!(trie.find(b"ac").is_none());
+        // Labels: each node's depth and byte.
+        for (s, d) in [(&b"a"[..], 1), (b"ab", 2), (b"abc", 3), (b"b", 1), (b"ba", 2)] {
+            let i = trie.find(s).unwrap();
+            assert_eq!(trie.depth(i), d);
+            assert_eq!(trie.labels()[i] & 0xff, *s.last().unwrap() as u32);
+        }
     }
 }

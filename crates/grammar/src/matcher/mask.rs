@@ -570,7 +570,11 @@ impl ContextIndependentSubtree {
 /// depth below the trie's root is its bytes' length). Returns the nodes stepped.
 ///
 /// Cost: O(nodes stepped); `skip` and `allow` are inlined (generic), so a walk that skips
-/// nothing pays nothing for them.
+/// nothing pays nothing for them. The states along the current path sit in an array indexed
+/// by depth (the trie's labels carry each node's depth), so a node's parent state is one
+/// load and leaving a subtree costs nothing; a node reads its label, its parent's
+/// transition and, when live, its token range (`benches/masks.rs`, "full walk", measures
+/// the cost per node).
 #[allow(clippy::too_many_arguments)]
 fn walk_below(
     aut: &mut Stepper<'_>,
@@ -582,46 +586,49 @@ fn walk_below(
     mut allow: impl FnMut(TokenId, usize),
     uncertain: &mut Vec<(u32, Box<[u8]>)>,
 ) -> usize {
+    let labels = trie.labels();
+    let ends = trie.ends();
+    let starts = trie.token_starts();
+    let all = trie.all_tokens();
+    let base = trie.depth(root);
+    let levels = trie.max_depth() + 1 - base;
+    // By depth below `root`: the state after the node on the current path at that depth
+    // (with its entry), and that node's byte.
+    let mut at: Vec<(StateId, &State)> = vec![(s0, aut.entry(s0)); levels];
+    let mut path: Vec<u8> = vec![0; levels];
     let mut visited = 0usize;
-    // (end of the node's subtree, state after the node, its entry)
-    let mut stack: Vec<(u32, StateId, &State)> = Vec::with_capacity(trie.max_depth() + 2);
-    let mut path: Vec<u8> = Vec::with_capacity(trie.max_depth() + 1);
-    path.extend_from_slice(prefix);
-    stack.push((trie.end(root) as u32, s0, aut.entry(s0)));
-    let mut i = root + 1;
     let n = trie.end(root);
+    let mut i = root + 1;
     while i < n {
-        while i as u32 >= stack[stack.len() - 1].0 {
-            stack.pop();
-            path.pop();
-        }
-        if skip(i, stack.len()) {
-            i = trie.end(i);
+        let label = labels[i];
+        let depth = (label >> 8) as usize - base;
+        if skip(i, depth) {
+            i = ends[i] as usize;
             continue;
         }
-        let (_, parent, entry) = stack[stack.len() - 1];
+        let (parent, entry) = at[depth - 1];
         visited += 1;
-        let s = aut.step_from(entry, parent, trie.byte(i));
+        let byte = label as u8;
+        let s = aut.step_from(entry, parent, byte);
         if s == DEAD || s == OVERFLOW {
-            i = trie.end(i);
+            i = ends[i] as usize;
             continue;
         }
         let entry = aut.entry(s);
         if entry.is_ctx() {
-            let mut p = path.clone();
-            p.push(trie.byte(i));
+            let mut p = prefix.to_vec();
+            p.extend_from_slice(&path[1..depth]);
+            p.push(byte);
             uncertain.push((i as u32, p.into_boxed_slice()));
-            i = trie.end(i);
+            i = ends[i] as usize;
             continue;
         }
-        let depth = stack.len();
-        for &t in trie.tokens_at(i) {
+        for &t in &all[starts[i] as usize..starts[i + 1] as usize] {
             allow(t, depth);
         }
-        stack.push((trie.end(i) as u32, s, entry));
-        path.push(trie.byte(i));
+        at[depth] = (s, entry);
+        path[depth] = byte;
         i += 1;
     }
     visited
 }
-

@@ -300,6 +300,20 @@ impl Matcher {
     pub fn stats(&self) -> MatchStats {
         self.stats.clone()
     }
+
+    /// For benchmarks: one plain trie walk from the current state into `mask` (text tokens
+    /// only), bypassing every cache and shortcut; returns the trie nodes stepped. What a
+    /// full walk costs per node is what this measures (`benches/masks.rs`, "full walk").
+    #[doc(hidden)]
+    pub fn full_walk(&self, mask: &mut TokenMask) -> usize {
+        let n = self.g.index.vocab().len();
+        if mask.len() != n {
+            *mask = TokenMask::new(n);
+        }
+        mask.clear();
+        let mut st = self.g.aut.stepper();
+        super::mask::walk_from(&mut st, self.g.index.trie(), 0, self.cur(), mask)
+    }
 }
 
 impl CompiledGrammar {

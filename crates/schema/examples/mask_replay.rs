@@ -1,0 +1,108 @@
+//! Where a slow mask's time goes: each file's valid tests walked token by token (greedy
+//! longest-match tokens, close to what a tokenizer gives), every mask timed on a fresh
+//! compiled grammar (cold, as `bench masks` times them) and again on the same grammar with
+//! its mask cache bypassed (`full_walk`: the plain walk over transitions already built).
+//! The gap between the two is building: new states, transitions, caches.
+//!
+//! `cargo run --release -p formwork-schema --example mask_replay -- TOKENIZER.json [--top N]
+//! [--repeat R] FILE...` prints the N slowest masks per file (µs cold, nodes walked, states
+//! built, µs of the warm plain walk); `--repeat` recompiles and replays each file R times
+//! (for a profiler).
+
+use formwork_grammar::{CompiledGrammar, Limits, TokenIndex};
+use formwork_vocab::{TokenId, TokenMask, TokenTrie};
+use std::time::Instant;
+
+fn tokenize(trie: &TokenTrie, text: &[u8]) -> Option<Vec<TokenId>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < text.len() {
+        let (mut node, mut best, mut j) = (0, None, i);
+        while j < text.len() {
+            let Some(c) = trie.child(node, text[j]) else { break };
+            node = c;
+            j += 1;
+            if let Some(&t) = trie.tokens_at(c).first() {
+                best = Some((j, t));
+            }
+        }
+        let (end, t) = best?;
+        out.push(t);
+        i = end;
+    }
+    Some(out)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let tok = args.next().expect("usage: mask_replay TOKENIZER.json [--top N] [--repeat R] FILE...");
+    let vocab = std::sync::Arc::new(formwork_vocab::Vocabulary::from_tokenizer_json_file(&tok, None).expect("tokenizer"));
+    let index = TokenIndex::for_vocab(&vocab);
+    let limits = Limits::default();
+    let (mut top, mut repeat, mut files) = (5usize, 1usize, Vec::new());
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--top" => top = args.next().and_then(|s| s.parse().ok()).expect("--top N"),
+            "--repeat" => repeat = args.next().and_then(|s| s.parse().ok()).expect("--repeat R"),
+            _ => files.push(a),
+        }
+    }
+    for file in files {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let schema = v.get("schema").cloned().unwrap_or(v.clone());
+        let opts = formwork_schema::SchemaOptions { key_order: formwork_schema::KeyOrder::Any, ..Default::default() };
+        let Ok(g) = formwork_schema::compile(&schema, &opts) else {
+            println!("{file}: refused");
+            continue;
+        };
+        let docs: Vec<Vec<TokenId>> = v["tests"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["valid"] == true)
+            .filter_map(|t| tokenize(index.trie(), serde_json::to_string(&t["data"]).unwrap().as_bytes()))
+            .collect();
+        // (µs cold, nodes, states built, test, step)
+        let mut rows: Vec<(f64, u64, usize, usize, usize)> = Vec::new();
+        let mut cg = None;
+        for r in 0..repeat {
+            let c = CompiledGrammar::with_index(&g, index.clone(), &limits).unwrap();
+            let mut mask = TokenMask::new(vocab.len());
+            for (d, toks) in docs.iter().enumerate() {
+                let mut m = c.matcher();
+                for step in 0..=toks.len() {
+                    let (w0, s0) = (m.stats().trie_nodes_walked, m.stats().states);
+                    let t0 = Instant::now();
+                    m.compute_mask(&mut mask);
+                    let us = t0.elapsed().as_secs_f64() * 1e6;
+                    if r == 0 {
+                        rows.push((us, m.stats().trie_nodes_walked - w0, m.stats().states - s0, d, step));
+                    }
+                    if step < toks.len() && m.commit(toks[step]).is_err() {
+                        break;
+                    }
+                }
+            }
+            cg = Some(c);
+        }
+        let cg = cg.unwrap();
+        rows.sort_by(|a, b| b.0.total_cmp(&a.0));
+        println!("{file}");
+        for &(us, nodes, built, d, step) in rows.iter().take(top) {
+            // The same state again, walked plainly over the transitions built by now.
+            let mut m = cg.matcher();
+            for &t in &docs[d][..step] {
+                m.commit(t).unwrap();
+            }
+            let mut mask = TokenMask::new(vocab.len());
+            let t0 = Instant::now();
+            let plain = m.full_walk(&mut mask);
+            let warm = t0.elapsed().as_secs_f64() * 1e6;
+            let before: Vec<u8> = docs[d][..step].iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect();
+            let tail = String::from_utf8_lossy(&before[before.len().saturating_sub(40)..]).into_owned();
+            println!(
+                "  {us:>8.0} µs cold  {nodes:>7} nodes  {built:>5} states built  | plain walk warm {warm:>7.0} µs {plain:>7} nodes | test {d} step {step} after {tail:?}"
+            );
+        }
+    }
+}
