@@ -78,8 +78,9 @@ pub enum Expr {
 
 /// The language of [`Expr::Unordered`]: zero or more members separated by `sep`, where each
 /// listed member appears at most once and every required one appears, any number of `extra`
-/// members may appear (when given), and the count of members (listed and extra) is within
-/// `min..=max`. Members must not match the empty string (they start with a key), and
+/// members may appear (when given), the count of members (listed and extra) is within
+/// `min..=max`, and the set of listed members present satisfies every clause of
+/// `presence`. Members must not match the empty string (they start with a key), and
 /// listed members and `extra` should be disjoint languages (distinct keys), so that each
 /// member of an input is one listed member or an extra one.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -94,6 +95,21 @@ pub struct Unordered {
     pub min: u32,
     /// Most members in all (`None`: unbounded).
     pub max: Option<u32>,
+    /// Conditions on which listed members are present, all of which must hold when the
+    /// group ends: each clause is satisfied by any one of its terms. A JSON object's
+    /// `anyOf` of `required` lists, its dependencies and `not: {required: ...}` are such
+    /// clauses, kept here instead of distributing the object over them. Empty: none.
+    pub presence: Vec<Vec<Presence>>,
+}
+
+/// One term of a presence clause (see [`Unordered::presence`]): these listed members (by
+/// index) are present and those are absent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Presence {
+    /// Members that must be present.
+    pub present: Vec<u32>,
+    /// Members that must be absent.
+    pub absent: Vec<u32>,
 }
 
 impl Unordered {
@@ -427,6 +443,10 @@ fn check(e: &Expr, rule: &str, _n: usize) -> Result<(), IrError> {
             Expr::Unordered(u) => {
                 if u.max.is_some_and(|m| m < u.min) {
                     return Err(IrError::Malformed { rule: rule.into(), what: "unordered group with min > max".into() });
+                }
+                let n = u.members.len() as u32;
+                if u.presence.iter().flatten().any(|t| t.present.iter().chain(&t.absent).any(|&i| i >= n)) {
+                    return Err(IrError::Malformed { rule: rule.into(), what: "unordered group with a presence term naming no member".into() });
                 }
                 stack.extend(u.parts())
             }

@@ -42,5 +42,5 @@ pub mod matcher;
 pub mod regex;
 
 pub use limits::Limits;
-pub use ir::{Expr, Grammar, GrammarBuilder, IrError, RuleId, TokenRef, Unordered};
+pub use ir::{Expr, Grammar, GrammarBuilder, IrError, Presence, RuleId, TokenRef, Unordered};
 pub use matcher::{accepts, CompileError, CompiledGrammar, GrammarCache, MatchError, MatchStats, Matcher, TokenIndex};

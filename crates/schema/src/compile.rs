@@ -184,6 +184,20 @@ impl Compiler<'_> {
             let root = Rc::new(Value::Object(Map::new()));
             parts.push(Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: 0, at: String::new(), real: false, derived: false, consumed: Consumed::empty() });
         }
+        // Conditions on which keys an object has stay with the object (see `presence`).
+        if self.opts.key_order == crate::KeyOrder::Any && self.force_first.is_none() && !parts.iter().any(|p| p.get("x-formwork-first").is_some()) {
+            let (flags, object) = crate::presence::plan(&parts);
+            if flags.iter().any(|f| !f.is_empty()) {
+                for (p, f) in parts.iter_mut().zip(flags) {
+                    p.consumed |= f;
+                }
+                if object {
+                    let mut s = self.synth(serde_json::json!({"type": "object"}), &parts[0], "required");
+                    s.derived = false;
+                    parts.push(s);
+                }
+            }
+        }
         // Distribute the first combinator found.
         for i in 0..parts.len() {
             let p = parts[i].clone();

@@ -23,6 +23,12 @@ bitflags::bitflags! {
         /// in the conjunction matches no other, so the branch (a part of its own) decides the
         /// `oneOf`.
         const ONEOF_DISJOINT = 256;
+        /// The combinator (consumed too) is a condition on which keys are present, which
+        /// the object's member group checks (see `presence`).
+        const PRESENCE_ANYOF = 512;
+        const PRESENCE_ONEOF = 1024;
+        const PRESENCE_NOT = 2048;
+        const PRESENCE_DEPS = 4096;
     }
 }
 

@@ -54,6 +54,7 @@ pub mod keywords;
 mod layout;
 mod negate;
 mod number;
+mod presence;
 mod regex;
 mod resolve;
 mod string;

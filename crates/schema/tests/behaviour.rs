@@ -648,3 +648,65 @@ fn closed_object_branches_negate_additional_properties_within_their_keys() {
         {"type": "object", "properties": {"a": {}}, "additionalProperties": {"type": "string"}}]});
     assert_eq!(compile(&open, &opts).unwrap_err().keyword(), Some("oneOf"));
 }
+
+/// Conditions on which keys an object has (`anyOf`/`oneOf` of `required` lists, `not:
+/// {required}`, dependencies) are checked by the object's member group instead of
+/// distributing the object: the grammar accepts exactly what the validator does, for every
+/// set of keys, in any order and in listed order (where they are still distributed).
+#[test]
+fn presence_conditions_agree_with_the_validator() {
+    // Every subset of five keys (values 1), a few with a string value, and non-objects.
+    let keys = ["a", "b", "c", "d", "zz"];
+    let mut instances: Vec<String> = (0u32..32)
+        .map(|m| {
+            let members: Vec<String> = keys.iter().enumerate().filter(|(i, _)| m >> i & 1 == 1).map(|(_, k)| format!("\"{k}\":1")).collect();
+            format!("{{{}}}", members.join(","))
+        })
+        .collect();
+    instances.extend([r#"{"a":"x"}"#, r#"{"b":1,"a":"x"}"#, r#"{"zz":"x","a":1}"#, r#"{"c":1,"b":1,"a":1}"#].map(String::from));
+    instances.extend(["null", "1", r#""s""#, "[]"].map(String::from));
+    let instances: Vec<&str> = instances.iter().map(String::as_str).collect();
+    let schemas = [
+        // At least one of: a; b and c.
+        json!({"properties": {"a": {"type": "integer"}}, "anyOf": [{"required": ["a"]}, {"required": ["b", "c"], "description": "both"}]}),
+        // Exactly one of a, b; a closed object.
+        json!({"type": "object", "properties": {"a": {}, "b": {}, "c": {}}, "additionalProperties": false, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+        // Never a and b together (non-objects fail the `not`).
+        json!({"not": {"required": ["a", "b"]}}),
+        json!({"type": "object", "not": {"anyOf": [{"required": ["a"]}, {"required": ["zz"]}]}}),
+        // Dependencies, both spellings.
+        json!({"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": ["b", "c"], "d": ["zz"]}}),
+        json!({"dependentRequired": {"a": ["b"], "b": ["c"]}, "properties": {"a": {"type": "integer"}}}),
+        // Several at once, as real schemas combine them (allOf of anyOfs, dependencies, a not).
+        json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+               "properties": {"a": {"type": "integer"}, "b": {}, "c": {}, "d": {}},
+               "allOf": [{"anyOf": [{"required": ["a"]}, {"required": ["b"]}, {"required": ["c"]}]}, {"anyOf": [{"required": ["c"]}, {"required": ["d"]}]}],
+               "dependencies": {"b": ["c"], "d": ["a"]}, "not": {"anyOf": [{"required": ["zz"]}]}}),
+        // Room for at most two keys.
+        json!({"maxProperties": 2, "anyOf": [{"required": ["a", "b"]}, {"required": ["c"]}], "dependentRequired": {"c": ["d"]}}),
+        // A key the conditions name that only additionalProperties describes, and one that
+        // can never be present.
+        json!({"properties": {"a": {}}, "additionalProperties": {"type": "integer"}, "anyOf": [{"required": ["zz"]}, {"required": ["a"]}]}),
+        json!({"properties": {"a": {}, "b": {}}, "additionalProperties": false, "anyOf": [{"required": ["zz"]}, {"required": ["b"]}]}),
+        // Nested, and beside a required key.
+        json!({"properties": {"o": {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}}, "required": ["c"], "oneOf": [{"required": ["a"]}, {"required": ["b", "d"]}]}),
+    ];
+    for schema in schemas {
+        assert_agrees_with_validator(&schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
+        // Listed order fixes the keys' order (a narrowing), and distributes as before:
+        // nothing the validator rejects is accepted.
+        let listed = SchemaOptions { key_order: KeyOrder::Listed, ..Default::default() };
+        let g = compile(&schema, &listed).unwrap();
+        for s in &instances {
+            assert!(!accepts(&g, s.as_bytes(), &listed.limits).unwrap() || validate_with(&schema, s, &listed).is_ok(), "{schema} in listed order accepts {s}");
+        }
+        // In any order, the conditions stay with the object (one group, no copies).
+        let g = compile(&schema, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() }).unwrap();
+        assert!(formwork_grammar::gbnf::print(&g).contains("; present "), "{schema}: presence clauses expected");
+    }
+    // Nested objects too: `{"o": {...}}` against the nested conditions.
+    let schema = json!({"properties": {"o": {"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}}});
+    let nested: Vec<String> = instances.iter().map(|i| format!("{{\"o\":{i}}}")).collect();
+    let nested: Vec<&str> = nested.iter().map(String::as_str).collect();
+    assert_agrees_with_validator(&schema, &nested, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
+}

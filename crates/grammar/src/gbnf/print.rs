@@ -117,10 +117,20 @@ fn write_expr(out: &mut String, e: &Expr, names: &[String]) {
             }
             Expr::Unordered(u) => {
                 out.push_str("@unordered(");
-                let count = match u.max {
-                    Some(m) => format!("; count {}..{m})", u.min),
-                    None => format!("; count {}..)", u.min),
+                let mut count = match u.max {
+                    Some(m) => format!("; count {}..{m}", u.min),
+                    None => format!("; count {}..", u.min),
                 };
+                // Presence clauses by member index: `; present 0 & !1 | 2, 3`.
+                if !u.presence.is_empty() {
+                    let term = |t: &crate::Presence| {
+                        let lits: Vec<String> = t.present.iter().map(|i| i.to_string()).chain(t.absent.iter().map(|i| format!("!{i}"))).collect();
+                        if lits.is_empty() { "true".to_string() } else { lits.join(" & ") }
+                    };
+                    let clauses: Vec<String> = u.presence.iter().map(|c| if c.is_empty() { "false".to_string() } else { c.iter().map(term).collect::<Vec<_>>().join(" | ") }).collect();
+                    count.push_str(&format!("; present {}", clauses.join(", ")));
+                }
+                count.push(')');
                 stack.push(Work::Owned(count));
                 stack.push(Work::Expr(&u.sep, Ctx::Item));
                 stack.push(Work::Text("; sep "));

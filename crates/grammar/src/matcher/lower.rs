@@ -425,6 +425,21 @@ impl Lowerer<'_> {
         };
         let sep = rule_of(self, &u.sep, "sep")?;
         let start = self.new_rule("unordered")?;
+        let presence = (!u.presence.is_empty()).then(|| {
+            let w = unordered::words(u.members.len());
+            let bits = |ix: &[u32]| {
+                let mut b = vec![0u64; w].into_boxed_slice();
+                for &i in ix {
+                    b[i as usize / 64] |= 1 << (i % 64);
+                }
+                b
+            };
+            let clauses = u.presence.iter().map(|c| c.iter().map(|t| (bits(&t.present), bits(&t.absent))).collect()).collect();
+            let mut relevant: Vec<u32> = u.presence.iter().flatten().flat_map(|t| t.present.iter().chain(&t.absent).copied()).collect();
+            relevant.sort_unstable();
+            relevant.dedup();
+            std::sync::Arc::new(unordered::Clauses { clauses, relevant: relevant.into_boxed_slice() })
+        });
         let fam = unordered::Family {
             members: members.into_boxed_slice(),
             required: required.into_boxed_slice(),
@@ -433,6 +448,7 @@ impl Lowerer<'_> {
             min: u.min,
             max: u.max,
             start,
+            presence,
         };
         self.groups.push((start, fam));
         Ok(start)

@@ -643,6 +643,7 @@ fn masks_equal_brute_force_in_unordered_groups() {
             sep: Expr::lit(","),
             min: 1,
             max: None,
+            presence: vec![],
         };
         b.define("obj", Expr::seq([Expr::lit("{"), Expr::Unordered(Box::new(group)), Expr::lit("}")]));
         b.define("root", Expr::Rule(obj));

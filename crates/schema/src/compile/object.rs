@@ -123,6 +123,14 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> Com
             names.push(r.clone());
         }
     }
+    // Keys named by conditions on which keys are present: listed members too, so the
+    // group can tell whether they are there.
+    let presence = crate::presence::collect(parts);
+    for k in crate::presence::keys(&presence) {
+        if !names.contains(&k) {
+            names.push(k);
+        }
+    }
     // A key forced first keeps the listed order for this object.
     let forced_first = order_keys(cx, parts, &mut names, &mut required)?;
     // Value of each listed name.
@@ -211,7 +219,12 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> Com
         }
     }
     if cx.opts.key_order == crate::KeyOrder::Any && !forced_first {
-        return Ok(unordered(seps, &members, extra, minp, maxp));
+        let presence = crate::presence::by_index(&presence, |k| members.iter().position(|m| m.0 == k).map(|i| i as u32));
+        return Ok(unordered(seps, &members, extra, minp, maxp, presence));
+    }
+    if !presence.is_empty() {
+        // `Compiler::conjunction` keeps presence conditions only where objects are groups.
+        return Err(unsupported("required", "conditions on which keys are present, in a listed-order object", parts[0].at.clone()));
     }
     build(cx, seps, &members, extra, minp, maxp, &parts[0].at)
 }

@@ -156,7 +156,7 @@ impl Compiler<'_> {
                 let seps = self.seps();
                 let members: Vec<(String, Expr, bool)> = self.nested(|cx| o.iter().map(|(k, x)| (k.clone(), cx.literal(x), true)).collect());
                 if self.opts.key_order == crate::KeyOrder::Any && o.len() > 1 {
-                    return crate::layout::unordered(&seps, &members, Vec::new(), 0, None);
+                    return crate::layout::unordered(&seps, &members, Vec::new(), 0, None, Vec::new());
                 }
                 let mut body = Vec::new();
                 for (i, (k, x, _)) in members.into_iter().enumerate() {

@@ -18,6 +18,19 @@
 //! An input visits at most `k + 1` sets per object, so the work is linear in the input,
 //! not exponential in `k`.
 //!
+//! ## Presence clauses
+//! A group may also carry conditions on which listed members are present
+//! ([`Unordered::presence`](crate::Unordered::presence)): clauses, each satisfied by any one
+//! of its terms (these members present, those absent). `after(seen, n)` may end only when
+//! every clause holds for `seen`, and `member(seen, n)` offers member `i` only when some
+//! set of members reachable from `seen ∪ {i}` (more members added, within `max`) has every
+//! required member and satisfies every clause; so an input never enters a state from
+//! which the group cannot end (no dead ends for the model), and the language is exactly the
+//! groups whose final set satisfies the clauses. Reachability is decided by trying the
+//! subsets of the members the clauses and `required` name that are not yet seen (at most
+//! [`MAX_RELEVANT`] of them: the schema compiler distributes wider conditions instead),
+//! memoized by the seen ones among them.
+//!
 //! Static analyses treat pending rules as productive and not nullable. That is exact for the
 //! ones that matter: a pending rule is only ever referenced after a member or a separator,
 //! both of which the lowering checks cannot match the empty string, so no left recursion or
@@ -27,6 +40,32 @@
 
 use super::{Symbol, ByteGrammar};
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+/// Most members presence clauses and `required` may name together (reachability tries
+/// every subset of the unseen ones).
+pub(crate) const MAX_RELEVANT: usize = 16;
+
+/// One term of a presence clause: (present, absent) bitsets over the members.
+pub(crate) type Term = (Box<[u64]>, Box<[u64]>);
+
+/// A group's presence clauses as member bitsets (see the module docs).
+#[derive(Clone, Debug)]
+pub(crate) struct Clauses {
+    /// Each clause: its terms.
+    pub clauses: Vec<Vec<Term>>,
+    /// The members the clauses name, by index.
+    pub relevant: Box<[u32]>,
+}
+
+impl Clauses {
+    /// Does `seen` satisfy every clause?
+    fn hold(&self, seen: &[u64]) -> bool {
+        self.clauses.iter().all(|c| {
+            c.iter().any(|(p, a)| p.iter().zip(seen).all(|(p, s)| p & !s == 0) && a.iter().zip(seen).all(|(a, s)| a & s == 0))
+        })
+    }
+}
 
 /// One group: its members' rules and bounds.
 #[derive(Clone, Debug)]
@@ -45,6 +84,8 @@ pub(crate) struct Family {
     pub max: Option<u32>,
     /// The family's start rule (set by [`ByteGrammar::add_family`]; names its rules).
     pub start: u32,
+    /// Presence clauses, if any.
+    pub presence: Option<Arc<Clauses>>,
 }
 
 impl Family {
@@ -58,6 +99,38 @@ impl Family {
 
     fn room(&self, n: u32) -> bool {
         self.max.is_none_or(|m| n < m)
+    }
+
+    /// May the group end with members `seen`, `n` of them?
+    fn complete(&self, seen: &[u64], n: u32) -> bool {
+        self.required.iter().zip(seen).all(|(q, s)| q & !s == 0) && n >= self.min && self.presence.as_ref().is_none_or(|c| c.hold(seen))
+    }
+
+    /// With presence clauses: can the group still end from members `seen`, `n` of them, by
+    /// adding unseen listed members (within `max`)? Every required member is added; then the
+    /// subsets of the unseen members the clauses name are tried (any other member only adds
+    /// to the count).
+    fn reachable(&self, c: &Clauses, seen: &[u64], n: u32) -> bool {
+        let base: Vec<u64> = seen.iter().zip(self.required.iter()).map(|(s, q)| s | q).collect();
+        let added: u32 = base.iter().zip(seen).map(|(b, s)| (b & !s).count_ones()).sum();
+        let n = n.saturating_add(added);
+        let open: Vec<u32> = c.relevant.iter().copied().filter(|&i| !has(&base, i as usize)).collect();
+        if open.len() > MAX_RELEVANT {
+            return true;
+        }
+        let mut t = base.clone();
+        (0u32..1 << open.len()).any(|pick| {
+            if self.max.is_some_and(|m| n.saturating_add(pick.count_ones()) > m) {
+                return false;
+            }
+            t.copy_from_slice(&base);
+            for (j, &i) in open.iter().enumerate() {
+                if pick >> j & 1 == 1 {
+                    t[i as usize / 64] |= 1 << (i % 64);
+                }
+            }
+            c.hold(&t)
+        })
     }
 }
 
@@ -81,6 +154,9 @@ pub(crate) struct Lazy {
     /// Bitset over `ByteGrammar::elems`: the positions inside family rules. A stack frame at such a
     /// position depends on the members seen; the automaton cuts truncated stacks there.
     positions: Vec<u64>,
+    /// [`Family::reachable`] by family, the relevant members seen and the count (when a
+    /// `max` makes it matter).
+    reachable: FxHashMap<(u32, Box<[u64]>, u32), bool>,
 }
 
 impl Lazy {
@@ -138,34 +214,72 @@ impl ByteGrammar {
         r
     }
 
+    /// Can family `f`'s group still end from `seen` with `n` members (always, without
+    /// presence clauses)? Memoized.
+    fn viable(&mut self, f: u32, seen: &[u64], n: u32) -> bool {
+        let fam = &self.lazy.families[f as usize];
+        let Some(c) = fam.presence.clone() else { return true };
+        // What reachability depends on: the relevant members seen, and with a `max` the
+        // required ones seen too (they count) and the count.
+        let mut proj = vec![0u64; seen.len()];
+        for &i in c.relevant.iter() {
+            if has(seen, i as usize) {
+                proj[i as usize / 64] |= 1 << (i % 64);
+            }
+        }
+        if fam.max.is_some() {
+            for (p, (s, q)) in proj.iter_mut().zip(seen.iter().zip(fam.required.iter())) {
+                *p |= s & q;
+            }
+        }
+        let key = (f, proj.into_boxed_slice(), if fam.max.is_some() { n } else { 0 });
+        if let Some(&v) = self.lazy.reachable.get(&key) {
+            return v;
+        }
+        let v = fam.reachable(&c, seen, n);
+        self.lazy.reachable.insert(key, v);
+        v
+    }
+
     /// Builds the alternatives of pending rule `r` (nothing when `r` is not pending).
     pub(crate) fn expand(&mut self, r: u32) {
         let Some(key) = self.lazy.pending.remove(&r) else { return };
         let fam = self.lazy.families[key.family as usize].clone();
         let n = key.count;
         let next = (n + 1).min(fam.cap());
+        // Members that may come next (every unseen one, unless presence clauses rule it out).
+        let mut open: Vec<usize> = Vec::new();
+        for i in 0..fam.members.len() {
+            if has(&key.seen, i) {
+                continue;
+            }
+            if fam.presence.is_some() {
+                let mut seen = key.seen.to_vec();
+                seen[i / 64] |= 1 << (i % 64);
+                if !self.viable(key.family, &seen, next) {
+                    continue;
+                }
+            }
+            open.push(i);
+        }
+        let extra_ok = fam.extra.is_some() && (fam.presence.is_none() || self.viable(key.family, &key.seen, next));
         let mut alts: Vec<Vec<Symbol>> = Vec::new();
         if !key.member {
-            let complete = fam.required.iter().zip(key.seen.iter()).all(|(q, s)| q & !s == 0);
-            if complete && n >= fam.min {
+            if fam.complete(&key.seen, n) {
                 alts.push(Vec::new());
             }
-            let unseen = (0..fam.members.len()).any(|i| !has(&key.seen, i));
-            if fam.room(n) && (unseen || fam.extra.is_some()) {
+            if fam.room(n) && (!open.is_empty() || extra_ok) {
                 let m = self.family_rule(Key { member: true, ..key.clone() });
                 alts.push(if n == 0 { vec![Symbol::Rule(m)] } else { vec![Symbol::Rule(fam.sep), Symbol::Rule(m)] });
             }
         } else if fam.room(n) {
-            for (i, &m) in fam.members.iter().enumerate() {
-                if has(&key.seen, i) {
-                    continue;
-                }
+            for &i in &open {
                 let mut seen = key.seen.clone();
                 seen[i / 64] |= 1 << (i % 64);
                 let after = self.family_rule(Key { family: key.family, member: false, count: next, seen });
-                alts.push(vec![Symbol::Rule(m), Symbol::Rule(after)]);
+                alts.push(vec![Symbol::Rule(fam.members[i]), Symbol::Rule(after)]);
             }
-            if let Some(x) = fam.extra {
+            if let (Some(x), true) = (fam.extra, extra_ok) {
                 let after = self.family_rule(Key { family: key.family, member: false, count: next, seen: key.seen.clone() });
                 alts.push(vec![Symbol::Rule(x), Symbol::Rule(after)]);
             }
@@ -195,7 +309,7 @@ mod tests {
     /// members `x` when `extra`, separated by `,`.
     fn group(req: &[bool], extra: bool, min: u32, max: Option<u32>) -> Grammar {
         let members = req.iter().enumerate().map(|(i, &r)| (Expr::lit(((b'a' + i as u8) as char).to_string()), r)).collect();
-        let u = Unordered { members, extra: extra.then(|| Expr::lit("x")), sep: Expr::lit(","), min, max };
+        let u = Unordered { members, extra: extra.then(|| Expr::lit("x")), sep: Expr::lit(","), min, max, presence: vec![] };
         let mut b = GrammarBuilder::new();
         b.define("root", Expr::seq([Expr::lit("{"), Expr::Unordered(Box::new(u)), Expr::lit("}")]));
         b.build("root").unwrap()
@@ -254,12 +368,74 @@ mod tests {
         }
     }
 
+    /// Presence clauses: the language is exactly the groups whose final member set satisfies
+    /// them, and no prefix the grammar lets through is a dead end (a set it can no longer
+    /// complete).
+    #[test]
+    fn presence_clauses_match_their_definition_and_leave_no_dead_ends() {
+        use crate::Presence;
+        let t = |present: &[u32], absent: &[u32]| Presence { present: present.to_vec(), absent: absent.to_vec() };
+        // Members a b c d (indices 0..4); extra members x.
+        let cases: Vec<(Vec<Vec<Presence>>, [bool; 4], bool, Option<u32>)> = vec![
+            // anyOf [{required: [a]}, {required: [b, c]}]
+            (vec![vec![t(&[0], &[]), t(&[1, 2], &[])]], [false; 4], true, None),
+            // dependencies {a: [d]} and not {required: [c]}
+            (vec![vec![t(&[], &[0]), t(&[0, 3], &[])], vec![t(&[], &[2])]], [false; 4], false, None),
+            // exactly one of a, b (oneOf of required), d required, at most 3 members
+            (vec![vec![t(&[0], &[1]), t(&[1], &[0])]], [false, false, false, true], true, Some(3)),
+            // not {required: [a, b]}, and a implies b: a can never be present
+            (vec![vec![t(&[], &[0]), t(&[], &[1])], vec![t(&[], &[0]), t(&[0, 1], &[])]], [false; 4], false, None),
+            // contradictory: a required, a absent — nothing matches
+            (vec![vec![t(&[], &[0])]], [true, false, false, false], false, None),
+        ];
+        let alphabet = [b'a', b'b', b'c', b'd', b'x'];
+        for (presence, req, extra, max) in cases {
+            let members = req.iter().enumerate().map(|(i, &r)| (Expr::lit(((b'a' + i as u8) as char).to_string()), r)).collect();
+            let u = Unordered { members, extra: extra.then(|| Expr::lit("x")), sep: Expr::lit(","), min: 0, max, presence: presence.clone() };
+            let mut b = GrammarBuilder::new();
+            // Beside another alternative, so a group that matches nothing still compiles.
+            b.define("root", Expr::alt([Expr::lit("n"), Expr::seq([Expr::lit("{"), Expr::Unordered(Box::new(u)), Expr::lit("}")])]));
+            let g = b.build("root").unwrap();
+            let oracle = |items: &[u8]| {
+                let has = |i: u32| items.contains(&(b'a' + i as u8));
+                oracle(items, &req, extra, 0, max)
+                    && presence.iter().all(|c| c.iter().any(|t| t.present.iter().all(|&i| has(i)) && t.absent.iter().all(|&i| !has(i))))
+            };
+            let vocab = std::sync::Arc::new(formwork_vocab::Vocabulary::from_strings(&["{", "}", ",", "a", "b", "c", "d", "x", "n"], &["</s>"]));
+            let cg = crate::CompiledGrammar::new(&g, vocab, &Limits::default()).unwrap();
+            let mut seqs: Vec<Vec<u8>> = vec![vec![]];
+            for len in 1..=5 {
+                let mut next = Vec::new();
+                for s in seqs.iter().filter(|s| s.len() == len - 1) {
+                    for &c in &alphabet {
+                        let mut t = s.clone();
+                        t.push(c);
+                        next.push(t);
+                    }
+                }
+                seqs.extend(next);
+            }
+            for s in &seqs {
+                let text: Vec<String> = s.iter().map(|&c| (c as char).to_string()).collect();
+                let body = text.join(",");
+                let input = format!("{{{body}}}");
+                assert_eq!(ok(&g, &input), oracle(s), "{input} with {presence:?}");
+                // A prefix the grammar lets through can still be completed.
+                let mut m = cg.matcher();
+                if s.len() <= 4 && m.commit_bytes(format!("{{{body}").as_bytes()).is_ok() {
+                    let completes = seqs.iter().filter(|t| t.starts_with(s)).any(|t| oracle(t));
+                    assert!(completes, "dead end after {{{body} with {presence:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_large_group_builds_only_the_sets_an_input_visits() {
         // 200 optional members: 2^200 sets, of which one input visits 201.
         let names: Vec<String> = (0..200).map(|i| format!("\"k{i}\":1")).collect();
         let members = names.iter().map(|n| (Expr::lit(n.clone()), false)).collect();
-        let u = Unordered { members, extra: None, sep: Expr::lit(","), min: 0, max: None };
+        let u = Unordered { members, extra: None, sep: Expr::lit(","), min: 0, max: None, presence: vec![] };
         let mut b = GrammarBuilder::new();
         b.define("root", Expr::seq([Expr::lit("{"), Expr::Unordered(Box::new(u)), Expr::lit("}")]));
         let g = b.build("root").unwrap();
@@ -272,9 +448,9 @@ mod tests {
 
     #[test]
     fn groups_nest_and_members_may_not_be_empty() {
-        let inner = Unordered { members: vec![(Expr::lit("p"), true), (Expr::lit("q"), false)], extra: None, sep: Expr::lit(","), min: 0, max: None };
+        let inner = Unordered { members: vec![(Expr::lit("p"), true), (Expr::lit("q"), false)], extra: None, sep: Expr::lit(","), min: 0, max: None, presence: vec![] };
         let obj = Expr::seq([Expr::lit("{"), Expr::Unordered(Box::new(inner)), Expr::lit("}")]);
-        let outer = Unordered { members: vec![(Expr::seq([Expr::lit("o:"), obj]), true), (Expr::lit("z"), false)], extra: None, sep: Expr::lit(","), min: 0, max: None };
+        let outer = Unordered { members: vec![(Expr::seq([Expr::lit("o:"), obj]), true), (Expr::lit("z"), false)], extra: None, sep: Expr::lit(","), min: 0, max: None, presence: vec![] };
         let mut b = GrammarBuilder::new();
         b.define("root", Expr::seq([Expr::lit("{"), Expr::Unordered(Box::new(outer)), Expr::lit("}")]));
         let g = b.build("root").unwrap();
@@ -284,7 +460,7 @@ mod tests {
         for no in ["{z}", "{o:{q}}", "{o:{p,p}}", "{o:{p},o:{p}}"] {
             assert!(!ok(&g, no), "{no}");
         }
-        let empty = Unordered { members: vec![(Expr::empty(), false)], extra: None, sep: Expr::lit(","), min: 0, max: None };
+        let empty = Unordered { members: vec![(Expr::empty(), false)], extra: None, sep: Expr::lit(","), min: 0, max: None, presence: vec![] };
         let mut b = GrammarBuilder::new();
         b.define("root", Expr::Unordered(Box::new(empty)));
         let g = b.build("root").unwrap();
