@@ -34,16 +34,25 @@ mod repeats;
 mod unordered;
 pub(crate) use checks::nullable;
 use checks::check;
-pub(crate) use byte_grammar::{ByteGrammar, ByteSet, Symbol};
+pub(crate) use byte_grammar::{ByteGrammar, ByteSet, RuleNames, Symbol};
 use repeats::Chain;
 pub(crate) use repeats::RepeatPos;
+
+/// A rule's body while lowering.
+enum Body {
+    /// Alternatives as element lists.
+    Alts(Vec<Vec<Symbol>>),
+    /// `unit next | ε` (`unit | ε` without `next`): a step of a bounded repetition's chain, or
+    /// a star (`next` itself), the bulk of most lowered grammars, kept without allocating.
+    Opt { unit: Symbol, next: Option<u32> },
+}
 
 struct Lowerer<'a> {
     limits: &'a Limits,
     vocab: Option<&'a Vocabulary>,
-    /// Indexed by rule: alternatives as element lists (`None` while a user rule is pending).
-    rules: Vec<Vec<Vec<Symbol>>>,
-    names: Vec<String>,
+    /// Indexed by rule: its body (alternatives as element lists).
+    rules: Vec<Body>,
+    names: RuleNames,
     /// Indexed by rule: the user rule it was made for.
     origin: Vec<u32>,
     sets: Vec<ByteSet>,
@@ -109,8 +118,8 @@ pub(crate) fn lower(
     let mut lw = Lowerer {
         limits,
         vocab,
-        rules: vec![Vec::new(); n_user],
-        names: g.rules().iter().map(|r| r.name.clone()).collect(),
+        rules: (0..n_user).map(|_| Body::Alts(Vec::new())).collect(),
+        names: RuleNames::new(g.rules().iter().map(|r| r.name.clone()).collect()),
         origin: (0..n_user as u32).collect(),
         sets: Vec::new(),
         set_ids: FxHashMap::default(),
@@ -138,7 +147,7 @@ pub(crate) fn lower(
             lw.seq(a, &mut out, 0)?;
             lowered.push(out);
         }
-        lw.rules[i] = lowered;
+        lw.rules[i] = Body::Alts(lowered);
     }
     let mut flat = lw.flatten(g.root().0);
     for (start, fam) in std::mem::take(&mut lw.groups) {
@@ -153,7 +162,7 @@ pub(crate) fn lower(
 
 impl Lowerer<'_> {
     fn err_name(&self) -> String {
-        self.names[self.origin[self.cur as usize] as usize].clone()
+        self.names.get(self.origin[self.cur as usize])
     }
 
     fn push(&mut self, out: &mut Vec<Symbol>, e: Symbol) -> Result<(), CompileError> {
@@ -168,7 +177,7 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    fn new_rule(&mut self, what: &str) -> Result<u32, CompileError> {
+    fn new_rule(&mut self, what: &'static str) -> Result<u32, CompileError> {
         if self.rules.len() >= self.limits.max_rules {
             return Err(CompileError::TooManyRules {
                 rule: self.err_name(),
@@ -177,10 +186,9 @@ impl Lowerer<'_> {
         }
         let id = self.rules.len() as u32;
         let origin = self.origin[self.cur as usize];
-        self.names
-            .push(format!("{}/{}{}", self.names[origin as usize], what, id));
+        self.names.push_helper(origin, what);
         self.origin.push(origin);
-        self.rules.push(Vec::new());
+        self.rules.push(Body::Alts(Vec::new()));
         self.n_elems += 1; // each alternative's End is counted with its rule
         Ok(id)
     }
@@ -306,7 +314,7 @@ impl Lowerer<'_> {
                         .iter_mut()
                         .map(std::mem::take)
                         .collect();
-                    self.rules[rule as usize] = alts;
+                    self.rules[rule as usize] = Body::Alts(alts);
                     self.push_buf(&mut bufs[out], Symbol::Rule(rule))?;
                 }
                 Task::Repeat {
@@ -341,7 +349,7 @@ impl Lowerer<'_> {
             unit[0]
         } else {
             let r = self.new_rule("group")?;
-            self.rules[r as usize] = vec![unit];
+            self.rules[r as usize] = Body::Alts(vec![unit]);
             Symbol::Rule(r)
         };
         // Mandatory copies before a long chain go into a helper rule that ends with the
@@ -357,7 +365,7 @@ impl Lowerer<'_> {
             None => {
                 let s = self.new_rule("star")?;
                 self.n_elems += 2;
-                self.rules[s as usize] = vec![vec![unit, Symbol::Rule(s)], vec![]];
+                self.rules[s as usize] = Body::Opt { unit, next: Some(s) };
                 self.push(out, Symbol::Rule(s))?;
             }
             Some(n) => {
@@ -365,16 +373,14 @@ impl Lowerer<'_> {
                 let first = self.rules.len() as u32;
                 for _ in min..n {
                     let o = self.new_rule("opt")?;
-                    let mut a = vec![unit];
-                    a.extend(prev.map(Symbol::Rule));
-                    self.n_elems += a.len() + 1;
+                    self.n_elems += 2 + usize::from(prev.is_some());
                     if self.n_elems > self.limits.max_elements {
                         return Err(CompileError::TooManyElements {
                             rule: self.err_name(),
                             limit: self.limits.max_elements,
                         });
                     }
-                    self.rules[o as usize] = vec![a, vec![]];
+                    self.rules[o as usize] = Body::Opt { unit, next: prev };
                     prev = Some(o);
                 }
                 if let Some(p) = prev {
@@ -383,7 +389,7 @@ impl Lowerer<'_> {
                     if wrap {
                         self.push(&mut body, Symbol::Rule(p))?;
                         let r = self.new_rule("rep")?;
-                        self.rules[r as usize] = vec![body];
+                        self.rules[r as usize] = Body::Alts(vec![body]);
                         self.push(out, Symbol::Rule(r))?;
                         entry = Some(r);
                     } else {
@@ -404,11 +410,11 @@ impl Lowerer<'_> {
     /// An unordered group: one rule per member, extra and separator, and the family's start
     /// rule (left without alternatives until [`ByteGrammar::add_family`]).
     fn unordered(&mut self, u: &crate::Unordered, depth: usize) -> Result<u32, CompileError> {
-        let rule_of = |lw: &mut Self, e: &Expr, what: &str| -> Result<u32, CompileError> {
+        let rule_of = |lw: &mut Self, e: &Expr, what: &'static str| -> Result<u32, CompileError> {
             let r = lw.new_rule(what)?;
             let mut out = Vec::new();
             lw.seq(e, &mut out, depth + 1)?;
-            lw.rules[r as usize] = vec![out];
+            lw.rules[r as usize] = Body::Alts(vec![out]);
             Ok(r)
         };
         let mut members = Vec::with_capacity(u.members.len());
@@ -518,7 +524,7 @@ impl Lowerer<'_> {
                 self.n_elems += a.len() + 1;
                 alts.push(a);
             }
-            self.rules[r as usize] = alts;
+            self.rules[r as usize] = Body::Alts(alts);
             Symbol::Rule(r)
         };
         self.class_cache.insert(ranges.to_vec(), e);
@@ -529,13 +535,25 @@ impl Lowerer<'_> {
         let mut elems = Vec::with_capacity(self.n_elems + 1);
         let mut alts = Vec::with_capacity(self.rules.len());
         for r in &self.rules {
-            let mut starts = Vec::with_capacity(r.len());
-            for a in r {
-                starts.push(elems.len() as u32);
-                elems.extend_from_slice(a);
-                elems.push(Symbol::End);
+            match r {
+                Body::Alts(r) => {
+                    let mut starts = Vec::with_capacity(r.len());
+                    for a in r {
+                        starts.push(elems.len() as u32);
+                        elems.extend_from_slice(a);
+                        elems.push(Symbol::End);
+                    }
+                    alts.push(starts);
+                }
+                Body::Opt { unit, next } => {
+                    let first = elems.len() as u32;
+                    elems.push(*unit);
+                    elems.extend(next.map(Symbol::Rule));
+                    elems.push(Symbol::End);
+                    alts.push(vec![first, elems.len() as u32]);
+                    elems.push(Symbol::End);
+                }
             }
-            alts.push(starts);
         }
         ByteGrammar {
             elems,

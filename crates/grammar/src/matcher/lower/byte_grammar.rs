@@ -82,7 +82,7 @@ pub(crate) struct ByteGrammar {
     /// Indexed by rule: the start position of each alternative.
     pub alts: Vec<Vec<u32>>,
     /// Indexed by rule: its name (helpers: `parent/what`).
-    pub names: Vec<String>,
+    pub names: RuleNames,
     /// The start rule.
     pub root: u32,
     /// Frame positions inside bounded repetitions, with their loop equivalents (see
@@ -102,8 +102,46 @@ impl ByteGrammar {
                 .iter()
                 .map(|a| a.capacity() * 4 + 24)
                 .sum::<usize>()
-            + self.names.iter().map(|n| n.capacity() + 24).sum::<usize>()
+            + self.names.memory_usage()
             + self.repeats.capacity() * 16
             + self.lazy.memory_usage()
+    }
+}
+
+/// Rule names: a user rule's own, a helper rule's made on demand from the rule it was made
+/// for (`parent/what` and its number). Helpers are most rules (one per bounded-repetition
+/// step, alternative, class), and their names are only read in errors.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RuleNames {
+    user: Vec<String>,
+    /// Rules from `user.len()` on: (parent rule, what the helper is).
+    helpers: Vec<(u32, &'static str)>,
+}
+
+impl RuleNames {
+    /// The names of the user rules `0..user.len()`.
+    pub fn new(user: Vec<String>) -> RuleNames {
+        RuleNames { user, helpers: Vec::new() }
+    }
+
+    /// Names the next rule: a helper made for `parent`.
+    pub fn push_helper(&mut self, parent: u32, what: &'static str) {
+        self.helpers.push((parent, what));
+    }
+
+    /// The name of rule `r`.
+    pub fn get(&self, r: u32) -> String {
+        match (r as usize).checked_sub(self.user.len()) {
+            None => self.user[r as usize].clone(),
+            Some(h) => {
+                let (parent, what) = self.helpers[h];
+                format!("{}/{what}{r}", self.get(parent))
+            }
+        }
+    }
+
+    /// Heap bytes used.
+    pub fn memory_usage(&self) -> usize {
+        self.user.iter().map(|n| n.capacity() + 24).sum::<usize>() + self.helpers.capacity() * 24
     }
 }

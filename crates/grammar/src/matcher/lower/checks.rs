@@ -21,7 +21,25 @@ fn fixpoint(flat: &ByteGrammar, base: impl Fn(&Symbol) -> bool, pending: bool) -
     }
     // Per alternative: (rule, number of rule references still unknown); `usize::MAX` = never.
     let mut pending: Vec<(u32, usize)> = Vec::new();
-    let mut uses: Vec<Vec<u32>> = vec![Vec::new(); n]; // rule -> alternatives referencing it (per occurrence)
+    // Rule -> the alternatives referencing it (once per occurrence), in one flat table:
+    // `used_by[use_start[x]..use_start[x + 1]]` (counted first, then filled).
+    let mut use_start = vec![0u32; n + 1];
+    for starts in &flat.alts {
+        for &s in starts {
+            let mut p = s as usize;
+            while flat.elems[p] != Symbol::End {
+                if let Symbol::Rule(x) = flat.elems[p] {
+                    use_start[x as usize + 1] += 1;
+                }
+                p += 1;
+            }
+        }
+    }
+    for x in 0..n {
+        use_start[x + 1] += use_start[x];
+    }
+    let mut fill = use_start.clone();
+    let mut used_by = vec![0u32; use_start[n] as usize];
     for (r, starts) in flat.alts.iter().enumerate() {
         for &s in starts {
             let a = pending.len() as u32;
@@ -33,7 +51,8 @@ fn fixpoint(flat: &ByteGrammar, base: impl Fn(&Symbol) -> bool, pending: bool) -
                     Symbol::End => break,
                     Symbol::Rule(x) => {
                         count += 1;
-                        uses[*x as usize].push(a);
+                        used_by[fill[*x as usize] as usize] = a;
+                        fill[*x as usize] += 1;
                     }
                     e => never |= !base(e),
                 }
@@ -47,7 +66,7 @@ fn fixpoint(flat: &ByteGrammar, base: impl Fn(&Symbol) -> bool, pending: bool) -
         }
     }
     while let Some(r) = queue.pop() {
-        for &a in &uses[r as usize] {
+        for &a in &used_by[use_start[r as usize] as usize..use_start[r as usize + 1] as usize] {
             let (owner, c) = &mut pending[a as usize];
             if *c == usize::MAX || *c == 0 {
                 continue;
@@ -78,25 +97,26 @@ pub(super) fn check(flat: &ByteGrammar, origin: &[u32]) -> Result<(), CompileErr
     );
     if !productive[flat.root as usize] {
         return Err(CompileError::MatchesNothing {
-            rule: flat.names[flat.root as usize].clone(),
+            rule: flat.names.get(flat.root),
         });
     }
     let nullable = nullable(flat);
     // Members and separators of unordered groups consume input (see module `unordered`).
     for f in &flat.lazy.families {
         if let Some(&r) = f.members.iter().chain(f.extra.iter()).chain([&f.sep]).find(|&&r| nullable[r as usize]) {
-            return Err(CompileError::EmptyMember { rule: flat.names[origin[r as usize] as usize].clone() });
+            return Err(CompileError::EmptyMember { rule: flat.names.get(origin[r as usize]) });
         }
     }
     // Left-edge graph: r -> (x, pushes a frame?) for each rule x reachable at r's left edge.
     let n = flat.alts.len();
-    let mut edges: Vec<Vec<(u32, bool)>> = vec![Vec::new(); n];
-    for (r, starts) in flat.alts.iter().enumerate() {
+    let mut edges = Graph { start: Vec::with_capacity(n + 1), list: Vec::new() };
+    for starts in &flat.alts {
+        edges.start.push(edges.list.len() as u32);
         for &s in starts {
             let mut p = s as usize;
             while let Symbol::Rule(x) = flat.elems[p] {
                 let tail = flat.elems[p + 1] == Symbol::End;
-                edges[r].push((x, !tail));
+                edges.list.push((x, !tail));
                 if !nullable[x as usize] {
                     break;
                 }
@@ -104,12 +124,13 @@ pub(super) fn check(flat: &ByteGrammar, origin: &[u32]) -> Result<(), CompileErr
             }
         }
     }
+    edges.start.push(edges.list.len() as u32);
     let scc = tarjan(&edges);
-    for (r, es) in edges.iter().enumerate() {
-        for &(x, push) in es {
+    for r in 0..n {
+        for &(x, push) in edges.of(r) {
             if push && scc[r] == scc[x as usize] {
                 let path = cycle_path(&edges, &scc, x, r as u32);
-                let user = |i: u32| flat.names[origin[i as usize] as usize].clone();
+                let user = |i: u32| flat.names.get(origin[i as usize]);
                 let mut names: Vec<String> = Vec::new();
                 for i in std::iter::once(r as u32).chain(path) {
                     let u = user(i);
@@ -132,8 +153,25 @@ pub(super) fn check(flat: &ByteGrammar, origin: &[u32]) -> Result<(), CompileErr
     Ok(())
 }
 
+/// The left-edge graph: rule `r`'s edges (the rule reached, whether a frame is pushed) are
+/// `list[start[r]..start[r + 1]]` (one table, not a vector per rule).
+struct Graph {
+    start: Vec<u32>,
+    list: Vec<(u32, bool)>,
+}
+
+impl Graph {
+    fn len(&self) -> usize {
+        self.start.len() - 1
+    }
+
+    fn of(&self, r: usize) -> &[(u32, bool)] {
+        &self.list[self.start[r] as usize..self.start[r + 1] as usize]
+    }
+}
+
 /// A path of rules from `from` to `to` inside one SCC (BFS), `from` first.
-fn cycle_path(edges: &[Vec<(u32, bool)>], scc: &[u32], from: u32, to: u32) -> Vec<u32> {
+fn cycle_path(edges: &Graph, scc: &[u32], from: u32, to: u32) -> Vec<u32> {
     let mut prev: FxHashMap<u32, u32> = FxHashMap::default();
     let mut q = std::collections::VecDeque::from([from]);
     prev.insert(from, from);
@@ -141,7 +179,7 @@ fn cycle_path(edges: &[Vec<(u32, bool)>], scc: &[u32], from: u32, to: u32) -> Ve
         if v == to {
             break;
         }
-        for &(x, _) in &edges[v as usize] {
+        for &(x, _) in edges.of(v as usize) {
             if scc[x as usize] == scc[from as usize] && !prev.contains_key(&x) {
                 prev.insert(x, v);
                 q.push_back(x);
@@ -164,7 +202,7 @@ fn cycle_path(edges: &[Vec<(u32, bool)>], scc: &[u32], from: u32, to: u32) -> Ve
 }
 
 /// Tarjan's strongly connected components, iteratively. Returns the component of each node.
-fn tarjan(edges: &[Vec<(u32, bool)>]) -> Vec<u32> {
+fn tarjan(edges: &Graph) -> Vec<u32> {
     let n = edges.len();
     const UNSEEN: u32 = u32::MAX;
     let mut index = vec![UNSEEN; n];
@@ -188,8 +226,8 @@ fn tarjan(edges: &[Vec<(u32, bool)>]) -> Vec<u32> {
         on_stack[start as usize] = true;
         while let Some(&mut (v, ref mut ei)) = calls.last_mut() {
             let vi = v as usize;
-            if *ei < edges[vi].len() {
-                let w = edges[vi][*ei].0;
+            if *ei < edges.of(vi).len() {
+                let w = edges.of(vi)[*ei].0;
                 *ei += 1;
                 let wi = w as usize;
                 if index[wi] == UNSEEN {

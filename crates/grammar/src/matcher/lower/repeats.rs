@@ -86,8 +86,7 @@ pub(crate) fn add_loops(flat: &mut ByteGrammar, chains: &[Chain], origin: &mut V
             }
             flat.alts.push(alts);
             let what = if endless { "endless" } else { "star" };
-            flat.names
-                .push(format!("{}/{what}{r}", flat.names[owner as usize]));
+            flat.names.push_helper(owner, what);
             origin.push(origin[owner as usize]);
             loops.insert((unit, endless), start);
             Some(start)
@@ -214,7 +213,7 @@ mod tests {
         let s = f.alts.iter().position(|a| a.contains(&star)).unwrap();
         assert_eq!(f.alts[s].len(), 2);
         assert_eq!(f.elems[star as usize + 1], Symbol::Rule(s as u32));
-        assert!(f.names[s].contains("star"), "{}", f.names[s]);
+        assert!(f.names.get(s as u32).contains("star"), "{}", f.names.get(s as u32));
         // A chain too short to matter records nothing.
         assert!(lowered(Expr::repeat(Expr::lit("a"), 0, Some(3)))
             .repeats

@@ -207,8 +207,7 @@ impl ByteGrammar {
         let r = self.alts.len() as u32;
         self.alts.push(Vec::new());
         let base = self.lazy.families[key.family as usize].start;
-        let name = format!("{}/{}{}", self.names[base as usize], if key.member { "member" } else { "after" }, r);
-        self.names.push(name);
+        self.names.push_helper(base, if key.member { "member" } else { "after" });
         self.lazy.ids.insert(key.clone(), r);
         self.lazy.pending.insert(r, key);
         r
