@@ -10,7 +10,8 @@ use crate::resolve::{Loc, Resolver};
 use crate::{effective_draft, Draft, SchemaError, SchemaErrorKind, SchemaOptions, Warning, Whitespace};
 use formwork_grammar::{Expr, GrammarBuilder, RuleId};
 use serde_json::Value;
-use std::collections::HashMap;
+// Keys come from untrusted schemas: a seeded hasher, fast on short strings.
+use foldhash::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -72,21 +73,21 @@ impl<'a> Compiler<'a> {
             opts,
             res,
             b,
-            memo: HashMap::new(),
+            memo: HashMap::default(),
             warnings: Vec::new(),
             start: Instant::now(),
             ref_expansions: 0,
             depth: 0,
-            validators: HashMap::new(),
-            local_validators: HashMap::new(),
+            validators: HashMap::default(),
+            local_validators: HashMap::default(),
             ws: Expr::Rule(ws_id),
             level: 0,
             force_first: None,
             force_first_applied: false,
             uid: 0,
-            shared_rules: HashMap::new(),
+            shared_rules: HashMap::default(),
             key_regexes: Default::default(),
-            pattern_regions_memo: HashMap::new(),
+            pattern_regions_memo: HashMap::default(),
         }
     }
 

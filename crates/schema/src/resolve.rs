@@ -8,7 +8,8 @@
 
 use crate::Draft;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
 
 /// The base URI given to a root schema without `$id`.
 pub(crate) const DEFAULT_BASE: &str = "https://formwork.invalid/root.json";
@@ -238,7 +239,7 @@ fn id_of(v: &Value, draft: Draft) -> Option<&str> {
 
 impl<'a> Resolver<'a> {
     pub fn new(root: &Value, draft: Draft, remotes: &'a BTreeMap<String, Value>) -> Resolver<'a> {
-        let mut r = Resolver { docs: Vec::new(), resources: HashMap::new(), anchors: HashMap::new(), remotes };
+        let mut r = Resolver { docs: Vec::new(), resources: HashMap::default(), anchors: HashMap::default(), remotes };
         r.add_doc(root.clone(), DEFAULT_BASE, draft);
         r
     }
@@ -250,13 +251,11 @@ impl<'a> Resolver<'a> {
         }
         let doc = self.docs.len();
         self.resources.insert(strip_fragment(uri).to_string(), Loc { doc, ptr: String::new() });
-        // Schema-aware walk.
-        let mut stack: Vec<(String, String)> = vec![(String::new(), strip_fragment(uri).to_string())];
-        while let Some((ptr, base)) = stack.pop() {
-            let v = match pointer(&value, &ptr) {
-                Some(v) => v,
-                None => continue,
-            };
+        // Schema-aware walk, each subschema with its pointer and base (the base shared, not
+        // copied, by the subschemas under one `$id`).
+        let root_base: std::rc::Rc<str> = strip_fragment(uri).into();
+        let mut stack: Vec<(&Value, String, std::rc::Rc<str>)> = vec![(&value, String::new(), root_base)];
+        while let Some((v, ptr, base)) = stack.pop() {
             let Some(o) = v.as_object() else { continue };
             let mut base = base;
             if let Some(id) = id_of(v, draft) {
@@ -268,7 +267,7 @@ impl<'a> Resolver<'a> {
                         Some((u, f)) => (u.to_string(), f.to_string()),
                         None => (abs.clone(), String::new()),
                     };
-                    base = u.clone();
+                    base = u.as_str().into();
                     self.resources.insert(u.clone(), Loc { doc, ptr: ptr.clone() });
                     if !frag.is_empty() {
                         self.anchors.insert(format!("{u}#{frag}"), Loc { doc, ptr: ptr.clone() });
@@ -285,8 +284,8 @@ impl<'a> Resolver<'a> {
                 // real schemas put next to a root $ref.
                 for k in ["definitions", "$defs"] {
                     if let Some(m) = o.get(k).and_then(|x| x.as_object()) {
-                        for key in m.keys() {
-                            stack.push((format!("{ptr}/{k}/{}", escape_ptr(key)), base.clone()));
+                        for (key, sub) in m {
+                            stack.push((sub, format!("{ptr}/{k}/{}", escape_ptr(key)), base.clone()));
                         }
                     }
                 }
@@ -295,16 +294,18 @@ impl<'a> Resolver<'a> {
             for (k, sub) in o {
                 if MAP_KW.contains(&k.as_str()) {
                     if let Some(m) = sub.as_object() {
-                        for key in m.keys() {
-                            stack.push((format!("{ptr}/{}/{}", escape_ptr(k), escape_ptr(key)), base.clone()));
+                        for (key, s) in m {
+                            stack.push((s, format!("{ptr}/{}/{}", escape_ptr(k), escape_ptr(key)), base.clone()));
                         }
                     }
-                } else if ARR_KW.contains(&k.as_str()) && sub.is_array() {
-                    for i in 0..sub.as_array().map_or(0, |a| a.len()) {
-                        stack.push((format!("{ptr}/{}/{i}", escape_ptr(k)), base.clone()));
+                } else if ARR_KW.contains(&k.as_str()) {
+                    if let Some(a) = sub.as_array() {
+                        for (i, s) in a.iter().enumerate() {
+                            stack.push((s, format!("{ptr}/{}/{i}", escape_ptr(k)), base.clone()));
+                        }
                     }
                 } else if ONE_KW.contains(&k.as_str()) {
-                    stack.push((format!("{ptr}/{}", escape_ptr(k)), base.clone()));
+                    stack.push((sub, format!("{ptr}/{}", escape_ptr(k)), base.clone()));
                 }
             }
         }
