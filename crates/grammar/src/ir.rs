@@ -403,25 +403,32 @@ impl GrammarBuilder {
             return Err(IrError::Duplicate(d));
         }
         let root = *self.by_name.get(root).ok_or_else(|| IrError::NoRoot(root.to_string()))?;
-        let mut rules = Vec::with_capacity(self.names.len());
+        let n = self.names.len();
+        let mut rules = Vec::with_capacity(n);
         for (name, body) in self.names.into_iter().zip(self.bodies) {
             let expr = body.ok_or_else(|| IrError::Undefined(name.clone()))?;
-            check(&expr, &name, rules.len().max(0))?;
             rules.push(Rule { name, expr });
         }
-        let n = rules.len();
+        // One walk per rule checks its invariants and references (a large schema's grammar
+        // has hundreds of thousands of nodes; the walk is bound by reading them).
+        let mut stack = Vec::new();
         for r in &rules {
-            check_refs(&r.expr, n, &r.name)?;
+            check(&r.expr, &r.name, n, &mut stack)?;
         }
         Ok(Grammar { rules, root })
     }
 }
 
-fn check(e: &Expr, rule: &str, _n: usize) -> Result<(), IrError> {
+/// Checks `e`, of rule `rule`, in a grammar of `n` rules; `stack` is scratch.
+fn check<'e>(e: &'e Expr, rule: &str, n: usize, stack: &mut Vec<&'e Expr>) -> Result<(), IrError> {
     // Iterative walk: user grammars may be deeply nested.
-    let mut stack = vec![e];
+    stack.clear();
+    stack.push(e);
     while let Some(e) = stack.pop() {
         match e {
+            Expr::Rule(id) if id.index() >= n => {
+                return Err(IrError::Malformed { rule: rule.into(), what: format!("reference to unknown rule #{}", id.0) })
+            }
             Expr::Alt(v) if v.is_empty() => {
                 return Err(IrError::Malformed { rule: rule.into(), what: "empty alternation".into() })
             }
@@ -449,22 +456,6 @@ fn check(e: &Expr, rule: &str, _n: usize) -> Result<(), IrError> {
                     return Err(IrError::Malformed { rule: rule.into(), what: "unordered group with a presence term naming no member".into() });
                 }
                 stack.extend(u.parts())
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-fn check_refs(e: &Expr, n: usize, rule: &str) -> Result<(), IrError> {
-    let mut stack = vec![e];
-    while let Some(e) = stack.pop() {
-        match e {
-            Expr::Alt(v) | Expr::Seq(v) => stack.extend(v),
-            Expr::Repeat { expr, .. } => stack.push(expr),
-            Expr::Unordered(u) => stack.extend(u.parts()),
-            Expr::Rule(id) if id.index() >= n => {
-                return Err(IrError::Malformed { rule: rule.into(), what: format!("reference to unknown rule #{}", id.0) })
             }
             _ => {}
         }

@@ -34,10 +34,10 @@ pub fn compile(schema: &Value, opts: &SchemaOptions) -> Result<Grammar, SchemaEr
 
 /// [`compile`], also returning the keywords that lenient mode left unenforced.
 pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Grammar, Vec<Warning>), SchemaError> {
-    let size = serde_json::to_string(schema).map(|s| s.len()).unwrap_or(0);
+    let size = serialized_size(schema, opts.limits.max_source_bytes);
     if size > opts.limits.max_source_bytes {
         return Err(err(
-            SchemaErrorKind::Limit { limit: "max_source_bytes", why: format!("the schema is {size} bytes, the limit is {}", opts.limits.max_source_bytes) },
+            SchemaErrorKind::Limit { limit: "max_source_bytes", why: format!("the schema is more than {} bytes (the limit) as compact JSON", opts.limits.max_source_bytes) },
             "",
         ));
     }
@@ -60,6 +60,30 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
     let g = cx.b.build("root").map_err(|e| err(SchemaErrorKind::Grammar(e.to_string()), ""))?;
     tracing::debug!(rules = g.rules().len(), warnings = cx.warnings.len(), "compiled JSON schema");
     Ok((g, cx.warnings))
+}
+
+/// The length of `v` serialized as compact JSON, counted without building the text, and
+/// only up to just past `limit` (a larger schema is refused anyway).
+fn serialized_size(v: &Value, limit: usize) -> usize {
+    struct Count {
+        n: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.n += buf.len();
+            if self.n > self.limit {
+                return Err(std::io::Error::other("past the limit"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count { n: 0, limit };
+    let _ = serde_json::to_writer(&mut c, v);
+    c.n
 }
 
 const ANNOTATIONS_AND_HANDLED: &[&str] = &[
