@@ -632,48 +632,53 @@ fn masks_equal_brute_force_on_key_prefixes() {
 /// first byte, with parts cached across the object's keys; the brute force only steps.
 #[test]
 fn masks_equal_brute_force_in_unordered_groups() {
-    let g = grammar(|b| {
-        let obj = b.rule_id("obj");
-        let val = Expr::alt([Expr::lit("1"), Expr::Rule(obj)]);
-        let member = |k: &str| Expr::seq([Expr::lit(format!("\"{k}\":")), val.clone()]);
-        let other = Expr::seq([Expr::lit("\""), Expr::star(Expr::class([('a', 'z')], false)), Expr::lit("\":"), val.clone()]);
-        let group = crate::Unordered {
-            members: vec![(member("alpha"), false), (member("alpine"), false), (member("beta"), true)],
-            extra: Some(other),
-            sep: Expr::lit(","),
-            min: 1,
-            max: None,
-            presence: vec![],
-        };
-        b.define("obj", Expr::seq([Expr::lit("{"), Expr::Unordered(Box::new(group)), Expr::lit("}")]));
-        b.define("root", Expr::Rule(obj));
-    });
-    let mut words: Vec<String> = Vec::new();
-    for a in 'a'..='z' {
-        words.push(a.to_string());
-        for c in ['a', 'e', 'h', 'i', 'l', 'n', 'p', 't', 'z'] {
-            words.push(format!("{a}{c}"));
+    // Without presence clauses, and with two (alpine brings beta; alpha or beta), which
+    // every object below satisfies.
+    let t = |present: &[u32], absent: &[u32]| crate::Presence { present: present.to_vec(), absent: absent.to_vec() };
+    for presence in [vec![], vec![vec![t(&[], &[1]), t(&[1, 2], &[])], vec![t(&[0], &[]), t(&[2], &[])]]] {
+        let g = grammar(|b| {
+            let obj = b.rule_id("obj");
+            let val = Expr::alt([Expr::lit("1"), Expr::Rule(obj)]);
+            let member = |k: &str| Expr::seq([Expr::lit(format!("\"{k}\":")), val.clone()]);
+            let other = Expr::seq([Expr::lit("\""), Expr::star(Expr::class([('a', 'z')], false)), Expr::lit("\":"), val.clone()]);
+            let group = crate::Unordered {
+                members: vec![(member("alpha"), false), (member("alpine"), false), (member("beta"), true)],
+                extra: Some(other),
+                sep: Expr::lit(","),
+                min: 1,
+                max: None,
+                presence: presence.clone(),
+            };
+            b.define("obj", Expr::seq([Expr::lit("{"), Expr::Unordered(Box::new(group)), Expr::lit("}")]));
+            b.define("root", Expr::Rule(obj));
+        });
+        let mut words: Vec<String> = Vec::new();
+        for a in 'a'..='z' {
+            words.push(a.to_string());
+            for c in ['a', 'e', 'h', 'i', 'l', 'n', 'p', 't', 'z'] {
+                words.push(format!("{a}{c}"));
+            }
+            words.push(format!("{a}\""));
+            words.push(format!("{a}\":"));
+            words.push(format!("{a}\":1"));
         }
-        words.push(format!("{a}\""));
-        words.push(format!("{a}\":"));
-        words.push(format!("{a}\":1"));
-    }
-    for w in [
-        "{\"", "\":", "1", ",\"", "}", "\"", "pha", "ph", "ine", "ha\"", "alp", "pine\":1", "\":1}", "\":{\"", "1}", "},\"",
-        "}}", "beta", "\"beta\":", "eta\":1}", ",", "{",
-    ] {
-        words.push(w.to_string());
-    }
-    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
-    let v = Arc::new(Vocabulary::from_strings(&refs, &["</s>"]));
-    let texts: [&[u8]; 3] = [
-        b"{\"alpha\":{\"zz\":1,\"beta\":1,\"alpine\":{\"beta\":{\"alp\":1,\"beta\":1}}},\"alpx\":1,\"beta\":1}",
-        b"{\"beta\":{\"beta\":1,\"alpha\":1},\"alpine\":1,\"alpha\":{\"alpine\":1,\"beta\":1}}",
-        b"{\"q\":1,\"beta\":{\"alpine\":1,\"alpha\":1,\"beta\":1,\"z\":1},\"alpha\":1}",
-    ];
-    for text in texts {
-        assert_eq!(accepts(&g, text, &Limits::default()), Ok(true), "{}", String::from_utf8_lossy(text));
-        masks_match_brute_force_along(&g, &v, text);
+        for w in [
+            "{\"", "\":", "1", ",\"", "}", "\"", "pha", "ph", "ine", "ha\"", "alp", "pine\":1", "\":1}", "\":{\"", "1}", "},\"",
+            "}}", "beta", "\"beta\":", "eta\":1}", ",", "{",
+        ] {
+            words.push(w.to_string());
+        }
+        let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+        let v = Arc::new(Vocabulary::from_strings(&refs, &["</s>"]));
+        let texts: [&[u8]; 3] = [
+            b"{\"alpha\":{\"zz\":1,\"beta\":1,\"alpine\":{\"beta\":{\"alp\":1,\"beta\":1}}},\"alpx\":1,\"beta\":1}",
+            b"{\"beta\":{\"beta\":1,\"alpha\":1},\"alpine\":1,\"alpha\":{\"alpine\":1,\"beta\":1}}",
+            b"{\"q\":1,\"beta\":{\"alpine\":1,\"alpha\":1,\"beta\":1,\"z\":1},\"alpha\":1}",
+        ];
+        for text in texts {
+            assert_eq!(accepts(&g, text, &Limits::default()), Ok(true), "{}", String::from_utf8_lossy(text));
+            masks_match_brute_force_along(&g, &v, text);
+        }
     }
 }
 
