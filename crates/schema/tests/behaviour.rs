@@ -704,6 +704,20 @@ fn presence_conditions_agree_with_the_validator() {
         let g = compile(&schema, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() }).unwrap();
         assert!(formwork_grammar::gbnf::print(&g).contains("; present "), "{schema}: presence clauses expected");
     }
+    // Twelve keys in thirteen clauses (the most one object takes this way): every subset.
+    let keys: Vec<String> = "abcdefghijkl".chars().map(|c| c.to_string()).collect();
+    let schema = json!({"type": "object",
+        "properties": keys.iter().map(|k| (k.clone(), json!({}))).collect::<serde_json::Map<_, _>>(),
+        "anyOf": [{"required": ["a", "b"]}, {"required": ["c", "d"]}, {"required": ["e", "f"]}, {"required": ["g"]}],
+        "dependentRequired": {"a": ["h"], "c": ["i"], "e": ["j"], "g": ["k", "l"], "b": ["c"], "d": ["e"], "f": ["g"], "h": ["i"]},
+        "not": {"anyOf": [{"required": ["l", "a"]}, {"required": ["k", "b"]}]}});
+    let subsets: Vec<String> = (0u32..1 << 12)
+        .map(|m| format!("{{{}}}", keys.iter().enumerate().filter(|(i, _)| m >> i & 1 == 1).map(|(_, k)| format!("\"{k}\":1")).collect::<Vec<_>>().join(",")))
+        .collect();
+    let subsets: Vec<&str> = subsets.iter().map(String::as_str).collect();
+    assert_agrees_with_validator(&schema, &subsets, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
+    let g = compile(&schema, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() }).unwrap();
+    assert!(formwork_grammar::gbnf::print(&g).contains("; present "), "twelve keys still take the clauses");
     // Nested objects too: `{"o": {...}}` against the nested conditions.
     let schema = json!({"properties": {"o": {"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}}});
     let nested: Vec<String> = instances.iter().map(|i| format!("{{\"o\":{i}}}")).collect();
