@@ -167,6 +167,7 @@ impl Lazy {
             + self.ids.keys().map(key).sum::<usize>()
             + self.families.iter().map(|f| f.members.len() * 4 + f.required.len() * 8 + 48).sum::<usize>()
             + self.positions.len() * 8
+            + self.reachable.keys().map(|k| k.1.len() * 8 + 40).sum::<usize>()
     }
 
     /// Is grammar position `pos` inside a family rule?
