@@ -17,7 +17,7 @@
 use criterion::Criterion;
 use formwork_grammar::json::{grammar, JsonGrammarOptions};
 use formwork_grammar::{CompiledGrammar, Limits};
-use formwork_vocab::{TokenId, TokenMask, TokenTrie, Vocabulary};
+use formwork_vocab::{TokenId, TokenMask, Vocabulary};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -74,31 +74,6 @@ fn documents(n: usize) -> Vec<String> {
     docs
 }
 
-/// Greedy longest-match tokenization over the trie.
-fn tokenize(trie: &TokenTrie, vocab: &Vocabulary, text: &[u8]) -> Vec<TokenId> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < text.len() {
-        let mut node = 0;
-        let mut best = None;
-        let mut j = i;
-        while j < text.len() {
-            let Some(c) = trie.child(node, text[j]) else {
-                break;
-            };
-            node = c;
-            j += 1;
-            if let Some(&t) = trie.tokens_at(c).first() {
-                best = Some((j, t));
-            }
-        }
-        let (end, t) = best.unwrap_or_else(|| panic!("no token for byte {:#x}", text[i]));
-        let _ = vocab;
-        out.push(t);
-        i = end;
-    }
-    out
-}
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort_unstable();
@@ -173,7 +148,7 @@ fn run_vocab(name: &str, docs: &[String], c: Option<&mut Criterion>) {
     let limits = Limits::default();
     let toks: Vec<Vec<TokenId>> = docs
         .iter()
-        .map(|d| tokenize(index.trie(), &vocab, d.as_bytes()))
+        .map(|d| index.trie().longest_match_tokens(d.as_bytes()).expect("every byte starts a token"))
         .collect();
     let n_toks: usize = toks.iter().map(|t| t.len()).sum();
     println!(

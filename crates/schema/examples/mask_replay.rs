@@ -10,28 +10,9 @@
 //! (for a profiler).
 
 use formwork_grammar::{CompiledGrammar, Limits, TokenIndex};
-use formwork_vocab::{TokenId, TokenMask, TokenTrie};
+use formwork_vocab::{TokenId, TokenMask};
 use std::time::Instant;
 
-fn tokenize(trie: &TokenTrie, text: &[u8]) -> Option<Vec<TokenId>> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < text.len() {
-        let (mut node, mut best, mut j) = (0, None, i);
-        while j < text.len() {
-            let Some(c) = trie.child(node, text[j]) else { break };
-            node = c;
-            j += 1;
-            if let Some(&t) = trie.tokens_at(c).first() {
-                best = Some((j, t));
-            }
-        }
-        let (end, t) = best?;
-        out.push(t);
-        i = end;
-    }
-    Some(out)
-}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -62,7 +43,7 @@ fn main() {
             .into_iter()
             .flatten()
             .filter(|t| t["valid"] == true)
-            .filter_map(|t| tokenize(index.trie(), serde_json::to_string(&t["data"]).unwrap().as_bytes()))
+            .filter_map(|t| index.trie().longest_match_tokens(serde_json::to_string(&t["data"]).unwrap().as_bytes()))
             .collect();
         // (µs cold, nodes, states built, test, step)
         let mut rows: Vec<(f64, u64, usize, usize, usize)> = Vec::new();

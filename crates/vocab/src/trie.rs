@@ -212,6 +212,29 @@ impl TokenTrie {
         s.iter().try_fold(0, |i, &b| self.child(i, b))
     }
 
+    /// `text` as tokens, greedily: at each position the longest token that matches there.
+    /// `None` when some byte starts no token. Close to what a real tokenizer gives, for
+    /// benchmarks and diagnostics that walk documents token by token.
+    pub fn longest_match_tokens(&self, text: &[u8]) -> Option<Vec<TokenId>> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < text.len() {
+            let (mut node, mut best, mut j) = (0, None, i);
+            while j < text.len() {
+                let Some(c) = self.child(node, text[j]) else { break };
+                node = c;
+                j += 1;
+                if let Some(&t) = self.tokens_at(c).first() {
+                    best = Some((j, t));
+                }
+            }
+            let (end, t) = best?;
+            out.push(t);
+            i = end;
+        }
+        Some(out)
+    }
+
     /// Length of the longest token in bytes.
     pub fn max_depth(&self) -> usize {
         self.max_depth
@@ -300,6 +323,9 @@ mod tests {
         );
         assert_eq!(trie.max_depth(), 3);
         assert!(trie.find(b"ac").is_none());
+        // Longest match: "abc" whole, then "ba", then "b".
+        assert_eq!(trie.longest_match_tokens(b"abcbab"), Some(vec![TokenId(2), TokenId(4), TokenId(3)]));
+        assert_eq!(trie.longest_match_tokens(b"ax"), None);
         // Labels: each node's depth and byte.
         for (s, d) in [(&b"a"[..], 1), (b"ab", 2), (b"abc", 3), (b"b", 1), (b"ba", 2)] {
             let i = trie.find(s).unwrap();
