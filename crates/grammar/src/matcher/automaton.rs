@@ -334,7 +334,7 @@ impl Automaton {
     /// A [`Stepper`] for one walk.
     pub fn stepper(&self) -> Stepper<'_> {
         let dead = (DEAD, self.table.state(DEAD));
-        Stepper { aut: self, held: None, known_run: 0, last: [dead, dead] }
+        Stepper { aut: self, held: None, known_run: 0, last: [dead, dead], ctx_seen: false }
     }
 
     /// Heap bytes used.
@@ -376,6 +376,8 @@ pub(crate) struct Stepper<'a> {
     known_run: u32,
     /// The last two states looked up, and their entries (the latest first).
     last: [(StateId, &'a State); 2],
+    /// [`is_ctx`](Self::is_ctx) answered yes since [`take_ctx_seen`](Self::take_ctx_seen).
+    ctx_seen: bool,
 }
 
 impl<'a> Stepper<'a> {
@@ -493,7 +495,14 @@ impl<'a> Stepper<'a> {
     /// Does state `s` depend on context (see [`CTX`])? Lock-free.
     #[inline(always)]
     pub fn is_ctx(&mut self, s: StateId) -> bool {
-        self.state(s).ctx
+        let c = self.state(s).ctx;
+        self.ctx_seen |= c;
+        c
+    }
+
+    /// Whether [`is_ctx`](Self::is_ctx) said yes since the last call (which resets it).
+    pub fn take_ctx_seen(&mut self) -> bool {
+        std::mem::take(&mut self.ctx_seen)
     }
 }
 

@@ -142,8 +142,9 @@ struct CiCache {
     group: Mutex<FxHashMap<(StateId, ByteSet), Arc<ContextIndependentMask>>>,
     /// States with no cheaper way than a plain walk (no accelerator, dispatch or chain),
     /// so that a truncated state's full state is tried instead, and neither twice (see
-    /// `context_independent_mask`).
-    plain: Mutex<rustc_hash::FxHashSet<StateId>>,
+    /// `context_independent_mask`); with whether the search for one met a state that
+    /// depends on context (if not, the full state's search would fail the same way).
+    plain: Mutex<FxHashMap<StateId, bool>>,
     /// Bytes of the first three.
     budget: Budget,
 }

@@ -126,7 +126,7 @@ impl CompiledGrammar {
         if let Some(c) = cache.ci.get(t) {
             return Some((c.clone(), 0));
         }
-        if !plain && locked(&cache.plain).contains(&t) {
+        if !plain && locked(&cache.plain).contains_key(&t) {
             return None;
         }
         let _mark = if nested {
@@ -138,6 +138,7 @@ impl CompiledGrammar {
             }
         };
         st.step_all(t);
+        st.take_ctx_seen();
         let c = match Accel::for_state(st, &self.index, t) {
             Some(a) => ContextIndependentMask::build(st, &self.index, t, Some(&a)),
             None => match self.dispatch_ci(st, t) {
@@ -145,7 +146,8 @@ impl CompiledGrammar {
                 None => match Chain::for_state(st, &self.index, t, self.deep_min_budget()) {
                     Some(ch) => ContextIndependentMask::build_chain(st, &self.index, t, &ch),
                     None if !plain => {
-                        locked(&cache.plain).insert(t);
+                        let met = st.take_ctx_seen();
+                        locked(&cache.plain).insert(t, met);
                         return None;
                     }
                     None => ContextIndependentMask::build(st, &self.index, t, None),
@@ -318,10 +320,16 @@ impl CompiledGrammar {
             // The truncated state would be walked whole: its loop or chain may run into
             // the context, which the full state has. Try the full state's own (cached by
             // the full state; nothing in it is uncertain), else walk the truncated one.
-            None => match self.ci_of_walk(aut, s, false, false) {
-                Some(r) => r,
-                None => self.ci_of(aut, t, false),
-            },
+            // When the truncated state's search met no state that depends on context, it
+            // saw only what the full state's would (the steps above the cut are the same),
+            // so that search is skipped.
+            None => {
+                let met = locked(&self.ci.plain).get(&t).copied().unwrap_or(true);
+                match if t != s && met { self.ci_of_walk(aut, s, false, false) } else { None } {
+                    Some(r) => r,
+                    None => self.ci_of(aut, t, false),
+                }
+            }
         };
         let mut m = ci.mask.clone();
         for (node, prefix) in &ci.nodes {
