@@ -315,6 +315,22 @@ mod tests {
         b.build("root").unwrap()
     }
 
+    /// Every sequence of up to `max` letters of `alphabet` (the empty one included).
+    fn sequences(alphabet: &[u8], max: usize) -> Vec<Vec<u8>> {
+        let mut seqs: Vec<Vec<u8>> = vec![vec![]];
+        for len in 1..=max {
+            let longest: Vec<Vec<u8>> = seqs.iter().filter(|s| s.len() == len - 1).cloned().collect();
+            for s in longest {
+                for &c in alphabet {
+                    let mut t = s.clone();
+                    t.push(c);
+                    seqs.push(t);
+                }
+            }
+        }
+        seqs
+    }
+
     fn ok(g: &Grammar, s: &str) -> bool {
         accepts(g, s.as_bytes(), &Limits::default()).unwrap()
     }
@@ -345,19 +361,7 @@ mod tests {
         ];
         for (req, extra, min, max) in cases {
             let g = group(req, extra, min, max);
-            // Every sequence of up to 5 members over the alphabet.
-            let mut seqs: Vec<Vec<u8>> = vec![vec![]];
-            for len in 1..=5 {
-                let mut next = Vec::new();
-                for s in seqs.iter().filter(|s| s.len() == len - 1) {
-                    for &c in &alphabet {
-                        let mut t = s.clone();
-                        t.push(c);
-                        next.push(t);
-                    }
-                }
-                seqs.extend(next);
-            }
+            let seqs = sequences(&alphabet, 5);
             for s in &seqs {
                 let text: Vec<String> = s.iter().map(|&c| (c as char).to_string()).collect();
                 let input = format!("{{{}}}", text.join(","));
@@ -403,18 +407,7 @@ mod tests {
             };
             let vocab = std::sync::Arc::new(formwork_vocab::Vocabulary::from_strings(&["{", "}", ",", "a", "b", "c", "d", "x", "n"], &["</s>"]));
             let cg = crate::CompiledGrammar::new(&g, vocab, &Limits::default()).unwrap();
-            let mut seqs: Vec<Vec<u8>> = vec![vec![]];
-            for len in 1..=5 {
-                let mut next = Vec::new();
-                for s in seqs.iter().filter(|s| s.len() == len - 1) {
-                    for &c in &alphabet {
-                        let mut t = s.clone();
-                        t.push(c);
-                        next.push(t);
-                    }
-                }
-                seqs.extend(next);
-            }
+            let seqs = sequences(&alphabet, 5);
             for s in &seqs {
                 let text: Vec<String> = s.iter().map(|&c| (c as char).to_string()).collect();
                 let body = text.join(",");
