@@ -32,6 +32,16 @@ pub(crate) const MAX_KEYS: usize = 12;
 /// other branch).
 const MAX_TERMS: usize = 64;
 
+/// The combinators kept as presence conditions: the keyword, its own `Consumed` flag, and
+/// the `PRESENCE_` flag that hands it to the object.
+const KINDS: [(&str, Consumed, Consumed); 5] = [
+    ("anyOf", Consumed::ANYOF, Consumed::PRESENCE_ANYOF),
+    ("oneOf", Consumed::ONEOF, Consumed::PRESENCE_ONEOF),
+    ("not", Consumed::NOT, Consumed::PRESENCE_NOT),
+    ("dependentRequired", Consumed::DEPS, Consumed::PRESENCE_DEPS),
+    ("dependencies", Consumed::DEPS, Consumed::PRESENCE_DEPS),
+];
+
 /// One term: keys present, keys absent.
 pub(crate) type Term = (Vec<String>, Vec<String>);
 /// A clause: any one of its terms.
@@ -166,13 +176,7 @@ pub(crate) fn plan(parts: &[Conjunct]) -> (Vec<Consumed>, bool) {
         if p.obj().is_none() {
             continue;
         }
-        for (kw, own, mark) in [
-            ("anyOf", Consumed::ANYOF, Consumed::PRESENCE_ANYOF),
-            ("oneOf", Consumed::ONEOF, Consumed::PRESENCE_ONEOF),
-            ("not", Consumed::NOT, Consumed::PRESENCE_NOT),
-            ("dependentRequired", Consumed::DEPS, Consumed::PRESENCE_DEPS),
-            ("dependencies", Consumed::DEPS, Consumed::PRESENCE_DEPS),
-        ] {
+        for (kw, own, mark) in KINDS {
             if p.consumed.contains(own) || flags[i].contains(own) || p.get(kw).is_none() {
                 continue;
             }
@@ -202,17 +206,7 @@ pub(crate) fn plan(parts: &[Conjunct]) -> (Vec<Consumed>, bool) {
 pub(crate) fn collect(parts: &[Conjunct]) -> Vec<Clause> {
     let mut out = Vec::new();
     for p in parts {
-        let mut which = Consumed::empty();
-        for (mark, own) in [
-            (Consumed::PRESENCE_ANYOF, Consumed::ANYOF),
-            (Consumed::PRESENCE_ONEOF, Consumed::ONEOF),
-            (Consumed::PRESENCE_NOT, Consumed::NOT),
-            (Consumed::PRESENCE_DEPS, Consumed::DEPS),
-        ] {
-            if p.consumed.contains(mark) {
-                which |= own;
-            }
-        }
+        let which = KINDS.iter().filter(|k| p.consumed.contains(k.2)).fold(Consumed::empty(), |w, k| w | k.1);
         if !which.is_empty() {
             out.extend(clauses(p, which).expect("planned parts are presence-only"));
         }

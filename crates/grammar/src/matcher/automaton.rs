@@ -429,6 +429,12 @@ impl<'a> Stepper<'a> {
         self.aut.table.state(s)
     }
 
+    /// [`entry`](Self::entry) through the cache of the last two states looked up.
+    #[inline(always)]
+    pub fn entry_cached(&mut self, s: StateId) -> &'a State {
+        self.state(s)
+    }
+
     /// [`step`](Self::step) from `s` whose entry `e` the caller kept.
     #[inline(always)]
     pub fn step_from(&mut self, e: &'a State, s: StateId, b: u8) -> StateId {

@@ -599,9 +599,6 @@ fn walk_below(
     let mut visited = 0usize;
     let n = trie.end(root);
     let mut i = root + 1;
-    // The last state looked up: siblings mostly lead to one state (every letter into the
-    // same string body), and a hit skips the shared table's chunk and slot loads.
-    let mut last: (StateId, &State) = (s0, aut.entry(s0));
     while i < n {
         let label = labels[i];
         let depth = (label >> 8) as usize - base;
@@ -617,13 +614,9 @@ fn walk_below(
             i = ends[i] as usize;
             continue;
         }
-        let entry = if s == last.0 {
-            last.1
-        } else {
-            let e = aut.entry(s);
-            last = (s, e);
-            e
-        };
+        // Siblings mostly lead to one state (every letter into the same string body): the
+        // stepper's cache of the last states looked up skips the table's loads.
+        let entry = aut.entry_cached(s);
         if entry.is_ctx() {
             let mut p = prefix.to_vec();
             p.extend_from_slice(&path[1..depth]);
