@@ -149,6 +149,7 @@ pub(crate) fn lower(
         }
         lw.rules[i] = Body::Alts(lowered);
     }
+    lw.factor_prefixes();
     let mut flat = lw.flatten(g.root().0);
     for (start, fam) in std::mem::take(&mut lw.groups) {
         flat.add_family(start, fam);
@@ -529,6 +530,66 @@ impl Lowerer<'_> {
         };
         self.class_cache.insert(ranges.to_vec(), e);
         Ok(e)
+    }
+
+    /// Left-factors every rule's alternatives: those that start with the same element share
+    /// their longest common prefix, followed by a helper rule of what is left of each
+    /// (`X a | X b | c` becomes `X H | c` with `H ::= a | b`, and `H` is factored in turn).
+    /// The language is the same, and so is every left edge (the first element stays first),
+    /// so the checks that follow see the same recursion. What it saves is stacks: a state
+    /// holds one stack per alternative that can go on, so the twelve escapes of a JSON
+    /// string (`\"`, `\\`, …, `\uXXXX`), each a stack on `\` in every string state, or an
+    /// enum's literals that all begin with `"`, become one stack until the first byte where
+    /// they differ; every closure and step through such a state is that much cheaper.
+    /// Bounded by the rule limit: past it the rest is left as it is.
+    fn factor_prefixes(&mut self) {
+        let mut work: Vec<u32> = (0..self.rules.len() as u32).collect();
+        while let Some(r) = work.pop() {
+            let Body::Alts(alts) = &self.rules[r as usize] else { continue };
+            if alts.len() < 2 {
+                continue;
+            }
+            // Alternatives by first element, in order of first appearance.
+            let mut groups: Vec<(Symbol, Vec<usize>)> = Vec::new();
+            for (i, a) in alts.iter().enumerate() {
+                match a.first() {
+                    Some(&e) => match groups.iter_mut().find(|g| g.0 == e) {
+                        Some(g) => g.1.push(i),
+                        None => groups.push((e, vec![i])),
+                    },
+                    None => groups.push((Symbol::End, vec![i])),
+                }
+            }
+            if groups.iter().all(|g| g.1.len() < 2) {
+                continue;
+            }
+            let Body::Alts(mut alts) = std::mem::replace(&mut self.rules[r as usize], Body::Alts(Vec::new())) else {
+                unreachable!("matched above")
+            };
+            let mut out: Vec<Vec<Symbol>> = Vec::with_capacity(groups.len());
+            for (_, members) in groups {
+                if members.len() < 2 || self.rules.len() >= self.limits.max_rules {
+                    out.extend(members.iter().map(|&i| std::mem::take(&mut alts[i])));
+                    continue;
+                }
+                let first = &alts[members[0]];
+                let lcp = members[1..]
+                    .iter()
+                    .map(|&i| first.iter().zip(&alts[i]).take_while(|(a, b)| a == b).count())
+                    .min()
+                    .unwrap_or(0);
+                let h = self.rules.len() as u32;
+                self.names.push_helper(self.origin[r as usize], "factor");
+                self.origin.push(self.origin[r as usize]);
+                let mut prefix = alts[members[0]][..lcp].to_vec();
+                prefix.push(Symbol::Rule(h));
+                let rest: Vec<Vec<Symbol>> = members.iter().map(|&i| alts[i][lcp..].to_vec()).collect();
+                self.rules.push(Body::Alts(rest));
+                work.push(h);
+                out.push(prefix);
+            }
+            self.rules[r as usize] = Body::Alts(out);
+        }
     }
 
     fn flatten(&mut self, root: u32) -> ByteGrammar {

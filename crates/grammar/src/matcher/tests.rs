@@ -360,16 +360,20 @@ fn named_special_tokens_only_where_named() {
 fn ambiguity_is_bounded() {
     // (a|a)* nested: many equal derivations collapse thanks to hash-consing; a grammar whose
     // stacks genuinely multiply hits the limit with an error, not a hang.
+    // (`a x b | a x c` would not do: lowering factors it into `a x (b | c)`, one stack per
+    // level; through `w` the two readings stay apart.)
     let g = grammar(|b| {
         let x = b.rule_id("x");
+        let w = b.rule_id("w");
         b.define(
             "x",
             Expr::alt([
                 Expr::seq([Expr::lit("a"), Expr::Rule(x), Expr::lit("b")]),
-                Expr::seq([Expr::lit("a"), Expr::Rule(x), Expr::lit("c")]),
+                Expr::seq([Expr::lit("a"), Expr::Rule(w), Expr::lit("c")]),
                 Expr::lit("z"),
             ]),
         );
+        b.define("w", Expr::Rule(x));
         b.define("root", Expr::Rule(x));
     });
     let limits = Limits {

@@ -128,3 +128,28 @@ fn nothing_and_size_limits() {
         Err(CompileError::TooManyElements { .. })
     ));
 }
+
+#[test]
+fn alternatives_are_left_factored() {
+    // Shared prefixes of all lengths, a duplicate, an empty alternative and a nested group:
+    // after lowering no rule has two alternatives starting with the same element, and the
+    // language is unchanged.
+    let words = ["\\\"", "\\\\", "\\u0041", "\\u0042", "abc", "abd", "ab", "abc", "x", ""];
+    let g = build(|b| {
+        b.define("root", Expr::alt(words.iter().map(|w| Expr::lit(*w)).chain([crate::json::escape()])));
+    });
+    let f = lower(&g, None, &Limits::default()).unwrap();
+    for (r, alts) in f.alts.iter().enumerate() {
+        let firsts: Vec<Symbol> = alts.iter().map(|&p| f.elems[p as usize]).filter(|&e| e != Symbol::End).collect();
+        for (i, a) in firsts.iter().enumerate() {
+            assert!(!firsts[i + 1..].contains(a), "rule {} has two alternatives starting with {a:?}", f.names.get(r as u32));
+        }
+    }
+    let accepts = |w: &str| crate::matcher::accepts(&g, w.as_bytes(), &Limits::default()).unwrap();
+    for w in words.iter().chain(&["\\n", "\\u00ff", "\\/"]) {
+        assert!(accepts(w), "{w:?} is rejected");
+    }
+    for w in ["\\", "\\u004", "a", "abcd", "\\x", "xx"] {
+        assert!(!accepts(w), "{w:?} is accepted");
+    }
+}
