@@ -44,7 +44,7 @@
 //! 90 bytes (in chunks that double, so up to half of them unused). An unknown transition
 //! costs a lock round trip (uncontended: two atomic operations) on top of its closure.
 
-use super::lower::{ByteSet, Symbol, ByteGrammar};
+use super::lower::{ByteSet, Symbol, ByteGrammar, NO_DISPATCH};
 use super::slots::{SlotIndex, Slots};
 use formwork_vocab::TokenId;
 use rustc_hash::{FxHashMap, FxHashSet};

@@ -4,7 +4,10 @@
 //! - Literals become one [`Symbol::Bytes`] per byte; Unicode classes become byte-range
 //!   sequences through `regex_syntax::utf8::Utf8Sequences` (single-byte ranges merged into
 //!   one byte set; multi-byte sequences with equal tails merged on their lead byte; the
-//!   result is one element or a helper rule whose alternatives start on disjoint lead bytes).
+//!   result is one element or a helper rule whose alternatives start on disjoint lead bytes,
+//!   which the automaton treats as one terminal: a *dispatch* rule, see `Dispatch`).
+//! - Alternatives that start with the same element are left-factored (`X a | X b` becomes
+//!   `X (a | b)`), so a state holds one stack for all of them until they differ.
 //! - `Alt` inside a sequence becomes a helper rule. `e{m,n}` becomes `m` copies of a unit
 //!   (`e`, or a helper rule for it) then a chain of `n - m` optional helpers (`O_k ::= e O_{k-1} | ε`);
 //!   `e{m,}` becomes `m` copies then `S ::= e S | ε`. A repetition of a repetition is first
@@ -34,7 +37,7 @@ mod repeats;
 mod unordered;
 pub(crate) use checks::nullable;
 use checks::check;
-pub(crate) use byte_grammar::{ByteGrammar, ByteSet, RuleNames, Symbol};
+pub(crate) use byte_grammar::{ByteGrammar, ByteSet, RuleNames, Symbol, NO_DISPATCH};
 use repeats::Chain;
 pub(crate) use repeats::RepeatPos;
 
@@ -58,6 +61,8 @@ struct Lowerer<'a> {
     sets: Vec<ByteSet>,
     set_ids: FxHashMap<ByteSet, u32>,
     class_cache: FxHashMap<Vec<(char, char)>, Symbol>,
+    /// The rules made for classes (their alternatives start on disjoint lead bytes).
+    class_rules: Vec<u32>,
     n_elems: usize,
     cur: u32,
     /// Chains of optional copies made for `e{m,n}`.
@@ -124,6 +129,7 @@ pub(crate) fn lower(
         sets: Vec::new(),
         set_ids: FxHashMap::default(),
         class_cache: FxHashMap::default(),
+        class_rules: Vec::new(),
         n_elems: 0,
         cur: 0,
         chains: Vec::new(),
@@ -151,6 +157,7 @@ pub(crate) fn lower(
     }
     lw.factor_prefixes();
     let mut flat = lw.flatten(g.root().0);
+    flat.add_dispatches(&std::mem::take(&mut lw.class_rules));
     for (start, fam) in std::mem::take(&mut lw.groups) {
         flat.add_family(start, fam);
         let o = lw.origin[start as usize];
@@ -526,6 +533,7 @@ impl Lowerer<'_> {
                 alts.push(a);
             }
             self.rules[r as usize] = Body::Alts(alts);
+            self.class_rules.push(r);
             Symbol::Rule(r)
         };
         self.class_cache.insert(ranges.to_vec(), e);
@@ -624,6 +632,8 @@ impl Lowerer<'_> {
             root,
             repeats: FxHashMap::default(),
             lazy: Default::default(),
+            dispatch_of: Vec::new(),
+            dispatches: Vec::new(),
         }
     }
 }

@@ -11,7 +11,9 @@
 //! 2. **Automaton** (`automaton`): a pushdown parser in the llama.cpp style (a set of
 //!    stacks whose tops are terminals), but with persistent, hash-consed stacks: an arena of
 //!    interned `(position, parent)` nodes, so a stack is one `u32` and a parser state is a
-//!    small sorted set of them. States are interned too (`StateId`), and byte transitions
+//!    small sorted set of them (a Unicode class's UTF-8 forms are one stack: a dispatch
+//!    rule, entered by the byte that picks its alternative). States are interned too
+//!    (`StateId`), and byte transitions
 //!    `(StateId, byte) → StateId` are memoized in a dense per-state table: once warm, a byte
 //!    step is a single load. `Limits::max_stacks` bounds ambiguity.
 //! 3. **Masks** (`mask`, `index`): the vocabulary's [`TokenTrie`](formwork_vocab::TokenTrie)

@@ -30,10 +30,20 @@ impl Builder {
                     continue;
                 }
                 let (pos, parent) = self.nodes[n.index()];
-                if let Symbol::Bytes(k) = self.flat.elems[pos as usize] {
-                    if self.flat.sets[k as usize].contains(b) {
-                        self.seeds.push((pos + 1, parent));
+                match self.flat.elems[pos as usize] {
+                    Symbol::Bytes(k) => {
+                        if self.flat.sets[k as usize].contains(b) {
+                            self.seeds.push((pos + 1, parent));
+                        }
                     }
+                    Symbol::Rule(r) => {
+                        let a = self.flat.dispatch(r).map_or(NO_DISPATCH, |d| d.alt_at[b as usize]);
+                        if a != NO_DISPATCH {
+                            let cont = self.cont(pos, parent);
+                            self.seeds.push((a + 1, cont));
+                        }
+                    }
+                    _ => {}
                 }
             }
             self.memo_closure(t)
@@ -59,11 +69,14 @@ impl Builder {
                 continue;
             }
             let (pos, parent) = self.nodes[n.index()];
-            let Symbol::Bytes(k) = self.flat.elems[pos as usize] else { continue };
-            if !self.flat.sets[k as usize].contains(lead) {
-                continue;
-            }
-            let mut p = pos + 1;
+            let (mut p, parent) = match self.flat.elems[pos as usize] {
+                Symbol::Bytes(k) if self.flat.sets[k as usize].contains(lead) => (pos + 1, parent),
+                Symbol::Rule(r) => match self.flat.dispatch(r).map_or(NO_DISPATCH, |d| d.alt_at[lead as usize]) {
+                    NO_DISPATCH => continue,
+                    a => (a + 1, self.cont(pos, parent)),
+                },
+                _ => continue,
+            };
             let mut alive = true;
             for &(a, b) in rest {
                 let Symbol::Bytes(k) = self.flat.elems[p as usize] else { return None };
@@ -95,24 +108,34 @@ impl Builder {
         if t.complete(s) {
             return;
         }
-        let stacks = t.state(s).info.stacks.clone();
-        let words = stacks.len().div_ceil(64).max(1);
-        // Per byte: the stacks (by index) that take it.
-        let mut sig = vec![0u64; 256 * words];
-        for (i, &n) in stacks.iter().enumerate() {
+        // What can take a byte: each stack on a byte set, and each alternative of each
+        // stack on a dispatch rule; (its bytes, the position and stack after the byte).
+        let mut takers: Vec<(ByteSet, u32, StackId)> = Vec::new();
+        for &n in t.state(s).info.stacks.iter() {
             if n == BOTTOM || n == CTX {
                 continue;
             }
-            let pos = self.nodes[n.index()].0;
-            if let Symbol::Bytes(k) = self.flat.elems[pos as usize] {
-                let set = self.flat.sets[k as usize];
-                for (w, &bits) in set.0.iter().enumerate() {
-                    let mut bits = bits;
-                    while bits != 0 {
-                        let b = w * 64 + bits.trailing_zeros() as usize;
-                        bits &= bits - 1;
-                        sig[b * words + i / 64] |= 1 << (i % 64);
-                    }
+            let (pos, parent) = self.nodes[n.index()];
+            match self.flat.elems[pos as usize] {
+                Symbol::Bytes(k) => takers.push((self.flat.sets[k as usize], pos + 1, parent)),
+                Symbol::Rule(r) if self.flat.dispatch(r).is_some() => {
+                    let cont = self.cont(pos, parent);
+                    let d = self.flat.dispatch(r).expect("checked above");
+                    takers.extend(d.alts.iter().map(|&(a, set)| (set, a + 1, cont)));
+                }
+                _ => {}
+            }
+        }
+        let words = takers.len().div_ceil(64).max(1);
+        // Per byte: the takers (by index) that take it.
+        let mut sig = vec![0u64; 256 * words];
+        for (i, (set, _, _)) in takers.iter().enumerate() {
+            for (w, &bits) in set.0.iter().enumerate() {
+                let mut bits = bits;
+                while bits != 0 {
+                    let b = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    sig[b * words + i / 64] |= 1 << (i % 64);
                 }
             }
         }
@@ -133,8 +156,8 @@ impl Builder {
                 while bits != 0 {
                     let i = w * 64 + bits.trailing_zeros() as usize;
                     bits &= bits - 1;
-                    let (pos, parent) = self.nodes[stacks[i].index()];
-                    self.seeds.push((pos + 1, parent));
+                    let (_, next, parent) = takers[i];
+                    self.seeds.push((next, parent));
                 }
             }
             let x = self.memo_closure(t);
@@ -197,6 +220,18 @@ impl Builder {
         id
     }
 
+    /// The stack to return to after the rule referenced at `pos` in a frame over `parent`:
+    /// the frame at the next position, or `parent` itself when the reference ends its
+    /// alternative (a tail call pushes no frame).
+    #[inline]
+    fn cont(&mut self, pos: u32, parent: StackId) -> StackId {
+        if self.flat.elems[pos as usize + 1] == Symbol::End {
+            parent
+        } else {
+            self.intern_node(pos + 1, parent)
+        }
+    }
+
     /// [`closure`](Self::closure) through the memo of seed sets.
     pub(super) fn memo_closure(&mut self, t: &Table) -> StateId {
         // Stacks are sorted, so equal seed sets come out in the same order.
@@ -248,16 +283,17 @@ impl Builder {
                         self.work.push(p);
                     }
                 }
+                // A dispatch rule stays unexpanded, a stack of its own (see `Dispatch`).
+                Symbol::Rule(r) if self.flat.dispatch(r).is_some() => {
+                    let n = self.intern_node(pos, parent);
+                    self.out.push(n);
+                }
                 Symbol::Rule(r) => {
                     if self.flat.alts[r as usize].is_empty() {
                         // An unordered group's rule, built on first use.
                         self.flat.expand(r);
                     }
-                    let cont = if self.flat.elems[pos as usize + 1] == Symbol::End {
-                        parent
-                    } else {
-                        self.intern_node(pos + 1, parent)
-                    };
+                    let cont = self.cont(pos, parent);
                     for i in 0..self.flat.alts[r as usize].len() {
                         let a = self.flat.alts[r as usize][i];
                         self.work.push((a, cont));
@@ -316,6 +352,11 @@ impl Builder {
             }
             match self.flat.elems[self.nodes[n.index()].0 as usize] {
                 Symbol::Bytes(k) => first.union(&self.flat.sets[k as usize]),
+                Symbol::Rule(r) => {
+                    if let Some(d) = self.flat.dispatch(r) {
+                        first.union(&d.first);
+                    }
+                }
                 Symbol::Token(t) if t.0 != u32::MAX && !tokens.contains(&t) => tokens.push(t),
                 Symbol::NotToken(t) if !not_tokens.contains(&t) => not_tokens.push(t),
                 _ => {}

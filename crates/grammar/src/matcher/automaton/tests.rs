@@ -60,3 +60,39 @@ fn char_step_agrees_with_byte_steps() {
     }
     assert!(answered > 100, "char_step answered only {answered} times");
 }
+
+/// A class is one stack however many UTF-8 forms it has (a dispatch rule), and filling in
+/// all of a state's transitions at once agrees with stepping each byte on its own.
+#[test]
+fn classes_are_one_stack_and_step_all_agrees_with_step() {
+    let limits = Limits::default();
+    let cases: &[(&str, &[&[u8]])] = &[
+        (r#"root ::= "\"" ([^"\\] | "\\" ["\\/bfnrtu])* "\"""#, &[b"\"", "\"aé".as_bytes(), b"\"\\"]),
+        (r#"root ::= [a-zé-ü]{0,5} ";" | [^x]+ "!""#, &[b"", "é".as_bytes(), b"ab"]),
+        (r#"root ::= ([Ā-࿿] | "ab")* "!" | "a" [😀-😏]"#, &[b"", b"a", "Ā".as_bytes()]),
+    ];
+    for (src, inputs) in cases {
+        let g = crate::gbnf::parse(src, &limits).unwrap();
+        let lowered = || super::super::lower::lower(&g, None, &limits).unwrap();
+        let (one, s1) = Automaton::new(lowered(), limits.max_stacks, limits.max_states).unwrap();
+        let (all, s2) = Automaton::new(lowered(), limits.max_stacks, limits.max_states).unwrap();
+        for input in inputs.iter() {
+            let (a, b) = (one.steps(s1, input), all.steps(s2, input));
+            assert!(a != DEAD && b != DEAD, "{src}: {input:?} is a prefix");
+            all.stepper().step_all(b);
+            for byte in 0..=255u8 {
+                let (x, y) = (one.step(a, byte), all.step(b, byte));
+                assert_eq!(one.info(x).stacks.len(), all.info(y).stacks.len(), "{src}: {input:?} then {byte:#x}");
+                assert_eq!(one.info(x).first, all.info(y).first, "{src}: {input:?} then {byte:#x}");
+                assert_eq!(one.info(x).accepting, all.info(y).accepting, "{src}: {input:?} then {byte:#x}");
+            }
+        }
+    }
+    // Inside a JSON-style string: the character class, the escape's backslash and the
+    // closing quote.
+    let g = crate::gbnf::parse(r#"root ::= "\"" ([^"\\] | "\\" ["\\/bfnrtu])* "\"""#, &limits).unwrap();
+    let (aut, s) = Automaton::new(super::super::lower::lower(&g, None, &limits).unwrap(), limits.max_stacks, limits.max_states).unwrap();
+    let s = aut.steps(s, "\"é".as_bytes());
+    assert_eq!(aut.info(s).stacks.len(), 3);
+    assert!(aut.info(s).first.contains(0xC3) && aut.info(s).first.contains(b'a') && !aut.info(s).first.contains(0x80));
+}
