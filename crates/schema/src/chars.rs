@@ -29,18 +29,33 @@ fn contains(r: &[(char, char)], c: char) -> bool {
 
 /// All JSON encodings (raw or with a mandatory/short escape) of the characters in `ranges`.
 pub(crate) fn enc_class(ranges: &[(char, char)]) -> Expr {
+    let (raw, escaped) = enc_parts(ranges, true);
+    alt_of(raw.into_iter().chain(escaped.map(|e| Expr::seq([Expr::lit("\\"), e]))).collect())
+}
+
+/// The encodings of the characters in `ranges`, in two parts: the raw characters, and what
+/// follows the backslash of the escaped ones (the short escapes' letters, and with
+/// `control_u`, `u00XX` for the control characters). The escapes share their backslash, so
+/// a grammar state inside a string holds one stack for all of them.
+fn enc_parts(ranges: &[(char, char)], control_u: bool) -> (Option<Expr>, Option<Expr>) {
     let raw_ok = [(' ', '!'), ('#', '['), (']', char::MAX)];
     let raw = intersect(ranges, &raw_ok);
-    let mut alts = Vec::new();
-    if !raw.is_empty() {
-        alts.push(Expr::Class(raw));
-    }
-    for (c, e) in [('"', "\\\""), ('\\', "\\\\"), ('/', "\\/"), ('\u{8}', "\\b"), ('\u{c}', "\\f"), ('\n', "\\n"), ('\r', "\\r"), ('\t', "\\t")] {
+    let raw = (!raw.is_empty()).then(|| Expr::Class(raw));
+    let mut short: Vec<(char, char)> = Vec::new();
+    for (c, e) in [('"', '"'), ('\\', '\\'), ('/', '/'), ('\u{8}', 'b'), ('\u{c}', 'f'), ('\n', 'n'), ('\r', 'r'), ('\t', 't')] {
         if contains(ranges, c) {
-            alts.push(Expr::lit(e));
+            short.push((e, e));
         }
     }
+    let mut after: Vec<Expr> = Vec::new();
+    if !short.is_empty() {
+        after.push(Expr::Class(normalize_ranges(short)));
+    }
+    let mut control: Vec<Expr> = Vec::new();
     for hi in 0..2u32 {
+        if !control_u {
+            break;
+        }
         let mut lo_digits: Vec<(char, char)> = Vec::new();
         for lo in 0..16u32 {
             let c = char::from_u32(hi * 16 + lo).unwrap_or('\0');
@@ -52,30 +67,44 @@ pub(crate) fn enc_class(ranges: &[(char, char)]) -> Expr {
             }
         }
         if !lo_digits.is_empty() {
-            alts.push(Expr::seq([Expr::lit(format!("\\u00{hi}")), Expr::Class(normalize_ranges(lo_digits))]));
+            control.push(Expr::seq([Expr::lit(format!("{hi}")), Expr::Class(normalize_ranges(lo_digits))]));
         }
     }
-    alt_of(alts)
+    if !control.is_empty() {
+        after.push(Expr::seq([Expr::lit("u00"), alt_of(control)]));
+    }
+    let escaped = (!after.is_empty()).then(|| alt_of(after));
+    (raw, escaped)
 }
 
 /// One encoded code point of any kind, including `\uXXXX` escapes and surrogate pairs.
 pub(crate) fn any_char() -> Expr {
     let hex = Expr::class([('0', '9'), ('a', 'f'), ('A', 'F')], false);
-    let hex3 = Expr::repeat(hex.clone(), 3, Some(3));
+    let hex2 = Expr::repeat(hex.clone(), 2, Some(2));
     let non_d = Expr::class([('0', '9'), ('a', 'c'), ('A', 'C'), ('e', 'f'), ('E', 'F')], false);
     let d = Expr::class([('d', 'd'), ('D', 'D')], false);
-    let bmp = Expr::seq([Expr::lit("\\u"), Expr::alt([Expr::seq([non_d, hex3]), Expr::seq([d.clone(), Expr::class([('0', '7')], false), Expr::repeat(hex.clone(), 2, Some(2))])])]);
-    let pair = Expr::seq([
-        Expr::lit("\\u"),
-        d.clone(),
-        Expr::class([('8', '9'), ('a', 'b'), ('A', 'B')], false),
-        Expr::repeat(hex.clone(), 2, Some(2)),
-        Expr::lit("\\u"),
-        d,
-        Expr::class([('c', 'f'), ('C', 'F')], false),
-        Expr::repeat(hex, 2, Some(2)),
+    // `\u` then a code point outside the surrogates, or a high surrogate then `\u` and a
+    // low one; the short escapes beside them (the `\u00XX` controls are among the first).
+    let bmp_or_pair = Expr::alt([
+        Expr::seq([non_d, Expr::repeat(hex.clone(), 3, Some(3))]),
+        Expr::seq([
+            d.clone(),
+            Expr::alt([
+                Expr::seq([Expr::class([('0', '7')], false), hex2.clone()]),
+                Expr::seq([
+                    Expr::class([('8', '9'), ('a', 'b'), ('A', 'B')], false),
+                    hex2.clone(),
+                    Expr::lit("\\u"),
+                    d,
+                    Expr::class([('c', 'f'), ('C', 'F')], false),
+                    hex2,
+                ]),
+            ]),
+        ]),
     ]);
-    Expr::alt([enc_class(&[('\0', char::MAX)]), bmp, pair])
+    let (raw, short) = enc_parts(&[('\0', char::MAX)], false);
+    let escaped = Expr::alt(short.into_iter().chain([Expr::seq([Expr::lit("u"), bmp_or_pair])]));
+    Expr::alt(raw.into_iter().chain([Expr::seq([Expr::lit("\\"), escaped])]))
 }
 
 /// `x{min,max}`, split into nested repetitions when a bound exceeds `Limits::max_repeat`.
@@ -212,4 +241,37 @@ fn trie_node(cx: &mut Compiler, names: &[Vec<char>], depth: usize, share: bool, 
         i = j;
     }
     Ok(alt_of(alts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use formwork_grammar::{matcher::accepts, GrammarBuilder, Limits};
+
+    fn accepts_all(e: Expr, yes: &[&str], no: &[&str]) {
+        let mut b = GrammarBuilder::new();
+        b.define("root", e);
+        let g = b.build("root").unwrap();
+        for s in yes {
+            assert!(accepts(&g, s.as_bytes(), &Limits::default()).unwrap(), "{s:?} is rejected");
+        }
+        for s in no {
+            assert!(!accepts(&g, s.as_bytes(), &Limits::default()).unwrap(), "{s:?} is accepted");
+        }
+    }
+
+    /// The escapes share their backslash; every encoding is still there, and nothing else.
+    #[test]
+    fn encodings_are_exact() {
+        accepts_all(
+            enc_class(&[('"', '"'), ('\n', '\n'), ('a', 'a'), ('\u{1f}', '\u{1f}')]),
+            &["a", "\\\"", "\\n", "\\u000a", "\\u000A", "\\u001f", "\\u001F"],
+            &["\"", "\n", "\\", "\\u000b", "\\u0022", "\\a", "b", "\\u00"],
+        );
+        accepts_all(
+            any_char(),
+            &["a", "é", "😀", "\\\"", "\\\\", "\\/", "\\b", "\\t", "\\u0000", "\\u00e9", "\\uFFFF", "\\ud83d\\ude00", "\\uD83D\\uDE00"],
+            &["\"", "\\", "\\x", "\\u12", "\\ud83d", "\\ude00", "\\ud83d\\u0041", "\n"],
+        );
+    }
 }

@@ -551,52 +551,81 @@ impl Lowerer<'_> {
     /// they differ; every closure and step through such a state is that much cheaper.
     /// Bounded by the rule limit: past it the rest is left as it is.
     fn factor_prefixes(&mut self) {
-        let mut work: Vec<u32> = (0..self.rules.len() as u32).collect();
-        while let Some(r) = work.pop() {
-            let Body::Alts(alts) = &self.rules[r as usize] else { continue };
-            if alts.len() < 2 {
+        let mut group_of: FxHashMap<Symbol, u32> = FxHashMap::default();
+        // Per alternative of the rule at hand: (its group, its index); groups are numbered
+        // in order of first appearance, so sorting keeps the alternatives' order within each.
+        let mut order: Vec<(u32, u32)> = Vec::new();
+        // Rules made here are appended, and factored in turn.
+        let mut r = 0;
+        while r < self.rules.len() {
+            let Body::Alts(alts) = &self.rules[r] else {
+                r += 1;
                 continue;
-            }
-            // Alternatives by first element, in order of first appearance.
-            let mut groups: Vec<(Symbol, Vec<usize>)> = Vec::new();
-            for (i, a) in alts.iter().enumerate() {
-                match a.first() {
-                    Some(&e) => match groups.iter_mut().find(|g| g.0 == e) {
-                        Some(g) => g.1.push(i),
-                        None => groups.push((e, vec![i])),
-                    },
-                    None => groups.push((Symbol::End, vec![i])),
+            };
+            // Most rules have no shared first element: find out without allocating.
+            let shared = match alts.len() {
+                0 | 1 => false,
+                n if n <= 8 => (1..n).any(|i| alts[i].first().is_some_and(|e| alts[..i].iter().any(|a| a.first() == Some(e)))),
+                _ => {
+                    group_of.clear();
+                    alts.iter().any(|a| a.first().is_some_and(|&e| group_of.insert(e, 0).is_some()))
                 }
-            }
-            if groups.iter().all(|g| g.1.len() < 2) {
+            };
+            if !shared || self.rules.len() >= self.limits.max_rules {
+                r += 1;
                 continue;
             }
-            let Body::Alts(mut alts) = std::mem::replace(&mut self.rules[r as usize], Body::Alts(Vec::new())) else {
+            group_of.clear();
+            order.clear();
+            for (i, a) in alts.iter().enumerate() {
+                // An empty alternative is a group of its own.
+                let next = (group_of.len() + order.len()) as u32;
+                let g = match a.first() {
+                    Some(&e) => *group_of.entry(e).or_insert(next),
+                    None => next,
+                };
+                order.push((g, i as u32));
+            }
+            order.sort_unstable();
+            let Body::Alts(mut alts) = std::mem::replace(&mut self.rules[r], Body::Alts(Vec::new())) else {
                 unreachable!("matched above")
             };
-            let mut out: Vec<Vec<Symbol>> = Vec::with_capacity(groups.len());
-            for (_, members) in groups {
+            let mut out: Vec<Vec<Symbol>> = Vec::new();
+            let mut k = 0;
+            while k < order.len() {
+                let g = order[k].0;
+                let end = k + order[k..].iter().take_while(|x| x.0 == g).count();
+                let members = &order[k..end];
+                k = end;
                 if members.len() < 2 || self.rules.len() >= self.limits.max_rules {
-                    out.extend(members.iter().map(|&i| std::mem::take(&mut alts[i])));
+                    out.extend(members.iter().map(|&(_, i)| std::mem::take(&mut alts[i as usize])));
                     continue;
                 }
-                let first = &alts[members[0]];
+                let first = &alts[members[0].1 as usize];
                 let lcp = members[1..]
                     .iter()
-                    .map(|&i| first.iter().zip(&alts[i]).take_while(|(a, b)| a == b).count())
+                    .map(|&(_, i)| first.iter().zip(&alts[i as usize]).take_while(|(a, b)| a == b).count())
                     .min()
                     .unwrap_or(0);
                 let h = self.rules.len() as u32;
-                self.names.push_helper(self.origin[r as usize], "factor");
-                self.origin.push(self.origin[r as usize]);
-                let mut prefix = alts[members[0]][..lcp].to_vec();
+                self.names.push_helper(self.origin[r], "factor");
+                self.origin.push(self.origin[r]);
+                let mut prefix = first[..lcp].to_vec();
                 prefix.push(Symbol::Rule(h));
-                let rest: Vec<Vec<Symbol>> = members.iter().map(|&i| alts[i][lcp..].to_vec()).collect();
+                // The suffixes reuse the alternatives' own buffers.
+                let rest: Vec<Vec<Symbol>> = members
+                    .iter()
+                    .map(|&(_, i)| {
+                        let mut a = std::mem::take(&mut alts[i as usize]);
+                        a.drain(..lcp);
+                        a
+                    })
+                    .collect();
                 self.rules.push(Body::Alts(rest));
-                work.push(h);
                 out.push(prefix);
             }
-            self.rules[r as usize] = Body::Alts(out);
+            self.rules[r] = Body::Alts(out);
+            r += 1;
         }
     }
 
