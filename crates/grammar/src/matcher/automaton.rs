@@ -40,8 +40,9 @@
 //! A step's closure is linear in the stacks and rules it touches; left recursion is refused
 //! when lowering, so closures are finite; the work per closure is also capped by
 //! `max_stacks`. Memory grows with the distinct stacks and states visited: per state, 1 KiB
-//! of transition table (allocated with the state), its stacks, and a table slot of about
-//! 90 bytes (in chunks that double, so up to half of them unused). An unknown transition
+//! of transition table (made with the state, from chunks of 32 tables), its stacks, and a
+//! table slot of about 90 bytes (in chunks that double, so up to half of them unused). An
+//! unknown transition
 //! costs a lock round trip (uncontended: two atomic operations) on top of its closure.
 
 use super::lower::{ByteSet, Symbol, ByteGrammar, NO_DISPATCH};
@@ -110,7 +111,7 @@ const UNKNOWN: u32 = u32::MAX;
 #[derive(Clone, Debug)]
 pub(crate) struct StateInfo {
     /// Sorted stacks (BOTTOM included when accepting).
-    pub stacks: Box<[StackId]>,
+    pub stacks: std::sync::Arc<[StackId]>,
     /// The input so far is a complete match.
     pub accepting: bool,
     /// Bytes some stack can take next.
@@ -127,10 +128,10 @@ pub(crate) struct StateInfo {
 /// Walks keep a state's entry beside its id ([`Stepper::entry`]) to step from it without
 /// looking it up again.
 pub(crate) struct State {
-    /// By byte: the next state, `UNKNOWN` until built. Allocated with the state: nearly
-    /// every state is stepped from (94 % on the JSON grammar), and a step is then one
-    /// load with no check of whether the table exists.
-    trans: Box<[AtomicU32; 256]>,
+    /// By byte: the next state, `UNKNOWN` until built. Made with the state: nearly every
+    /// state is stepped from (94 % on the JSON grammar), and a step is then one load with
+    /// no check of whether the table exists.
+    trans: TransSlot,
     /// The state popped into [`CTX`] (what follows depends on context).
     ctx: bool,
     info: StateInfo,
@@ -141,6 +142,27 @@ impl State {
     #[inline(always)]
     pub fn is_ctx(&self) -> bool {
         self.ctx
+    }
+}
+
+/// A state's transition table: one of the tables of a chunk that several states share.
+/// Tables are made [`TRANS_CHUNK`] at a time: a state then costs no allocation of its own
+/// (1 KiB each, which is a large request for glibc's allocator, and one that makes it
+/// consolidate its small free chunks first), only a reference count.
+struct TransSlot {
+    chunk: std::sync::Arc<[[AtomicU32; 256]]>,
+    i: u32,
+}
+
+/// Transition tables allocated at once (32 KiB).
+const TRANS_CHUNK: usize = 32;
+
+impl std::ops::Deref for TransSlot {
+    type Target = [AtomicU32; 256];
+
+    #[inline(always)]
+    fn deref(&self) -> &[AtomicU32; 256] {
+        &self.chunk[self.i as usize]
     }
 }
 
@@ -198,9 +220,13 @@ pub(crate) struct Builder {
     /// Indexed by node id: frames from the bottom (BOTTOM and CTX are 0).
     heights: Vec<u32>,
     node_ids: FxHashMap<(u32, StackId), StackId>,
-    state_ids: FxHashMap<Box<[StackId]>, StateId>,
+    /// The states by their stacks (the same allocation as the state's own list).
+    state_ids: FxHashMap<std::sync::Arc<[StackId]>, StateId>,
     /// Heap bytes of the published states (infos and transition tables).
     state_bytes: usize,
+    /// The chunk of transition tables new states take theirs from, and how many it has
+    /// handed out.
+    trans_chunk: Option<(std::sync::Arc<[[AtomicU32; 256]]>, u32)>,
     /// Memo of [`canonical`](Self::canonical) per node: (canonical node, budget).
     canon_nodes: FxHashMap<StackId, (StackId, u32)>,
     /// Memo of [`canonical`](Self::canonical) per (state, top budget): (canonical state, budget).
@@ -231,6 +257,7 @@ impl Automaton {
             node_ids: FxHashMap::default(),
             state_ids: FxHashMap::default(),
             state_bytes: 0,
+            trans_chunk: None,
             canon_nodes: FxHashMap::default(),
             canon_states: FxHashMap::default(),
             truncs: FxHashMap::default(),
@@ -246,7 +273,7 @@ impl Automaton {
             n_states: AtomicU32::new(0),
             states_capped: AtomicBool::new(false),
         };
-        b.intern_state(&t, Vec::new());
+        b.intern_state(&t, &[]);
         let root = b.flat.root as usize;
         let seeds: Vec<(u32, StackId)> = b.flat.alts[root].iter().map(|&p| (p, BOTTOM)).collect();
         b.seeds = seeds;

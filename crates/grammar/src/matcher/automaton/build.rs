@@ -206,7 +206,7 @@ impl Builder {
                 t.states_capped.store(true, Ordering::Relaxed);
                 OVERFLOW
             }
-            None => self.intern_state(t, stacks),
+            None => self.intern_state(t, &stacks),
         }
     }
 
@@ -323,7 +323,7 @@ impl Builder {
                 t.states_capped.store(true, Ordering::Relaxed);
                 OVERFLOW
             }
-            None => self.intern_state(t, stacks.clone()),
+            None => self.intern_state(t, &stacks),
         };
         stacks.clear();
         self.out = stacks;
@@ -331,8 +331,8 @@ impl Builder {
     }
 
     /// The id of the state of `stacks`, published in the table if new.
-    pub(super) fn intern_state(&mut self, t: &Table, stacks: Vec<StackId>) -> StateId {
-        if let Some(&id) = self.state_ids.get(stacks.as_slice()) {
+    pub(super) fn intern_state(&mut self, t: &Table, stacks: &[StackId]) -> StateId {
+        if let Some(&id) = self.state_ids.get(stacks) {
             return id;
         }
         let id = StateId(self.state_ids.len() as u32);
@@ -341,7 +341,7 @@ impl Builder {
         let mut not_tokens = Vec::new();
         let mut accepting = false;
         let mut ctx = false;
-        for &n in &stacks {
+        for &n in stacks {
             if n == BOTTOM {
                 accepting = true;
                 continue;
@@ -362,15 +362,31 @@ impl Builder {
                 _ => {}
             }
         }
-        let stacks: Box<[StackId]> = stacks.into_boxed_slice();
+        let stacks: std::sync::Arc<[StackId]> = stacks.into();
         self.state_bytes += 1024 + stacks.len() * 4 + (tokens.len() + not_tokens.len()) * 4;
         self.state_ids.insert(stacks.clone(), id);
         let info = StateInfo { stacks, accepting, first, tokens: tokens.into_boxed_slice(), not_tokens: not_tokens.into_boxed_slice() };
-        let trans = Box::new(std::array::from_fn(|_| AtomicU32::new(UNKNOWN)));
+        let trans = self.new_transitions();
         t.states.set(id.0, State { trans, ctx, info });
         // Published: the slot is set before the count says so.
         t.n_states.store(id.0 + 1, Ordering::Release);
         id
+    }
+
+    /// A fresh transition table (every byte `UNKNOWN`), from the current chunk.
+    fn new_transitions(&mut self) -> TransSlot {
+        match &mut self.trans_chunk {
+            Some((chunk, used)) if (*used as usize) < chunk.len() => {
+                *used += 1;
+                TransSlot { chunk: chunk.clone(), i: *used - 1 }
+            }
+            _ => {
+                let chunk: std::sync::Arc<[[AtomicU32; 256]]> =
+                    (0..TRANS_CHUNK).map(|_| std::array::from_fn(|_| AtomicU32::new(UNKNOWN))).collect();
+                self.trans_chunk = Some((chunk.clone(), 1));
+                TransSlot { chunk, i: 0 }
+            }
+        }
     }
 
     /// State `s` with its stacks cut below a common height: frames more than `k` below the
@@ -423,7 +439,7 @@ impl Builder {
         }
         out.sort_unstable();
         out.dedup();
-        let x = self.intern_state(t, out);
+        let x = self.intern_state(t, &out);
         self.truncs.insert((s, k as u32), x);
         x
     }

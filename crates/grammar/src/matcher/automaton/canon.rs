@@ -57,7 +57,7 @@ impl Builder {
         } else {
             out.sort_unstable();
             out.dedup();
-            (self.intern_state(t, out), budget)
+            (self.intern_state(t, &out), budget)
         };
         self.canon_states.insert((s, top_min), r);
         r
