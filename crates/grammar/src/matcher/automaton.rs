@@ -42,8 +42,8 @@
 //! `max_stacks`. Memory grows with the distinct stacks and states visited: per state, 1 KiB
 //! of transition table (made with the state, from chunks of 32 tables), its stacks, and a
 //! table slot of about 90 bytes (in chunks that double, so up to half of them unused). An
-//! unknown transition
-//! costs a lock round trip (uncontended: two atomic operations) on top of its closure.
+//! unknown transition costs a lock round trip (uncontended: two atomic operations) on top
+//! of its closure.
 
 use super::lower::{ByteSet, Symbol, ByteGrammar, NO_DISPATCH};
 use super::slots::{SlotIndex, Slots};
