@@ -361,7 +361,7 @@ impl Automaton {
     /// A [`Stepper`] for one walk.
     pub fn stepper(&self) -> Stepper<'_> {
         let dead = (DEAD, self.table.state(DEAD));
-        Stepper { aut: self, held: None, known_run: 0, last: [dead, dead], ctx_seen: false }
+        Stepper { aut: self, held: None, known_run: 0, last: [dead, dead], ctx_seen: false, path: Vec::new() }
     }
 
     /// Heap bytes used.
@@ -405,6 +405,9 @@ pub(crate) struct Stepper<'a> {
     last: [(StateId, &'a State); 2],
     /// [`is_ctx`](Self::is_ctx) answered yes since [`take_ctx_seen`](Self::take_ctx_seen).
     ctx_seen: bool,
+    /// A trie walk's states and bytes by depth, kept between the walks of one mask (a
+    /// mask walks many subtrees; see `mask::walk_below`).
+    pub path: Vec<(StateId, &'a State, u8)>,
 }
 
 impl<'a> Stepper<'a> {

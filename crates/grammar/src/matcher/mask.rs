@@ -53,7 +53,7 @@
 //! immutable once built and cached by the compiled grammar, which any thread then reads in
 //! place.
 
-use super::automaton::{State, StateId, Stepper, DEAD, OVERFLOW, UTF8_SEQUENCES};
+use super::automaton::{StateId, Stepper, DEAD, OVERFLOW, UTF8_SEQUENCES};
 use formwork_vocab::TokenId;
 use formwork_vocab::{TokenMask, TokenTrie};
 
@@ -593,9 +593,10 @@ fn walk_below(
     let base = trie.depth(root);
     let levels = trie.max_depth() + 1 - base;
     // By depth below `root`: the state after the node on the current path at that depth
-    // (with its entry), and that node's byte.
-    let mut at: Vec<(StateId, &State)> = vec![(s0, aut.entry(s0)); levels];
-    let mut path: Vec<u8> = vec![0; levels];
+    // (with its entry), and that node's byte (the stepper's buffer, reused).
+    let mut at = std::mem::take(&mut aut.path);
+    at.clear();
+    at.resize(levels, (s0, aut.entry(s0), 0));
     let mut visited = 0usize;
     let n = trie.end(root);
     let mut i = root + 1;
@@ -606,7 +607,7 @@ fn walk_below(
             i = ends[i] as usize;
             continue;
         }
-        let (parent, entry) = at[depth - 1];
+        let (parent, entry, _) = at[depth - 1];
         visited += 1;
         let byte = label as u8;
         let s = aut.step_from(entry, parent, byte);
@@ -619,7 +620,7 @@ fn walk_below(
         let entry = aut.entry_cached(s);
         if entry.is_ctx() {
             let mut p = prefix.to_vec();
-            p.extend_from_slice(&path[1..depth]);
+            p.extend(at[1..depth].iter().map(|x| x.2));
             p.push(byte);
             uncertain.push((i as u32, p.into_boxed_slice()));
             i = ends[i] as usize;
@@ -628,9 +629,9 @@ fn walk_below(
         for &t in &all[starts[i] as usize..starts[i + 1] as usize] {
             allow(t, depth);
         }
-        at[depth] = (s, entry);
-        path[depth] = byte;
+        at[depth] = (s, entry, byte);
         i += 1;
     }
+    aut.path = at;
     visited
 }
