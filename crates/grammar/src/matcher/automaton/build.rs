@@ -206,7 +206,7 @@ impl Builder {
                 t.states_capped.store(true, Ordering::Relaxed);
                 OVERFLOW
             }
-            None => self.intern_state(t, &stacks),
+            None => self.publish_state(t, &stacks),
         }
     }
 
@@ -323,7 +323,7 @@ impl Builder {
                 t.states_capped.store(true, Ordering::Relaxed);
                 OVERFLOW
             }
-            None => self.intern_state(t, &stacks),
+            None => self.publish_state(t, &stacks),
         };
         stacks.clear();
         self.out = stacks;
@@ -332,9 +332,15 @@ impl Builder {
 
     /// The id of the state of `stacks`, published in the table if new.
     pub(super) fn intern_state(&mut self, t: &Table, stacks: &[StackId]) -> StateId {
-        if let Some(&id) = self.state_ids.get(stacks) {
-            return id;
+        match self.state_ids.get(stacks) {
+            Some(&id) => id,
+            None => self.publish_state(t, stacks),
         }
+    }
+
+    /// Publishes the state of `stacks`, which is not interned yet (the caller looked).
+    fn publish_state(&mut self, t: &Table, stacks: &[StackId]) -> StateId {
+        debug_assert!(!self.state_ids.contains_key(stacks));
         let id = StateId(self.state_ids.len() as u32);
         let mut first = ByteSet::default();
         let mut tokens = Vec::new();
