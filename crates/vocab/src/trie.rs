@@ -29,8 +29,9 @@
 //! A node's parent is the last node visited at the depth above it, so the walk keeps no
 //! stack: leaving a subtree costs nothing.
 //!
-//! Building is O(total token bytes · log n) (one sort); memory is 13 bytes a node (byte,
-//! end, label, token start) plus 4 bytes a token.
+//! Building is O(total token bytes · log n) (one sort, no allocation per node); memory is
+//! 13 bytes a node (byte, end, label, token start) plus 4 bytes a token, and 4 bytes per
+//! vocabulary id once [`TokenTrie::node_of`] is first asked (sub-tries never are).
 
 use crate::{TokenId, Vocabulary};
 
@@ -48,8 +49,11 @@ pub struct TokenTrie {
     tok_start: Vec<u32>,
     /// Token ids, grouped by node.
     tokens: Vec<TokenId>,
-    /// Indexed by `TokenId`: the node where the token ends (`u32::MAX` for tokens not in the trie).
-    node_of: Vec<u32>,
+    /// Indexed by `TokenId`: the node where the token ends (`u32::MAX` for tokens not in the
+    /// trie); made on first use (sub-tries, a class's exit suffixes, never ask).
+    node_of: std::sync::OnceLock<Vec<u32>>,
+    /// The size of the vocabulary the token ids come from.
+    n_tokens: usize,
     /// Longest token, in bytes.
     max_depth: usize,
 }
@@ -71,8 +75,11 @@ impl TokenTrie {
         items.sort_unstable();
         let mut bytes = vec![0u8];
         let mut ends = vec![u32::MAX];
-        let mut node_tokens: Vec<Vec<TokenId>> = vec![Vec::new()];
-        let mut node_of = vec![u32::MAX; n_tokens];
+        // Sorted, a string's tokens come right after its nodes are made (a prefix sorts
+        // before its extensions, equal strings are adjacent), so every token goes to the
+        // newest node and each node's tokens are one run of `tokens`.
+        let mut tok_start: Vec<u32> = vec![0];
+        let mut tokens: Vec<TokenId> = Vec::with_capacity(items.len());
         // `path[d]` is the node at depth `d` along the current string (path[0] = root).
         let mut path: Vec<u32> = vec![0];
         let mut prev: &[u8] = &[];
@@ -91,24 +98,15 @@ impl TokenTrie {
                 path.push(bytes.len() as u32);
                 bytes.push(b);
                 ends.push(u32::MAX);
-                node_tokens.push(Vec::new());
+                tok_start.push(tokens.len() as u32);
             }
-            let leaf = *path.last().unwrap();
-            node_tokens[leaf as usize].push(t);
-            if t.index() < node_of.len() {
-                node_of[t.index()] = leaf;
-            }
+            debug_assert_eq!(*path.last().unwrap() as usize, bytes.len() - 1, "a token goes to the newest node");
+            tokens.push(t);
             max_depth = max_depth.max(s.len());
             prev = s;
         }
         while let Some(n) = path.pop() {
             ends[n as usize] = bytes.len() as u32;
-        }
-        let mut tok_start = Vec::with_capacity(bytes.len() + 1);
-        let mut tokens = Vec::new();
-        for v in &node_tokens {
-            tok_start.push(tokens.len() as u32);
-            tokens.extend_from_slice(v);
         }
         tok_start.push(tokens.len() as u32);
         let labels = label_nodes(&bytes, &ends);
@@ -118,7 +116,8 @@ impl TokenTrie {
             labels,
             tok_start,
             tokens,
-            node_of,
+            node_of: std::sync::OnceLock::new(),
+            n_tokens,
             max_depth,
         }
     }
@@ -189,6 +188,17 @@ impl TokenTrie {
     /// The node where `t` ends, if `t` is in the trie.
     pub fn node_of(&self, t: TokenId) -> Option<usize> {
         self.node_of
+            .get_or_init(|| {
+                let mut node_of = vec![u32::MAX; self.n_tokens];
+                for i in 0..self.len() {
+                    for &t in self.tokens_at(i) {
+                        if let Some(n) = node_of.get_mut(t.index()) {
+                            *n = i as u32;
+                        }
+                    }
+                }
+                node_of
+            })
             .get(t.index())
             .filter(|&&n| n != u32::MAX)
             .map(|&n| n as usize)
@@ -249,7 +259,7 @@ impl TokenTrie {
     pub fn memory_usage(&self) -> usize {
         self.bytes.capacity()
             + 4 * (self.ends.capacity() + self.labels.capacity() + self.tok_start.capacity() + self.tokens.capacity())
-            + 4 * self.node_of.capacity()
+            + 4 * self.node_of.get().map_or(0, |v| v.capacity())
     }
 }
 
