@@ -212,22 +212,29 @@ fn trie_node(cx: &mut Compiler, names: &[Vec<char>], depth: usize, share: bool, 
     let below: Vec<&Vec<char>> = names.iter().filter(|n| n.len() > depth).collect();
     let mut children: Vec<char> = below.iter().map(|n| n[depth]).collect();
     children.dedup();
-    // Characters not starting any continuation: anything may follow.
-    let ranges: Vec<(char, char)> = children.iter().map(|&c| (c, c)).collect();
-    let others = formwork_grammar::ir::complement(&normalize_ranges(ranges));
-    if children.iter().all(|&c| PLAIN.iter().any(|&(a, b)| a <= c && c <= b)) {
-        // The others are the plain characters left (raw only) and everything outside.
-        let plain_left = intersect(&others, &PLAIN);
-        if !plain_left.is_empty() {
-            alts.push(Expr::seq([Expr::Class(plain_left), tail.clone()]));
+    // Characters not starting any continuation: anything may follow. One rule per set of
+    // next characters, shared by every node with that set (most nodes of a suffix have
+    // one next character), rather than a class and its alternatives at every node.
+    let key = format!("not-starting {}", children.iter().collect::<String>());
+    alts.push(cx.shared(&key, "key-not-starting", |_| {
+        let ranges: Vec<(char, char)> = children.iter().map(|&c| (c, c)).collect();
+        let others = formwork_grammar::ir::complement(&normalize_ranges(ranges));
+        let mut any = Vec::new();
+        if children.iter().all(|&c| PLAIN.iter().any(|&(a, b)| a <= c && c <= b)) {
+            // The others are the plain characters left (raw only) and everything outside.
+            let plain_left = intersect(&others, &PLAIN);
+            if !plain_left.is_empty() {
+                any.push(Expr::seq([Expr::Class(plain_left), tail.clone()]));
+            }
+            any.push(outside.clone());
+        } else {
+            let first = enc_class(&others);
+            if !crate::exprs::is_nothing(&first) {
+                any.push(Expr::seq([first, tail.clone()]));
+            }
         }
-        alts.push(outside.clone());
-    } else {
-        let first = enc_class(&others);
-        if !crate::exprs::is_nothing(&first) {
-            alts.push(Expr::seq([first, tail.clone()]));
-        }
-    }
+        Ok(alt_of(any))
+    })?);
     let start = names.len() - below.len();
     let mut i = start;
     while i < names.len() {
