@@ -52,10 +52,7 @@ fn enc_parts(ranges: &[(char, char)], control_u: bool) -> (Option<Expr>, Option<
         after.push(Expr::Class(normalize_ranges(short)));
     }
     let mut control: Vec<Expr> = Vec::new();
-    for hi in 0..2u32 {
-        if !control_u {
-            break;
-        }
+    for hi in (0..2u32).filter(|_| control_u) {
         let mut lo_digits: Vec<(char, char)> = Vec::new();
         for lo in 0..16u32 {
             let c = char::from_u32(hi * 16 + lo).unwrap_or('\0');
