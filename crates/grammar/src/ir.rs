@@ -329,11 +329,13 @@ pub enum IrError {
 pub struct GrammarBuilder {
     names: Vec<String>,
     bodies: Vec<Option<Expr>>,
-    by_name: std::collections::HashMap<String, RuleId>,
+    /// Names come from untrusted schemas and grammars: a seeded hasher (foldhash), fast but
+    /// not open to chosen collisions.
+    by_name: foldhash::HashMap<String, RuleId>,
     duplicate: Option<String>,
     /// Per base name given to [`fresh_name`](GrammarBuilder::fresh_name): the suffix to try
     /// next, so that n fresh names from one base cost O(n), not O(n²).
-    next_fresh: std::cell::RefCell<std::collections::HashMap<String, u32>>,
+    next_fresh: std::cell::RefCell<foldhash::HashMap<String, u32>>,
 }
 
 impl GrammarBuilder {

@@ -20,10 +20,16 @@ impl ByteSet {
     pub fn insert(&mut self, b: u8) {
         self.0[(b >> 6) as usize] |= 1 << (b & 63);
     }
-    /// Adds `lo..=hi`.
+    /// Adds `lo..=hi` (nothing when `lo > hi`), a word at a time.
     pub fn insert_range(&mut self, lo: u8, hi: u8) {
-        for b in lo..=hi {
-            self.insert(b);
+        if lo > hi {
+            return;
+        }
+        let (first, last) = ((lo >> 6) as usize, (hi >> 6) as usize);
+        for w in first..=last {
+            let from = if w == first { lo & 63 } else { 0 };
+            let to = if w == last { hi & 63 } else { 63 };
+            self.0[w] |= (u64::MAX >> (63 - to)) & (u64::MAX << from);
         }
     }
     /// Is `b` in the set?
@@ -207,5 +213,23 @@ impl RuleNames {
     /// Heap bytes used.
     pub fn memory_usage(&self) -> usize {
         self.user.iter().map(|n| n.capacity() + 24).sum::<usize>() + self.helpers.capacity() * 24
+    }
+}
+
+#[cfg(test)]
+mod byte_set_tests {
+    use super::ByteSet;
+
+    #[test]
+    fn insert_range_sets_exactly_the_range() {
+        for (lo, hi) in [(0u8, 0u8), (0, 255), (3, 70), (63, 64), (64, 127), (100, 200), (200, 100), (255, 255), (60, 190)] {
+            let mut a = ByteSet::default();
+            a.insert_range(lo, hi);
+            let mut b = ByteSet::default();
+            for x in lo..=hi {
+                b.insert(x);
+            }
+            assert_eq!(a, b, "{lo}..={hi}");
+        }
     }
 }
