@@ -29,6 +29,12 @@ fn contains(r: &[(char, char)], c: char) -> bool {
 
 /// All JSON encodings (raw or with a mandatory/short escape) of the characters in `ranges`.
 pub(crate) fn enc_class(ranges: &[(char, char)]) -> Expr {
+    // One character with a single encoding (most characters of most keys): itself.
+    if let [(a, b)] = ranges {
+        if a == b && PLAIN.iter().any(|&(lo, hi)| lo <= *a && *a <= hi) {
+            return Expr::Class(vec![(*a, *a)]);
+        }
+    }
     let (raw, escaped) = enc_parts(ranges, true);
     alt_of(raw.into_iter().chain(escaped.map(|e| Expr::seq([Expr::lit("\\"), e]))).collect())
 }
