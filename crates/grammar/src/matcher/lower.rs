@@ -163,8 +163,8 @@ pub(crate) fn lower(
         let o = lw.origin[start as usize];
         lw.origin.resize(flat.alts.len(), o);
     }
-    repeats::add_loops(&mut flat, &lw.chains, &mut lw.origin, limits);
-    check(&flat, &lw.origin)?;
+    let nullable = repeats::add_loops(&mut flat, &lw.chains, &mut lw.origin, limits);
+    check(&flat, &lw.origin, &nullable)?;
     Ok(flat)
 }
 

@@ -86,7 +86,9 @@ pub(crate) fn nullable(flat: &ByteGrammar) -> Vec<bool> {
     fixpoint(flat, |_| false, false)
 }
 
-pub(super) fn check(flat: &ByteGrammar, origin: &[u32]) -> Result<(), CompileError> {
+/// Checks `flat`, whose nullable rules are `nullable` (see [`nullable`]).
+pub(super) fn check(flat: &ByteGrammar, origin: &[u32], nullable: &[bool]) -> Result<(), CompileError> {
+    debug_assert_eq!(nullable, super::nullable(flat).as_slice());
     let productive = fixpoint(
         flat,
         |e| match e {
@@ -100,7 +102,6 @@ pub(super) fn check(flat: &ByteGrammar, origin: &[u32]) -> Result<(), CompileErr
             rule: flat.names.get(flat.root),
         });
     }
-    let nullable = nullable(flat);
     // Members and separators of unordered groups consume input (see module `unordered`).
     for f in &flat.lazy.families {
         if let Some(&r) = f.members.iter().chain(f.extra.iter()).chain([&f.sep]).find(|&&r| nullable[r as usize]) {

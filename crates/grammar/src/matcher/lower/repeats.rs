@@ -58,9 +58,11 @@ pub(crate) struct RepeatPos {
 }
 
 /// Adds the loop rules of `chains` and of runs of identical elements to `flat` and fills
-/// `flat.repeats`. Best effort: nothing is added past the size limits.
-pub(crate) fn add_loops(flat: &mut ByteGrammar, chains: &[Chain], origin: &mut Vec<u32>, limits: &Limits) {
-    let nullable = nullable(flat);
+/// `flat.repeats`. Best effort: nothing is added past the size limits. Returns which rules
+/// (the loop rules too) match the empty string, for the checks that follow.
+pub(crate) fn add_loops(flat: &mut ByteGrammar, chains: &[Chain], origin: &mut Vec<u32>, limits: &Limits) -> Vec<bool> {
+    let mut nullable = nullable(flat);
+    let before = flat.alts.len();
     let consumes = |e: Symbol| match e {
         Symbol::Bytes(_) => true,
         Symbol::Rule(r) => !nullable[r as usize],
@@ -170,6 +172,12 @@ pub(crate) fn add_loops(flat: &mut ByteGrammar, chains: &[Chain], origin: &mut V
         }
     }
     flat.repeats = repeats;
+    // A loop rule is `unit L | ε` (a star: nullable) or `unit L` (endless: not, since its
+    // unit consumes).
+    for r in before..flat.alts.len() {
+        nullable.push(flat.alts[r].iter().any(|&a| flat.elems[a as usize] == Symbol::End));
+    }
+    nullable
 }
 
 #[cfg(test)]
