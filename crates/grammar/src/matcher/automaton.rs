@@ -150,18 +150,24 @@ impl State {
 /// (1 KiB each, which is a large request for glibc's allocator, and one that makes it
 /// consolidate its small free chunks first), only a reference count.
 struct TransSlot {
-    chunk: std::sync::Arc<[[AtomicU32; 256]]>,
+    chunk: TransChunk,
     i: u32,
 }
+
+/// A state's transitions by byte.
+type Transitions = [AtomicU32; 256];
+
+/// Transition tables made at once, shared by the states that took one.
+type TransChunk = std::sync::Arc<[Transitions]>;
 
 /// Transition tables allocated at once (32 KiB).
 const TRANS_CHUNK: usize = 32;
 
 impl std::ops::Deref for TransSlot {
-    type Target = [AtomicU32; 256];
+    type Target = Transitions;
 
     #[inline(always)]
-    fn deref(&self) -> &[AtomicU32; 256] {
+    fn deref(&self) -> &Transitions {
         &self.chunk[self.i as usize]
     }
 }
@@ -226,7 +232,7 @@ pub(crate) struct Builder {
     state_bytes: usize,
     /// The chunk of transition tables new states take theirs from, and how many it has
     /// handed out.
-    trans_chunk: Option<(std::sync::Arc<[[AtomicU32; 256]]>, u32)>,
+    trans_chunk: Option<(TransChunk, u32)>,
     /// Memo of [`canonical`](Self::canonical) per node: (canonical node, budget).
     canon_nodes: FxHashMap<StackId, (StackId, u32)>,
     /// Memo of [`canonical`](Self::canonical) per (state, top budget): (canonical state, budget).

@@ -387,7 +387,7 @@ impl Builder {
                 TransSlot { chunk: chunk.clone(), i: *used - 1 }
             }
             _ => {
-                let chunk: std::sync::Arc<[[AtomicU32; 256]]> =
+                let chunk: TransChunk =
                     (0..TRANS_CHUNK).map(|_| std::array::from_fn(|_| AtomicU32::new(UNKNOWN))).collect();
                 self.trans_chunk = Some((chunk.clone(), 1));
                 TransSlot { chunk, i: 0 }
