@@ -45,7 +45,7 @@
 //! unknown transition costs a lock round trip (uncontended: two atomic operations) on top
 //! of its closure.
 
-use super::lower::{ByteSet, Symbol, ByteGrammar, NO_DISPATCH};
+use super::lower::{ByteSet, Symbol, ByteGrammar};
 use super::slots::{SlotIndex, Slots};
 use formwork_vocab::TokenId;
 use rustc_hash::{FxHashMap, FxHashSet};

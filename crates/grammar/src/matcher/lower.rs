@@ -37,7 +37,7 @@ mod repeats;
 mod unordered;
 pub(crate) use checks::nullable;
 use checks::check;
-pub(crate) use byte_grammar::{ByteGrammar, ByteSet, RuleNames, Symbol, NO_DISPATCH};
+pub(crate) use byte_grammar::{ByteGrammar, ByteSet, RuleNames, Symbol};
 use repeats::Chain;
 pub(crate) use repeats::RepeatPos;
 

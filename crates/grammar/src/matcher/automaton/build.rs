@@ -37,8 +37,7 @@ impl Builder {
                         }
                     }
                     Symbol::Rule(r) => {
-                        let a = self.flat.dispatch(r).map_or(NO_DISPATCH, |d| d.alt_at[b as usize]);
-                        if a != NO_DISPATCH {
+                        if let Some(a) = self.flat.dispatch_alt(r, b) {
                             let cont = self.cont(pos, parent);
                             self.seeds.push((a + 1, cont));
                         }
@@ -71,9 +70,9 @@ impl Builder {
             let (pos, parent) = self.nodes[n.index()];
             let (mut p, parent) = match self.flat.elems[pos as usize] {
                 Symbol::Bytes(k) if self.flat.sets[k as usize].contains(lead) => (pos + 1, parent),
-                Symbol::Rule(r) => match self.flat.dispatch(r).map_or(NO_DISPATCH, |d| d.alt_at[lead as usize]) {
-                    NO_DISPATCH => continue,
-                    a => (a + 1, self.cont(pos, parent)),
+                Symbol::Rule(r) => match self.flat.dispatch_alt(r, lead) {
+                    Some(a) => (a + 1, self.cont(pos, parent)),
+                    None => continue,
                 },
                 _ => continue,
             };

@@ -150,6 +150,13 @@ impl ByteGrammar {
         }
     }
 
+    /// The start of the alternative of dispatch rule `r` that takes byte `b`; `None` when
+    /// `r` is not a dispatch rule or no alternative takes `b`.
+    #[inline]
+    pub fn dispatch_alt(&self, r: u32, b: u8) -> Option<u32> {
+        self.dispatch(r).map(|d| d.alt_at[b as usize]).filter(|&a| a != NO_DISPATCH)
+    }
+
     /// The dispatch table of rule `r`, if it is a dispatch rule.
     #[inline]
     pub fn dispatch(&self, r: u32) -> Option<&Dispatch> {
