@@ -58,6 +58,24 @@ pub struct TokenTrie {
     max_depth: usize,
 }
 
+/// Sorts `(bytes, token)` pairs as `sort_unstable` would, faster: most comparisons are
+/// settled by the first 8 bytes read as one big-endian integer (zero-padded), which orders
+/// like the bytes themselves; only pairs whose first 8 bytes agree compare in full. (A class
+/// index's suffix trie of 24,000 Llama 3.1 token suffixes: 2.1 ms with `sort_unstable`, the
+/// most of that build.)
+fn sort_items(items: &mut [(&[u8], TokenId)]) {
+    fn head(b: &[u8]) -> u64 {
+        let mut w = [0u8; 8];
+        let n = b.len().min(8);
+        w[..n].copy_from_slice(&b[..n]);
+        u64::from_be_bytes(w)
+    }
+    let mut keyed: Vec<(u64, u32)> = items.iter().enumerate().map(|(i, (b, _))| (head(b), i as u32)).collect();
+    keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| items[a.1 as usize].cmp(&items[b.1 as usize])));
+    let sorted: Vec<(&[u8], TokenId)> = keyed.iter().map(|&(_, i)| items[i as usize]).collect();
+    items.copy_from_slice(&sorted);
+}
+
 impl TokenTrie {
     /// Builds the trie of `vocab`'s text tokens.
     pub fn new(vocab: &Vocabulary) -> Self {
@@ -72,7 +90,7 @@ impl TokenTrie {
     /// Builds a trie from `(bytes, token)` pairs over a vocabulary of `n_tokens` ids (empty
     /// byte strings are skipped). Useful for sub-tries (a suffix trie of some tokens).
     pub fn from_items(items: &mut [(&[u8], TokenId)], n_tokens: usize) -> Self {
-        items.sort_unstable();
+        sort_items(items);
         let mut bytes = vec![0u8];
         let mut ends = vec![u32::MAX];
         // Sorted, a string's tokens come right after its nodes are made (a prefix sorts
@@ -283,6 +301,34 @@ fn label_nodes(bytes: &[u8], ends: &[u32]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fast sort orders exactly as `sort_unstable` does, across the cases its integer
+    /// heads cannot tell apart: prefixes, zero bytes (the padding's value), strings equal in
+    /// their first 8 bytes, and equal strings of different tokens.
+    #[test]
+    fn sort_items_orders_as_sort_unstable() {
+        let mut strings: Vec<Vec<u8>> = vec![
+            vec![], b"a".to_vec(), b"a\0".to_vec(), b"a\0\0".to_vec(), b"ab".to_vec(), b"abcdefgh".to_vec(),
+            b"abcdefgh\0".to_vec(), b"abcdefghi".to_vec(), b"abcdefghh".to_vec(), b"\xff\xff".to_vec(), b"\0".to_vec(),
+        ];
+        // Pseudo-random strings over a small alphabet, so that long common prefixes occur.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..2000 {
+            let mut s = Vec::new();
+            for _ in 0..(x % 14) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                s.push([0u8, b'a', b'b', 0xff][(x % 4) as usize]);
+            }
+            strings.push(s);
+        }
+        let mut items: Vec<(&[u8], TokenId)> = strings.iter().enumerate().map(|(i, s)| (s.as_slice(), TokenId((i % 7) as u32))).collect();
+        let mut want = items.clone();
+        want.sort_unstable();
+        sort_items(&mut items);
+        assert_eq!(items, want);
+    }
 
     fn walk_all(trie: &TokenTrie) -> Vec<(Vec<u8>, TokenId)> {
         // Reconstruct each token's bytes from the DFS layout.
