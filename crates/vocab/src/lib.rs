@@ -39,7 +39,7 @@ mod trie;
 mod vocabulary;
 
 pub use mask::TokenMask;
-pub use trie::TokenTrie;
+pub use trie::{Node, TokenTrie};
 pub use vocabulary::{TokenKind, Vocabulary, VocabError};
 
 /// A token's index in the model's vocabulary.
