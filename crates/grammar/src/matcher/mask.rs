@@ -576,8 +576,9 @@ impl ContextIndependentSubtree {
 /// (label, subtree end and token range in one load), its parent's transition and, when
 /// live, its token range. The entry of the state it reaches is most often the one the last
 /// node at the same depth kept (nodes at one depth mostly share a state), so no table
-/// lookup. `benches/masks.rs`, "full walk", measures the cost per node: warm, 9.3 → 5.7 ns
-/// on SmolLM2's trie and 9.5 → 6.0 on Llama 3.1's with these two changes.
+/// lookup; and the path keeps each state's transition table beside its entry, so a step
+/// is one load. `benches/masks.rs`, "full walk", measures the cost per node: warm, 9.3 →
+/// 5.4–5.5 ns on SmolLM2's trie and 9.5 → 5.7–5.8 on Llama 3.1's with these changes.
 #[allow(clippy::too_many_arguments)]
 fn walk_below(
     aut: &mut Stepper<'_>,
@@ -597,7 +598,8 @@ fn walk_below(
     // (with its entry), and that node's byte (the stepper's buffer, reused).
     let mut at = std::mem::take(&mut aut.path);
     at.clear();
-    at.resize(levels, (s0, aut.entry(s0), 0));
+    let e0 = aut.entry(s0);
+    at.resize(levels, (s0, e0, Stepper::transitions(e0), 0));
     let mut visited = 0usize;
     let n = trie.end(root);
     let mut i = root + 1;
@@ -608,22 +610,28 @@ fn walk_below(
             i = end as usize;
             continue;
         }
-        let (parent, entry, _) = at[depth - 1];
+        let (parent, _, table, _) = at[depth - 1];
         visited += 1;
         let byte = label as u8;
-        let s = aut.step_from(entry, parent, byte);
+        let s = aut.step_in(table, parent, byte);
         if s == DEAD || s == OVERFLOW {
             i = end as usize;
             continue;
         }
         // Nodes at one depth mostly lead to one state (every letter into the same string
         // body, the same count of a bounded one): the last node at this depth kept its
-        // state's entry; otherwise the stepper's cache of the last states looked up.
-        let (before, before_entry, _) = at[depth];
-        let entry = if s == before { before_entry } else { aut.entry_cached(s) };
+        // state's entry and table; otherwise the stepper's cache of the last states
+        // looked up.
+        let (before, before_entry, before_table, _) = at[depth];
+        let (entry, table) = if s == before {
+            (before_entry, before_table)
+        } else {
+            let e = aut.entry_cached(s);
+            (e, Stepper::transitions(e))
+        };
         if entry.is_ctx() {
             let mut p = prefix.to_vec();
-            p.extend(at[1..depth].iter().map(|x| x.2));
+            p.extend(at[1..depth].iter().map(|x| x.3));
             p.push(byte);
             uncertain.push((i as u32, p.into_boxed_slice()));
             i = end as usize;
@@ -632,7 +640,7 @@ fn walk_below(
         for &t in &all[first as usize..last as usize] {
             allow(t, depth);
         }
-        at[depth] = (s, entry, byte);
+        at[depth] = (s, entry, table, byte);
         i += 1;
     }
     aut.path = at;
