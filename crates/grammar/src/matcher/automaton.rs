@@ -498,17 +498,7 @@ impl<'a> Stepper<'a> {
     /// [`step`](Self::step) from `s` whose entry `e` the caller kept.
     #[inline(always)]
     pub fn step_from(&mut self, e: &'a State, s: StateId, b: u8) -> StateId {
-        let v = e.trans[b as usize].load(Ordering::Acquire);
-        if v == UNKNOWN {
-            return self.step_slow(s, b);
-        }
-        if self.held.is_some() {
-            self.known_run += 1;
-            if self.known_run >= RELEASE_AFTER {
-                self.held = None;
-            }
-        }
-        StateId(v)
+        self.step_in(Self::transitions(e), s, b)
     }
 
     #[cold]
