@@ -32,7 +32,7 @@ const MI_DEFAULT_PURGE_DELAY: std::ffi::c_long = 1000;
 /// operating system. mimalloc's default returns freed pages a second after they are freed
 /// (a "purge"); a purge after a large grammar is dropped took 4–7 ms inside whichever mask
 /// happened to trigger it, the largest single mask time in `formwork bench masks` (half A,
-/// SmolLM2: maximum 7.4–7.7 ms with purging, 1.9–2.1 ms without). The cost is that the
+/// SmolLM2: maximum 6.3–7.7 ms with purging, 1.9–2.1 ms without). The cost is that the
 /// heap stays at its high-water mark while the process lives. `MIMALLOC_PURGE_DELAY` in the
 /// environment (milliseconds, as mimalloc reads it) takes precedence; the option is only
 /// changed when it still reads as that default, so a renumbered option in a future

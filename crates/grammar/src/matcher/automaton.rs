@@ -411,8 +411,9 @@ pub(crate) struct Stepper<'a> {
     last: [(StateId, &'a State); 2],
     /// [`is_ctx`](Self::is_ctx) answered yes since [`take_ctx_seen`](Self::take_ctx_seen).
     ctx_seen: bool,
-    /// A trie walk's states and bytes by depth, kept between the walks of one mask (a
-    /// mask walks many subtrees; see `mask::walk_below`).
+    /// A trie walk's states (each with its entry and transition table) and bytes by depth,
+    /// kept between the walks of one mask (a mask walks many subtrees; see
+    /// `mask::walk_below`).
     pub path: Vec<(StateId, &'a State, &'a Transitions, u8)>,
 }
 

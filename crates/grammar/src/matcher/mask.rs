@@ -574,7 +574,7 @@ impl ContextIndependentSubtree {
 /// by depth (the trie's labels carry each node's depth), so a node's parent state is one
 /// load and leaving a subtree costs nothing; a node reads its [`Node`](formwork_vocab::Node)
 /// (label, subtree end and token range in one load), its parent's transition and, when
-/// live, its token range. The entry of the state it reaches is most often the one the last
+/// live, its tokens. The entry of the state it reaches is most often the one the last
 /// node at the same depth kept (nodes at one depth mostly share a state), so no table
 /// lookup; and the path keeps each state's transition table beside its entry, so a step
 /// is one load. `benches/masks.rs`, "full walk", measures the cost per node: warm, 9.3 →
@@ -595,7 +595,8 @@ fn walk_below(
     let base = trie.depth(root);
     let levels = trie.max_depth() + 1 - base;
     // By depth below `root`: the state after the node on the current path at that depth
-    // (with its entry), and that node's byte (the stepper's buffer, reused).
+    // (with its entry and transition table), and that node's byte (the stepper's buffer,
+    // reused).
     let mut at = std::mem::take(&mut aut.path);
     at.clear();
     let e0 = aut.entry(s0);
