@@ -71,8 +71,8 @@ pub struct TokenTrie {
 /// Sorts `(bytes, token)` pairs as `sort_unstable` would, faster: most comparisons are
 /// settled by the first 8 bytes read as one big-endian integer (zero-padded), which orders
 /// like the bytes themselves; only pairs whose first 8 bytes agree compare in full. (A class
-/// index's suffix trie of 24,000 Llama 3.1 token suffixes: 2.1 ms with `sort_unstable`, the
-/// most of that build.)
+/// index's suffix trie of 16,784 Llama 3.1 token suffixes, sort and build: 1.7 ms with
+/// `sort_unstable`, 1.0 ms with this; the rest is reading the suffixes.)
 fn sort_items(items: &mut [(&[u8], TokenId)]) {
     fn head(b: &[u8]) -> u64 {
         let mut w = [0u8; 8];
