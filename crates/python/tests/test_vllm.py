@@ -163,6 +163,14 @@ def test_batch_updates_move_the_matchers_with_their_requests(llm):
     out2.append(letter_tok)
     proc.update_state(None)
     assert [r.seen for _, r in sorted(proc._rows.items())] == [1, 1]
+    # Async scheduling: vLLM appends -1 for a token still on the GPU and writes the real id in
+    # place before the processors' apply. update_state waits at the placeholder; apply reads it.
+    out0.append(-1)
+    proc.update_state(None)
+    assert proc._rows[0].seen == 1 and proc._rows[0].matcher.num_accepted == 1
+    out0[-1] = digit_tok
+    step()
+    assert proc._rows[0].seen == 2 and proc._rows[0].matcher.num_accepted == 2
     # Swap rows 0 and 2: the matchers go with their requests.
     proc.update_state(BatchUpdate(batch_size=3, removed=[], added=[], moved=[(0, 2, MoveDirectionality.SWAP)]))
     logits = step()

@@ -291,6 +291,11 @@ class _Row:
         out = self.output_ids
         while self.seen < len(out) and not self.broken:
             t = out[self.seen]
+            if t < 0:
+                # With async scheduling vLLM appends -1 for a token still on the GPU and
+                # writes the real id in place just before the logits processors run
+                # (`update_async_output_token_ids`): `apply` catches up then.
+                break
             self.seen += 1
             if self.matcher.is_terminated():
                 continue
