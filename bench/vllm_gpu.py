@@ -1,0 +1,242 @@
+"""vLLM on a GPU with formwork as its structured-output backend, against XGrammar and
+llguidance inside the same engine, in the same run.
+
+One vLLM engine (in this process, so the script can reach its StructuredOutputManager) runs
+every workload; between workloads the manager's backend is swapped: vLLM's own
+`XgrammarBackend` and `GuidanceBackend`, and `formwork.vllm.FormworkBackend` (the state the
+one-line registration in a patched vLLM produces). A last run uses no patch at all:
+`formwork.vllm:LogitsProcessor`, loaded by name, with the schema in `extra_args`.
+
+The model has the architecture of the name given and random weights (`load_format="dummy"`):
+the device machine cannot download weights, and the figures are about the cost of the
+constraint in vLLM's step, not about answers. Every output is checked all the same: each
+constrained request that ends by its stop token must validate against its schema
+(`jsonschema`), for every backend.
+
+Workloads, each run for every backend and then unconstrained:
+- `same`: N requests under one schema (compiled once, cached), sampled at temperature 0.8.
+- `mixed`: one request per MaskBench schema from a file of schemas (`--schemas`, one JSON
+  schema per line; the README run used half B of the dev split), compile included.
+  Schemas that any of the three backends refuses to compile, or that vLLM's front end
+  refuses, are left out for all.
+After each constrained run, an unconstrained one: the same prompts with `ignore_eos` and each
+request's `max_tokens` set to the number of tokens it produced under that backend, so both
+runs decode the same number of tokens per request and the batch empties the same way. The
+backends' outputs differ in length (their grammars tokenize differently), so the figure to
+compare across backends is the ratio of the two runs' tokens/s.
+
+Timed: the wall time of `LLM.generate` for the whole batch (queueing, compile, prefill,
+decode, masks); tokens/s = generated tokens / wall time.
+
+    python bench/vllm_gpu.py --model-dir DIR [--schemas FILE] [--n 256] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import sys
+import time
+import traceback
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ONE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 24},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "email": {"type": "string", "pattern": "^[a-z0-9._]{1,16}@[a-z0-9]{1,12}\\.(com|org|net)$"},
+        "tags": {"type": "array", "items": {"enum": ["admin", "staff", "guest", "owner"]}, "maxItems": 3},
+        "address": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 20}, "zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+            "required": ["city", "zip"],
+            "additionalProperties": False,
+        },
+        "active": {"type": "boolean"},
+    },
+    "required": ["name", "age", "email", "tags", "address", "active"],
+    "additionalProperties": False,
+}
+
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+
+
+def prompt(i: int) -> str:
+    w = [WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(6)]
+    return f"Record {i}: describe the person called {w[0]} {w[1]} from {w[2]} as JSON. Notes: {' '.join(w[3:])}."
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--schemas", help="one JSON schema per line (the mixed workload)")
+    ap.add_argument("--n", type=int, default=256, help="requests in the one-schema workload")
+    ap.add_argument("--max-tokens", type=int, default=384)
+    ap.add_argument("--max-num-seqs", type=int, default=256)
+    ap.add_argument("--eager", action="store_true", help="no CUDA graphs (faster start, slower steps)")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+
+    import jsonschema
+    import torch
+    import vllm
+    from vllm import LLM, SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+    from vllm.v1.structured_output.backend_guidance import GuidanceBackend, validate_guidance_grammar
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+    from vllm.v1.structured_output.backend_xgrammar import XgrammarBackend
+
+    import formwork
+    import formwork.vllm as fv
+
+    started = time.perf_counter()
+    llm = LLM(
+        model=args.model_dir,
+        load_format="dummy",
+        dtype="bfloat16",
+        max_model_len=2048,
+        max_num_seqs=args.max_num_seqs,
+        gpu_memory_utilization=0.6,
+        enforce_eager=args.eager,
+        seed=0,
+        structured_outputs_config={"backend": "guidance", "disable_any_whitespace": True},
+        logits_processors=["formwork.vllm:LogitsProcessor"],
+    )
+    engine_start_s = time.perf_counter() - started
+    cfg = llm.llm_engine.vllm_config
+    mgr = llm.llm_engine.engine_core.engine_core.structured_output_manager
+    vocab = cfg.model_config.get_vocab_size()
+    backends = {
+        "xgrammar": XgrammarBackend(cfg, tokenizer=mgr.tokenizer, vocab_size=vocab),
+        "llguidance": GuidanceBackend(cfg, tokenizer=mgr.tokenizer, vocab_size=vocab),
+        "formwork": fv.FormworkBackend(cfg, tokenizer=mgr.tokenizer, vocab_size=vocab),
+    }
+    meta = {
+        "model_dir": args.model_dir,
+        "vocab": vocab,
+        "gpu": torch.cuda.get_device_name(0),
+        "versions": {
+            "vllm": vllm.__version__,
+            "torch": torch.__version__,
+            "formwork": importlib.metadata.version("formwork"),
+            "xgrammar": importlib.metadata.version("xgrammar"),
+            "llguidance": importlib.metadata.version("llguidance"),
+        },
+        "engine_start_s": round(engine_start_s, 1),
+        "cuda_graphs": not args.eager,
+        "weights": "random (load_format=dummy)",
+    }
+    print(json.dumps(meta), flush=True)
+
+    def run(prompts, params):
+        t = time.perf_counter()
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        wall = time.perf_counter() - t
+        return outs, wall
+
+    def check(outs, schemas):
+        """(stopped and valid, stopped but invalid, cut off by max_tokens)."""
+        ok = bad = cut = 0
+        for o, s in zip(outs, schemas):
+            c = o.outputs[0]
+            if c.finish_reason != "stop":
+                cut += 1
+                continue
+            try:
+                jsonschema.validate(json.loads(c.text), s)
+                ok += 1
+            except Exception as e:  # noqa: BLE001 - counted and shown
+                bad += 1
+                if bad <= 3:
+                    print(f"  INVALID: {type(e).__name__}: {str(e)[:200]}\n    text: {c.text[:300]!r}", flush=True)
+        return ok, bad, cut
+
+    def summary(name, outs, wall, schemas=None):
+        toks = sum(len(o.outputs[0].token_ids) for o in outs)
+        row = {"run": name, "requests": len(outs), "tokens": toks, "wall_s": round(wall, 3), "tok_per_s": round(toks / wall, 1)}
+        if schemas is not None:
+            row["valid"], row["invalid"], row["cut_off"] = check(outs, schemas)
+        print(json.dumps(row), flush=True)
+        return row
+
+    results = {"meta": meta, "runs": []}
+
+    def save():
+        if args.out:  # after every run, so a run cut short keeps what it measured
+            with open(args.out, "w") as f:
+                json.dump(results, f, indent=1)
+
+    def baseline(label, prompts, outs):
+        """Unconstrained, each request held to the length it had under the constraint."""
+        lengths = [max(1, len(o.outputs[0].token_ids)) for o in outs]
+        plain = [SamplingParams(max_tokens=n, temperature=0.8, seed=i, ignore_eos=True) for i, n in enumerate(lengths)]
+        outs, wall = run(prompts, plain)
+        return summary(label, outs, wall)
+
+    def workload(label, prompts, schemas):
+        def record(name, outs, wall):
+            row = summary(f"{label}/{name}", outs, wall, schemas)
+            base = baseline(f"{label}/{name}: unconstrained, same lengths", prompts, outs)
+            row["unconstrained_tok_per_s"] = base["tok_per_s"]
+            row["ratio_to_unconstrained"] = round(row["tok_per_s"] / base["tok_per_s"], 3)
+            print(json.dumps({"run": row["run"], "ratio_to_unconstrained": row["ratio_to_unconstrained"]}), flush=True)
+            results["runs"].append(row)
+            save()
+
+        for name, backend in backends.items():
+            mgr.backend = backend
+            so = [SamplingParams(max_tokens=args.max_tokens, temperature=0.8, seed=i, structured_outputs=StructuredOutputsParams(json=json.dumps(s))) for i, s in enumerate(schemas)]
+            run(prompts[:4], so[:4])  # warm-up: tokenizer tables, kernels
+            record(name, *run(prompts, so))
+        mgr.backend = None
+        # No patch: the logits processor, schema in extra_args (same sampling).
+        lp = [SamplingParams(max_tokens=args.max_tokens, temperature=0.8, seed=i, extra_args={"formwork": {"json_schema": s, "whitespace": "compact"}}) for i, s in enumerate(schemas)]
+        run(prompts[:4], lp[:4])
+        record("formwork-logits-processor", *run(prompts, lp))
+
+    try:
+        workload("same", [prompt(i) for i in range(args.n)], [ONE_SCHEMA] * args.n)
+    except Exception:
+        traceback.print_exc()
+        results["error_same"] = traceback.format_exc()[-2000:]
+
+    if args.schemas:
+        try:
+            schemas = [json.loads(line) for line in open(args.schemas) if line.strip()]
+            kept = []
+            for s in schemas:
+                text = json.dumps(s)
+                try:
+                    for b in backends.values():
+                        b.compile_grammar(StructuredOutputOptions.JSON, text)
+                    # vLLM's front end checks each request with llguidance's validator (the
+                    # configured backend), which refuses more than GuidanceBackend compiles.
+                    validate_guidance_grammar(SamplingParams(structured_outputs=StructuredOutputsParams(json=text)))
+                    kept.append(s)
+                except Exception as e:  # noqa: BLE001 - a refusal by one backend leaves the schema out
+                    print(f"  left out: {type(e).__name__}: {str(e)[:120]}", flush=True)
+            results["mixed_schemas"] = {"given": len(schemas), "kept": len(kept)}
+            print(json.dumps(results["mixed_schemas"]), flush=True)
+            # Fresh backends, so no compile is cached from the filter above.
+            backends.update(
+                xgrammar=XgrammarBackend(cfg, tokenizer=mgr.tokenizer, vocab_size=vocab),
+                llguidance=GuidanceBackend(cfg, tokenizer=mgr.tokenizer, vocab_size=vocab),
+                formwork=fv.FormworkBackend(cfg, tokenizer=mgr.tokenizer, vocab_size=vocab),
+            )
+            workload("mixed", [prompt(i) for i in range(len(kept))], kept)
+        except Exception:
+            traceback.print_exc()
+            results["error_mixed"] = traceback.format_exc()[-2000:]
+
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
