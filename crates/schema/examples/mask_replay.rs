@@ -9,12 +9,16 @@
 //! built, µs of the warm plain walk); `--repeat` recompiles and replays each file R times
 //! (for a profiler).
 
+#[global_allocator]
+static GLOBAL: formwork_alloc::MiMalloc = formwork_alloc::MiMalloc;
+
 use formwork_grammar::{CompiledGrammar, Limits, TokenIndex};
 use formwork_vocab::{TokenId, TokenMask};
 use std::time::Instant;
 
 
 fn main() {
+    formwork_alloc::keep_freed_memory();
     let mut args = std::env::args().skip(1);
     let tok = args.next().expect("usage: mask_replay TOKENIZER.json [--top N] [--repeat R] FILE...");
     let vocab = std::sync::Arc::new(formwork_vocab::Vocabulary::from_tokenizer_json_file(&tok, None).expect("tokenizer"));

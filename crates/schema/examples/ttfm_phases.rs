@@ -4,11 +4,15 @@
 //! `cargo run --release -p formwork-schema --example ttfm_phases -- TOKENIZER.json FILE...`
 //! (a MaskBench file's `schema` member, or a plain schema).
 
+#[global_allocator]
+static GLOBAL: formwork_alloc::MiMalloc = formwork_alloc::MiMalloc;
+
 use formwork_grammar::{CompiledGrammar, Limits, TokenIndex};
 use formwork_vocab::{TokenMask, Vocabulary};
 use std::time::Instant;
 
 fn main() {
+    formwork_alloc::keep_freed_memory();
     let mut args = std::env::args().skip(1);
     let tok = args.next().expect("usage: ttfm_phases TOKENIZER.json FILE...");
     let vocab = std::sync::Arc::new(Vocabulary::from_tokenizer_json_file(&tok, None).expect("tokenizer"));
