@@ -15,6 +15,7 @@
 //! | `repair` | `repair_cmd` | recover JSON from free text (fences, prose, common faults), optionally validate |
 //! | `sql` | `sql_cmd` | a question to a query over a live database (SQLite, PostgreSQL), optionally run |
 //! | `embed` | `embed_cmd` | sentence embeddings of texts (arguments or stdin lines), one JSON vector per input |
+#![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
 
