@@ -132,7 +132,7 @@ def main() -> int:
             "llguidance": importlib.metadata.version("llguidance"),
         },
         "engine_start_s": round(engine_start_s, 1),
-        "cuda_graphs": not args.eager,
+        "cuda_graphs": not (args.eager or args.cpu),
         "weights": "random (load_format=dummy)",
     }
     print(json.dumps(meta), flush=True)
