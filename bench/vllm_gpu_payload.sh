@@ -16,7 +16,6 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 plat=(--only-binary=:all: --python-version 3.12 --implementation cp --no-deps)
 for n in 5 17 24 26 27 28 31 34 35; do plat+=(--platform "manylinux_2_${n}_x86_64"); done
