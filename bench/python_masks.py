@@ -14,7 +14,11 @@ bit, accept it; after the last token fill once more and check that EOS is allowe
     tokenized once by the HF tokenizer), the same int32 torch bitmask of shape
     (1, ceil(vocab/32)) in XGrammar's layout, and the same schema text. Nothing is warmed
     up for any engine. The engines take turns first on successive files. Python's garbage
-    collector is off while a file is walked and runs between files, for all engines.
+    collector is off while a file is walked and runs in full before each engine's turn on
+    a file (`--no-gc-between`: never), for all engines. That full run walks the whole Python
+    heap just before the timed compile, so the compile starts with cold caches: formwork's
+    TTFM p50 on `--sample 4` is ~1.0 ms with it and ~0.5 ms without (alone; ~0.8 ms
+    without it but with llguidance taking turns).
   - Each engine uses its JSON-Schema semantics closest to MaskBench's (additional
     properties allowed when `additionalProperties` is absent, flexible whitespace, keys in
     any order where the engine offers it): formwork `key_order="any"`; XGrammar
@@ -340,6 +344,9 @@ def main():
     ap.add_argument("--limit", type=int, default=None, help="only the first N files (sorted by name)")
     ap.add_argument("--engines", default="formwork,llguidance,xgrammar")
     ap.add_argument("--sample", type=int, default=1, help="only files with sha256(name) byte 1 %% SAMPLE == 0 (a deterministic 1/SAMPLE of both halves)")
+    ap.add_argument("--no-gc-between", action="store_true",
+                    help="skip the full garbage collection before each engine's turn on a file: it walks the whole Python heap "
+                         "right before the timed compile and leaves the caches cold for it (TTFM p50 about 2x), for every engine")
     ap.add_argument("--compile-timeout", type=float, default=20.0, help="seconds; a slower compile counts as refused")
     ap.add_argument("--out", default=None, help="write the summaries (and versions) as JSON here")
     ap.add_argument("--jsonl", default=None, help="append each file's per-engine results here as they finish")
@@ -380,7 +387,8 @@ def main():
         h = half_of(path.name)
         order = engines[k % len(engines):] + engines[: k % len(engines)]
         for eng in order:
-            gc.collect()
+            if not a.no_gc_between:
+                gc.collect()
             r = run_file(eng, schema_text, tests, eos, bm, words, a.compile_timeout)
             r["half"] = h
             results[eng.name][path.name] = r
