@@ -17,7 +17,7 @@ bit, accept it; after the last token fill once more and check that EOS is allowe
     collector is off while a file is walked and runs in full before each engine's turn on
     a file (`--no-gc-between`: never), for all engines. That full run walks the whole Python
     heap just before the timed compile, so the compile starts with cold caches: formwork's
-    TTFM p50 on `--sample 4` is ~1.0 ms with it and ~0.5 ms without (alone; ~0.8 ms
+    TTFM p50 on `--sample 4` is ~1.0 ms with it and 0.46–0.64 ms without (alone; ~0.8 ms
     without it but with llguidance taking turns).
   - Each engine uses its JSON-Schema semantics closest to MaskBench's (additional
     properties allowed when `additionalProperties` is absent, flexible whitespace, keys in
