@@ -73,7 +73,8 @@ use pyo3::prelude::*;
 
 /// The Rust side's allocations (grammars, matchers, masks) go to mimalloc, kept from handing
 /// freed memory back (`formwork_alloc`); Python's objects keep Python's allocator. Against
-/// glibc's malloc this cut the Python TBM p99 and TTFM (README, "Through Python").
+/// glibc's malloc this cut the Python TTFM and the largest masks; TBM p99 stayed within
+/// noise (README, "Through Python").
 #[global_allocator]
 static GLOBAL: formwork_alloc::MiMalloc = formwork_alloc::MiMalloc;
 
