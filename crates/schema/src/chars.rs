@@ -206,6 +206,17 @@ fn trie_node(cx: &mut Compiler, names: &[Vec<char>], depth: usize, share: bool, 
         let one = [names[0][depth..].to_vec()];
         return cx.shared(&key, "key-excluding-suffix", |cx| trie_node(cx, &one, 0, false, tail, outside));
     }
+    if let [name] = names {
+        // One name (inside its suffix's rule): built from its end, without the grouping.
+        // Past the name, any non-empty string; before each of its characters, the empty
+        // string, a first character other than that one, or that one and the rest.
+        let mut node = not_starting(cx, &[], tail, outside)?;
+        for &c in name[depth..].iter().rev() {
+            let other = not_starting(cx, &[c], tail, outside)?;
+            node = alt_of(vec![Expr::empty(), other, Expr::seq([enc_class(&[(c, c)]), node])]);
+        }
+        return Ok(node);
+    }
     let terminal = names.iter().any(|n| n.len() == depth);
     let mut alts = Vec::new();
     if !terminal {
@@ -215,11 +226,29 @@ fn trie_node(cx: &mut Compiler, names: &[Vec<char>], depth: usize, share: bool, 
     let below: Vec<&Vec<char>> = names.iter().filter(|n| n.len() > depth).collect();
     let mut children: Vec<char> = below.iter().map(|n| n[depth]).collect();
     children.dedup();
-    // Characters not starting any continuation: anything may follow. One rule per set of
-    // next characters, shared by every node with that set (most nodes of a suffix have
-    // one next character), rather than a class and its alternatives at every node.
+    alts.push(not_starting(cx, &children, tail, outside)?);
+    let start = names.len() - below.len();
+    let mut i = start;
+    while i < names.len() {
+        let c = names[i][depth];
+        let mut j = i + 1;
+        while j < names.len() && names[j][depth] == c {
+            j += 1;
+        }
+        let sub = trie_node(cx, &names[i..j], depth + 1, share, tail, outside)?;
+        alts.push(Expr::seq([enc_class(&[(c, c)]), sub]));
+        i = j;
+    }
+    Ok(alt_of(alts))
+}
+
+/// Strings that do not start with one of `children` (sorted, distinct): the empty string
+/// excluded, anything may follow the first character. One rule per set of next characters,
+/// shared by every node with that set (most nodes of a suffix have one next character),
+/// rather than a class and its alternatives at every node.
+fn not_starting(cx: &mut Compiler, children: &[char], tail: &Expr, outside: &Expr) -> CompileResult<Expr> {
     let key = format!("not-starting {}", children.iter().collect::<String>());
-    alts.push(cx.shared(&key, "key-not-starting", |_| {
+    cx.shared(&key, "key-not-starting", |_| {
         let ranges: Vec<(char, char)> = children.iter().map(|&c| (c, c)).collect();
         let others = formwork_grammar::ir::complement(&normalize_ranges(ranges));
         let mut any = Vec::new();
@@ -237,20 +266,7 @@ fn trie_node(cx: &mut Compiler, names: &[Vec<char>], depth: usize, share: bool, 
             }
         }
         Ok(alt_of(any))
-    })?);
-    let start = names.len() - below.len();
-    let mut i = start;
-    while i < names.len() {
-        let c = names[i][depth];
-        let mut j = i + 1;
-        while j < names.len() && names[j][depth] == c {
-            j += 1;
-        }
-        let sub = trie_node(cx, &names[i..j], depth + 1, share, tail, outside)?;
-        alts.push(Expr::seq([enc_class(&[(c, c)]), sub]));
-        i = j;
-    }
-    Ok(alt_of(alts))
+    })
 }
 
 #[cfg(test)]

@@ -60,6 +60,8 @@ struct Lowerer<'a> {
     origin: Vec<u32>,
     sets: Vec<ByteSet>,
     set_ids: FxHashMap<ByteSet, u32>,
+    /// `set_ids` of the single-byte sets (`u32::MAX`: none yet): every literal byte asks.
+    single_ids: [u32; 256],
     class_cache: FxHashMap<Vec<(char, char)>, Symbol>,
     /// The rules made for classes (their alternatives start on disjoint lead bytes).
     class_rules: Vec<u32>,
@@ -128,6 +130,7 @@ pub(crate) fn lower(
         origin: (0..n_user as u32).collect(),
         sets: Vec::new(),
         set_ids: FxHashMap::default(),
+        single_ids: [u32::MAX; 256],
         class_cache: FxHashMap::default(),
         class_rules: Vec::new(),
         n_elems: 0,
@@ -163,7 +166,13 @@ pub(crate) fn lower(
         let o = lw.origin[start as usize];
         lw.origin.resize(flat.alts.len(), o);
     }
-    let nullable = repeats::add_loops(&mut flat, &lw.chains, &mut lw.origin, limits);
+    // Decided before the loop rules are added: they are reached only through `flat.repeats`,
+    // never from the root, so the root's language is the same with them.
+    let (nullable, productive) = checks::nullable_and_productive(&flat);
+    if !productive[flat.root as usize] {
+        return Err(CompileError::MatchesNothing { rule: flat.names.get(flat.root) });
+    }
+    let nullable = repeats::add_loops(&mut flat, &lw.chains, &mut lw.origin, limits, nullable);
     check(&flat, &lw.origin, &nullable)?;
     Ok(flat)
 }
@@ -247,7 +256,14 @@ impl Lowerer<'_> {
                     match e {
                         Expr::Literal(s) => {
                             for b in s.bytes() {
-                                let id = self.set_id(ByteSet::single(b));
+                                let id = match self.single_ids[b as usize] {
+                                    u32::MAX => {
+                                        let id = self.set_id(ByteSet::single(b));
+                                        self.single_ids[b as usize] = id;
+                                        id
+                                    }
+                                    id => id,
+                                };
                                 self.push_buf(&mut bufs[buf], Symbol::Bytes(id))?;
                             }
                         }

@@ -6,102 +6,133 @@ use super::{Symbol, ByteGrammar};
 use crate::matcher::error::CompileError;
 use rustc_hash::FxHashMap;
 
-/// Worklist fixpoint over rules: a rule has the property when one of its alternatives has
-/// it for every element; `base` says it for non-rule elements (`None` = "depends on the rule").
-/// Rules of unordered groups not expanded yet have it when `pending` is true.
-fn fixpoint(flat: &ByteGrammar, base: impl Fn(&Symbol) -> bool, pending: bool) -> Vec<bool> {
-    let n = flat.alts.len();
-    let mut has = vec![false; n];
-    let mut queue = Vec::new();
-    if pending {
-        for &r in flat.lazy.pending.keys() {
+/// Who uses which rule, for the worklist fixpoints: per alternative, its rule, its count of
+/// rule references, and what its other elements allow; per rule, the alternatives that
+/// reference it (once per occurrence) in one flat table, `used_by[start[x]..start[x + 1]]`.
+struct Uses {
+    alts: Vec<Alt>,
+    start: Vec<u32>,
+    used_by: Vec<u32>,
+}
+
+struct Alt {
+    rule: u32,
+    refs: u32,
+    /// It has an element that is not a rule (so it cannot match the empty string).
+    terminal: bool,
+    /// It has a byte set that matches nothing (so it matches nothing).
+    dead: bool,
+}
+
+impl Uses {
+    fn new(flat: &ByteGrammar) -> Uses {
+        let n = flat.alts.len();
+        let mut start = vec![0u32; n + 1];
+        let mut alts = Vec::new();
+        for (r, starts) in flat.alts.iter().enumerate() {
+            for &s in starts {
+                let mut a = Alt { rule: r as u32, refs: 0, terminal: false, dead: false };
+                let mut p = s as usize;
+                loop {
+                    match flat.elems[p] {
+                        Symbol::End => break,
+                        Symbol::Rule(x) => {
+                            a.refs += 1;
+                            start[x as usize + 1] += 1;
+                        }
+                        Symbol::Bytes(i) => {
+                            a.terminal = true;
+                            a.dead |= flat.sets[i as usize].is_empty();
+                        }
+                        _ => a.terminal = true,
+                    }
+                    p += 1;
+                }
+                alts.push(a);
+            }
+        }
+        for x in 0..n {
+            start[x + 1] += start[x];
+        }
+        let mut fill = start.clone();
+        let mut used_by = vec![0u32; start[n] as usize];
+        let mut a = 0u32;
+        for starts in &flat.alts {
+            for &s in starts {
+                let mut p = s as usize;
+                while flat.elems[p] != Symbol::End {
+                    if let Symbol::Rule(x) = flat.elems[p] {
+                        used_by[fill[x as usize] as usize] = a;
+                        fill[x as usize] += 1;
+                    }
+                    p += 1;
+                }
+                a += 1;
+            }
+        }
+        Uses { alts, start, used_by }
+    }
+
+    /// Worklist fixpoint: a rule has the property when one of its alternatives has it for
+    /// every element; `never` says an alternative's other elements rule it out. `seeds`
+    /// have it from the start.
+    fn fixpoint(&self, n: usize, seeds: impl Iterator<Item = u32>, never: impl Fn(&Alt) -> bool) -> Vec<bool> {
+        let mut has = vec![false; n];
+        let mut queue: Vec<u32> = Vec::new();
+        for r in seeds {
             has[r as usize] = true;
             queue.push(r);
         }
-    }
-    // Per alternative: (rule, number of rule references still unknown); `usize::MAX` = never.
-    let mut pending: Vec<(u32, usize)> = Vec::new();
-    // Rule -> the alternatives referencing it (once per occurrence), in one flat table:
-    // `used_by[use_start[x]..use_start[x + 1]]` (counted first, then filled).
-    let mut use_start = vec![0u32; n + 1];
-    for starts in &flat.alts {
-        for &s in starts {
-            let mut p = s as usize;
-            while flat.elems[p] != Symbol::End {
-                if let Symbol::Rule(x) = flat.elems[p] {
-                    use_start[x as usize + 1] += 1;
-                }
-                p += 1;
-            }
-        }
-    }
-    for x in 0..n {
-        use_start[x + 1] += use_start[x];
-    }
-    let mut fill = use_start.clone();
-    let mut used_by = vec![0u32; use_start[n] as usize];
-    for (r, starts) in flat.alts.iter().enumerate() {
-        for &s in starts {
-            let a = pending.len() as u32;
-            let mut count = 0usize;
-            let mut never = false;
-            let mut p = s as usize;
-            loop {
-                match &flat.elems[p] {
-                    Symbol::End => break,
-                    Symbol::Rule(x) => {
-                        count += 1;
-                        used_by[fill[*x as usize] as usize] = a;
-                        fill[*x as usize] += 1;
-                    }
-                    e => never |= !base(e),
-                }
-                p += 1;
-            }
-            pending.push((r as u32, if never { usize::MAX } else { count }));
-            if count == 0 && !never && !has[r] {
-                has[r] = true;
-                queue.push(r as u32);
-            }
-        }
-    }
-    while let Some(r) = queue.pop() {
-        for &a in &used_by[use_start[r as usize] as usize..use_start[r as usize + 1] as usize] {
-            let (owner, c) = &mut pending[a as usize];
-            if *c == usize::MAX || *c == 0 {
+        // Per alternative: rule references still unknown; `u32::MAX` = never.
+        let mut left: Vec<u32> = Vec::with_capacity(self.alts.len());
+        for a in &self.alts {
+            if never(a) {
+                left.push(u32::MAX);
                 continue;
             }
-            *c -= 1;
-            if *c == 0 && !has[*owner as usize] {
-                has[*owner as usize] = true;
-                queue.push(*owner);
+            left.push(a.refs);
+            if a.refs == 0 && !has[a.rule as usize] {
+                has[a.rule as usize] = true;
+                queue.push(a.rule);
             }
         }
+        while let Some(r) = queue.pop() {
+            for &a in &self.used_by[self.start[r as usize] as usize..self.start[r as usize + 1] as usize] {
+                let c = &mut left[a as usize];
+                if *c == u32::MAX || *c == 0 {
+                    continue;
+                }
+                *c -= 1;
+                let owner = self.alts[a as usize].rule as usize;
+                if *c == 0 && !has[owner] {
+                    has[owner] = true;
+                    queue.push(owner as u32);
+                }
+            }
+        }
+        has
     }
-    has
 }
 
 /// Which rules match the empty string.
 pub(crate) fn nullable(flat: &ByteGrammar) -> Vec<bool> {
-    fixpoint(flat, |_| false, false)
+    Uses::new(flat).fixpoint(flat.alts.len(), std::iter::empty(), |a| a.terminal)
 }
 
-/// Checks `flat`, whose nullable rules are `nullable` (see [`nullable`]).
+/// Which rules match the empty string, and which match something (rules of unordered groups
+/// not expanded yet do: see module `unordered`), from one table of uses.
+pub(crate) fn nullable_and_productive(flat: &ByteGrammar) -> (Vec<bool>, Vec<bool>) {
+    let uses = Uses::new(flat);
+    let n = flat.alts.len();
+    let nullable = uses.fixpoint(n, std::iter::empty(), |a| a.terminal);
+    let productive = uses.fixpoint(n, flat.lazy.pending.keys().copied(), |a| a.dead);
+    (nullable, productive)
+}
+
+/// Checks `flat`, whose nullable rules are `nullable` (see [`nullable`]) and whose root is
+/// known to match something (see [`nullable_and_productive`]).
 pub(super) fn check(flat: &ByteGrammar, origin: &[u32], nullable: &[bool]) -> Result<(), CompileError> {
     debug_assert_eq!(nullable, super::nullable(flat).as_slice());
-    let productive = fixpoint(
-        flat,
-        |e| match e {
-            Symbol::Bytes(i) => !flat.sets[*i as usize].is_empty(),
-            _ => true,
-        },
-        true,
-    );
-    if !productive[flat.root as usize] {
-        return Err(CompileError::MatchesNothing {
-            rule: flat.names.get(flat.root),
-        });
-    }
     // Members and separators of unordered groups consume input (see module `unordered`).
     for f in &flat.lazy.families {
         if let Some(&r) = f.members.iter().chain(f.extra.iter()).chain([&f.sep]).find(|&&r| nullable[r as usize]) {

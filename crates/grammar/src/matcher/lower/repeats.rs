@@ -21,7 +21,7 @@
 //! match the empty string are left alone (an empty unit takes no byte, so the count
 //! argument fails).
 
-use super::{nullable, Symbol, ByteGrammar};
+use super::{Symbol, ByteGrammar};
 use crate::Limits;
 use rustc_hash::FxHashMap;
 
@@ -58,10 +58,10 @@ pub(crate) struct RepeatPos {
 }
 
 /// Adds the loop rules of `chains` and of runs of identical elements to `flat` and fills
-/// `flat.repeats`. Best effort: nothing is added past the size limits. Returns which rules
-/// (the loop rules too) match the empty string, for the checks that follow.
-pub(crate) fn add_loops(flat: &mut ByteGrammar, chains: &[Chain], origin: &mut Vec<u32>, limits: &Limits) -> Vec<bool> {
-    let mut nullable = nullable(flat);
+/// `flat.repeats`. Best effort: nothing is added past the size limits. `nullable` says which
+/// rules match the empty string; returned with the loop rules added, for the checks that follow.
+pub(crate) fn add_loops(flat: &mut ByteGrammar, chains: &[Chain], origin: &mut Vec<u32>, limits: &Limits, mut nullable: Vec<bool>) -> Vec<bool> {
+    debug_assert_eq!(nullable, super::nullable(flat));
     let before = flat.alts.len();
     let consumes = |e: Symbol| match e {
         Symbol::Bytes(_) => true,
