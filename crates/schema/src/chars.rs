@@ -286,6 +286,35 @@ mod tests {
         }
     }
 
+    /// The complement trie holds every string over a small alphabet but the names: a name
+    /// that is a prefix of another, the empty name, names sharing a suffix, and a name left
+    /// alone under a branch (its suffix's shared rule).
+    #[test]
+    fn excluding_accepts_exactly_the_other_strings() {
+        for names in [vec!["ab", "abc", "b", ""], vec!["cab", "ab", "bab"], vec!["a"], vec!["abca", "abcb", "ba"]] {
+            let opts = crate::SchemaOptions::default();
+            let mut cx = Compiler::new(&serde_json::json!({}), &opts);
+            let names: Vec<String> = names.into_iter().map(String::from).collect();
+            let e = excluding(&mut cx, &names, "key").unwrap();
+            cx.b.define("root", e);
+            let g = cx.b.build("root").unwrap();
+            let mut strings = vec![String::new()];
+            for len in 1..=5 {
+                let mut next = Vec::new();
+                for s in strings.iter().filter(|s| s.len() == len - 1) {
+                    for c in ['a', 'b', 'c'] {
+                        next.push(format!("{s}{c}"));
+                    }
+                }
+                strings.extend(next);
+            }
+            for s in strings.iter().chain([&"a b".to_string(), &"\\\\".to_string()]) {
+                let expected = !names.contains(s);
+                assert_eq!(accepts(&g, s.as_bytes(), &Limits::default()).unwrap(), expected, "{s:?} with names {names:?}");
+            }
+        }
+    }
+
     /// The escapes share their backslash; every encoding is still there, and nothing else.
     #[test]
     fn encodings_are_exact() {
