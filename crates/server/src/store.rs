@@ -115,7 +115,6 @@ pub async fn pull(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::Pul
         let line = |v: &dyn erased::Ser| -> Result<bytes::Bytes, Infallible> { Ok(bytes::Bytes::from(v.line())) };
         let progress = |completed: u64| layer_progress(known, completed);
         let now = |p: PullProgress| layer_bytes(known, p).map(progress);
-        let total = known.package_size + known.size;
         // A client that goes away does not stop the pull (it finishes into the cache).
         let _ = tx.send(line(&w::ProgressResponse::status("pulling manifest"))).await;
         let _ = tx.send(line(&progress(0))).await;
@@ -132,7 +131,7 @@ pub async fn pull(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::Pul
         };
         match result {
             Ok(Ok(_)) => {
-                for l in [progress(total), w::ProgressResponse::status("verifying sha256 digest"), w::ProgressResponse::status("writing manifest"), w::ProgressResponse::status("success")] {
+                for l in [progress(layer_size(known)), w::ProgressResponse::status("verifying sha256 digest"), w::ProgressResponse::status("writing manifest"), w::ProgressResponse::status("success")] {
                     let _ = tx.send(line(&l)).await;
                 }
             }
@@ -153,9 +152,14 @@ fn layer_progress(known: &KnownModel, completed: u64) -> w::ProgressResponse {
     w::ProgressResponse {
         status: format!("pulling {}", &known.sha256[..12]),
         digest: Some(format!("sha256:{}", known.sha256)),
-        total: Some(known.package_size + known.size),
+        total: Some(layer_size(known)),
         completed: Some(completed),
     }
+}
+
+/// The bytes of `known`'s one layer in `/api/pull`'s stream: the package, then the model file.
+fn layer_size(known: &KnownModel) -> u64 {
+    known.package_size + known.size
 }
 
 /// How many of the layer's bytes a pull has done: one layer, as Ollama shows a model's blob,
