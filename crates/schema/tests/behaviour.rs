@@ -221,6 +221,28 @@ fn pattern_properties_values_follow_the_patterns_each_key_matches() {
 }
 
 #[test]
+fn listed_names_no_pattern_matches_are_never_additional_keys_in_any_spelling() {
+    // `c` and `a/b` match neither pattern, so only the keys no pattern matches (written
+    // canonically) had to leave them out; `xa` matches `^x`, so every spelling of it is left
+    // out of that pattern's keys.
+    check(
+        json!({"type": "object", "properties": {"a/b": {"type": "integer"}, "xa": {"type": "integer"}, "c": {"type": "integer"}},
+               "patternProperties": {"^x": {"type": "integer"}, "y$": {"type": "string"}}}),
+        &[r#"{"a/b":1,"xa":2,"c":3}"#, r#"{"xz":5,"qy":"s","d":null}"#, r#"{"c":1,"xz":7}"#],
+        &[
+            r#"{"c":"s"}"#,
+            r#"{"\u0063":"s"}"#,
+            r#"{"a\/b":"s"}"#,
+            r#"{"a/b":"s"}"#,
+            r#"{"xa":"s"}"#,
+            r#"{"\u0078a":"s"}"#,
+            r#"{"c":1,"c":2}"#,
+            r#"{"xa":1,"x\u0061":2}"#,
+        ],
+    );
+}
+
+#[test]
 fn enum_values_under_one_of_and_any_of_branches_stay_exact() {
     // Disjoint branches (an enum behind a `$ref`, or null): each value is checked against its
     // branch, the `oneOf` decided by it.

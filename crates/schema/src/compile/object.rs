@@ -12,22 +12,12 @@ use crate::compiler::{Compiler, CompileResult};
 use crate::conjunct::Conjunct;
 use crate::exprs::{alt_of, invalid, is_nothing, nothing, unsupported};
 use crate::layout::Seps;
+use crate::regex::pattern_matches;
 use crate::resolve::escape_ptr;
 use crate::json_types::as_count;
 use crate::layout::unordered;
 use formwork_grammar::Expr;
 use serde_json::Value;
-
-fn pattern_matches(cx: &Compiler, pat: &str, key: &str) -> Option<bool> {
-    // One compiled regex per pattern and schema: the same patternProperties are checked
-    // against every listed name of every object that has them.
-    let mut cache = cx.key_regexes.borrow_mut();
-    let re = cache.entry(pat.to_string()).or_insert_with(|| {
-        let rust = crate::ecma::ecma_to_rust(pat).ok()?;
-        regex::Regex::new(&rust).ok()
-    });
-    Some(re.as_ref()?.is_match(key))
-}
 
 /// Key order control (annotations to a validator, so any order we pick stays valid):
 /// - `propertyOrdering` (as in Google's Gemini API): an array of property names that come
