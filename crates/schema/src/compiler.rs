@@ -56,6 +56,9 @@ pub(crate) struct Compiler<'a> {
     /// construction is the costly part of an object with `patternProperties`, and schemas
     /// repeat the same map type at many places.
     pub pattern_regions_memo: HashMap<String, Option<Vec<(u32, Expr)>>>,
+    /// Results of the string-body automata that may be over the size bounds (`None`), by
+    /// what they depend on (see [`Compiler::memo_automaton`]).
+    automaton_memo: HashMap<String, Option<Expr>>,
 }
 
 impl<'a> Compiler<'a> {
@@ -88,6 +91,7 @@ impl<'a> Compiler<'a> {
             shared_rules: HashMap::default(),
             key_regexes: Default::default(),
             pattern_regions_memo: HashMap::default(),
+            automaton_memo: HashMap::default(),
         }
     }
 
@@ -153,6 +157,47 @@ impl<'a> Compiler<'a> {
         let e = body(self)?;
         self.b.define(&name, e);
         Ok(Expr::Rule(id))
+    }
+
+    /// A rule for `key` defined from `body` the first time, reused after (as
+    /// [`shared`](Self::shared)), for costly leaves that many places repeat (the same
+    /// `pattern` at twenty properties: one regex parse and one DFA, not twenty). Not shared
+    /// when computing it recorded lenient-mode warnings (each place records its own), nor
+    /// when it matches nothing (left visible to the callers that drop such members).
+    pub fn shared_leaf(&mut self, key: &str, name: &str, body: impl FnOnce(&mut Self) -> CompileResult<Expr>) -> CompileResult<Expr> {
+        if let Some(&id) = self.shared_rules.get(key) {
+            return Ok(Expr::Rule(id));
+        }
+        let warnings = self.warnings.len();
+        let e = body(self)?;
+        if self.warnings.len() != warnings || crate::exprs::is_nothing(&e) {
+            return Ok(e);
+        }
+        let id = match e {
+            Expr::Rule(id) => id,
+            e => {
+                let name = self.b.fresh_name(name);
+                self.b.define(&name, e)
+            }
+        };
+        self.shared_rules.insert(key.to_string(), id);
+        Ok(Expr::Rule(id))
+    }
+
+    /// `build`'s result for `key`, computed once per schema: an automaton (a DFA rule) or
+    /// `None` when it is over the size bounds, which is remembered too, so a product too big
+    /// to build is not tried again at every place that repeats it. Not remembered when
+    /// computing it recorded lenient-mode warnings (each place records its own).
+    pub fn memo_automaton(&mut self, key: String, build: impl FnOnce(&mut Self) -> CompileResult<Option<Expr>>) -> CompileResult<Option<Expr>> {
+        if let Some(r) = self.automaton_memo.get(&key) {
+            return Ok(r.clone());
+        }
+        let warnings = self.warnings.len();
+        let r = build(self)?;
+        if self.warnings.len() == warnings {
+            self.automaton_memo.insert(key, r.clone());
+        }
+        Ok(r)
     }
 
     /// The separators of a container at the current level.

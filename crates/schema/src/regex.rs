@@ -195,6 +195,11 @@ fn strip_anchor(h: &Hir, at_start: bool) -> Option<Hir> {
 
 /// The JSON string body (without quotes) for a pattern and length bounds.
 pub(crate) fn string_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, at: &str, kw: &'static str) -> CompileResult<Expr> {
+    let key = format!("string-body\u{0}{src}\u{0}{min}\u{0}{max:?}");
+    cx.shared_leaf(&key, "pattern", |cx| string_body_uncached(cx, src, min, max, at, kw))
+}
+
+fn string_body_uncached(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, at: &str, kw: &'static str) -> CompileResult<Expr> {
     let (body, unanchored) = plain_body(cx, src, min, max, at, kw)?;
     // An unanchored side's "any characters" padding makes the matcher track every place the
     // pattern might start; the same language as a DFA is followed on one stack.
@@ -223,6 +228,12 @@ pub(crate) fn string_body_all(cx: &mut Compiler, regs: &[(String, String, &'stat
 /// [`string_body_all`], and none of `negs` (patterns the string must not match) matches.
 /// With no positive pattern, the strings within the bounds are the positive side.
 pub(crate) fn string_body_all_but(cx: &mut Compiler, regs: &[(String, String, &'static str)], negs: &[(String, String, &'static str)], min: u64, max: Option<u64>) -> CompileResult<Option<Expr>> {
+    let sources = |v: &[(String, String, &'static str)]| serde_json::to_string(&v.iter().map(|r| &r.0).collect::<Vec<_>>()).unwrap_or_default();
+    let key = format!("all\u{0}{}\u{0}but\u{0}{}\u{0}{min}\u{0}{max:?}", sources(regs), sources(negs));
+    cx.memo_automaton(key, |cx| string_body_all_but_uncached(cx, regs, negs, min, max))
+}
+
+fn string_body_all_but_uncached(cx: &mut Compiler, regs: &[(String, String, &'static str)], negs: &[(String, String, &'static str)], min: u64, max: Option<u64>) -> CompileResult<Option<Expr>> {
     let mut bodies = Vec::new();
     let small = max.map_or(min <= MAX_INTERSECTED_LENGTH, |m| m <= MAX_INTERSECTED_LENGTH);
     for (k, (src, at, kw)) in regs.iter().enumerate() {
@@ -261,6 +272,11 @@ pub(crate) fn string_body_all_but(cx: &mut Compiler, regs: &[(String, String, &'
 /// The JSON string bodies of a pattern (no length bounds) but those that decode to one of
 /// `names` (in any encoding), as a DFA; `None` when that DFA is over the size bounds.
 pub(crate) fn string_body_except(cx: &mut Compiler, src: &str, names: &[String], at: &str, kw: &'static str) -> CompileResult<Option<Expr>> {
+    let key = format!("{src}\u{0}except\u{0}{}", serde_json::to_string(names).unwrap_or_default());
+    cx.memo_automaton(key, |cx| string_body_except_uncached(cx, src, names, at, kw))
+}
+
+fn string_body_except_uncached(cx: &mut Compiler, src: &str, names: &[String], at: &str, kw: &'static str) -> CompileResult<Option<Expr>> {
     let (body, _) = plain_body(cx, src, 0, None, at, kw)?;
     let Some(d) = dfa::determinize_minus(&body, &names_expr(names)) else { return Ok(None) };
     let key = format!("{src}\u{0}except\u{0}{}", serde_json::to_string(names).unwrap_or_default());
@@ -270,6 +286,11 @@ pub(crate) fn string_body_except(cx: &mut Compiler, src: &str, names: &[String],
 /// The JSON string bodies of pattern `src` that none of `others` (patterns) matches and that
 /// decode to none of `names`, as a DFA; `None` when that DFA is over the size bounds.
 pub(crate) fn string_body_only(cx: &mut Compiler, src: &str, others: &[String], names: &[String], at: &str, kw: &'static str) -> CompileResult<Option<Expr>> {
+    let key = format!("{src}\u{0}only\u{0}{}\u{0}{}", serde_json::to_string(others).unwrap_or_default(), serde_json::to_string(names).unwrap_or_default());
+    cx.memo_automaton(key, |cx| string_body_only_uncached(cx, src, others, names, at, kw))
+}
+
+fn string_body_only_uncached(cx: &mut Compiler, src: &str, others: &[String], names: &[String], at: &str, kw: &'static str) -> CompileResult<Option<Expr>> {
     let (body, _) = plain_body(cx, src, 0, None, at, kw)?;
     let mut minus = Vec::new();
     for o in others {

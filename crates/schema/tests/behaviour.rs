@@ -746,3 +746,21 @@ fn presence_conditions_agree_with_the_validator() {
     let nested: Vec<&str> = nested.iter().map(String::as_str).collect();
     assert_agrees_with_validator(&schema, &nested, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
 }
+
+#[test]
+fn a_pattern_repeated_at_many_places_means_the_same_and_is_warned_about_at_each() {
+    // Computed once per schema (see `Compiler::shared_leaf`); every place keeps its language.
+    let props = |n: usize, pattern: &str| {
+        let p: serde_json::Map<String, serde_json::Value> =
+            (0..n).map(|i| (format!("p{i}"), json!({"type": "string", "pattern": pattern}))).collect();
+        json!({"type": "object", "properties": p})
+    };
+    let pattern = "[a-z]+@[a-z]+\\.(com|org)";
+    check(props(3, pattern), &[r#"{"p0":"a@b.com","p2":"x y@z.org!"}"#], &[r#"{"p0":"a@b.net"}"#, r#"{"p1":"ab.com"}"#, r#"{"p2":"a@b.com","p1":1}"#]);
+    check(props(2, "^[0-9]{2}$"), &[r#"{"p0":"12","p1":"34"}"#], &[r#"{"p0":"1"}"#, r#"{"p1":"123"}"#]);
+    // A pattern lenient mode leaves out is reported at every place, not only the first.
+    let (_, w) = compile_with_warnings(&props(3, "(?<=a)b"), &SchemaOptions { lenient: true, ..Default::default() }).unwrap();
+    let mut at: Vec<&str> = w.iter().filter(|w| w.keyword == "pattern").map(|w| w.pointer.as_str()).collect();
+    at.sort();
+    assert_eq!(at, ["/properties/p0/pattern", "/properties/p1/pattern", "/properties/p2/pattern"], "{w:?}");
+}
