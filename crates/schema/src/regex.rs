@@ -441,6 +441,12 @@ fn plain_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, at: &str
     }
 }
 
+/// [`plain_body`] of a pattern (refusals ignored), for tests of the automata.
+#[cfg(test)]
+pub(crate) fn plain_body_for_tests(cx: &mut Compiler, src: &str) -> (Expr, bool) {
+    plain_body(cx, src, 0, None, "", "pattern").expect("a pattern formwork lowers")
+}
+
 /// [`plain_body`] without refusing: `Err` is the reason a refusal would give.
 fn try_plain_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, kw: &str, at: &str) -> Result<(Expr, bool), String> {
     let hir = parse(src).map_err(|why| format!("pattern {src:?}: {why}"))?;
