@@ -70,6 +70,19 @@ impl Compiler<'_> {
             }
             _ => Consumed::empty(),
         };
+        // Faster: a subschema of `enum`, `const` and `type` only (and annotations), as most
+        // `enum`s are, is answered without building a validator.
+        let stripped = |k: &str| match k {
+            "$ref" => strip.contains(Consumed::REF),
+            "allOf" => strip.contains(Consumed::ALLOF),
+            "anyOf" => strip.contains(Consumed::ANYOF),
+            "oneOf" => strip.contains(Consumed::ONEOF_DISJOINT),
+            "$defs" | "definitions" => !strip.is_empty(),
+            _ => false,
+        };
+        if let Some(ok) = trivially_valid(p.value(), v, self.draft(p), stripped) {
+            return Ok(ok);
+        }
         let ck = (p.doc, p.ptr.clone(), strip);
         match self.local_validators.get(&ck) {
             Some(Some(val)) => return Ok(val.is_valid(v)),
@@ -195,5 +208,78 @@ fn has_ref(v: &Value) -> bool {
         Value::Object(o) => o.iter().any(|(k, x)| matches!(k.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef") || has_ref(x)),
         Value::Array(a) => a.iter().any(has_ref),
         _ => false,
+    }
+}
+
+/// Whether `v` is valid against `sub` (of `draft`) when `sub` holds only `enum`, `const` and
+/// `type` besides annotations and the keywords `stripped` says were checked elsewhere
+/// (`None`: other keywords, a float against `integer`, or `const` in draft 4, where it is
+/// not a keyword). Exact: the same answer as the validator.
+fn trivially_valid(sub: &Value, v: &Value, draft: crate::Draft, stripped: impl Fn(&str) -> bool) -> Option<bool> {
+    const ANNOTATIONS: &[&str] = &["title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly"];
+    let o = sub.as_object()?;
+    let mut ok = true;
+    for (k, x) in o {
+        match k.as_str() {
+            "enum" => ok &= x.as_array()?.iter().any(|e| json_eq(e, v)),
+            "const" if draft != crate::Draft::Draft4 => ok &= json_eq(x, v),
+            "type" => {
+                let allowed = crate::json_types::type_bits(x)?;
+                let t = crate::json_types::value_type(v);
+                // `1.0` is an integer for drafts 6 and later, not for draft 4.
+                let float = v.as_number().is_some_and(|n| !n.is_i64() && !n.is_u64());
+                if float && t == crate::json_types::JsonTypes::INT && !allowed.contains(crate::json_types::JsonTypes::FRAC) {
+                    return None;
+                }
+                ok &= allowed.intersects(t);
+            }
+            k if ANNOTATIONS.contains(&k) || k.starts_with("x-") || stripped(k) => {}
+            _ => return None,
+        }
+    }
+    Some(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trivially_valid;
+    use crate::Draft;
+    use serde_json::json;
+
+    /// Wherever the shortcut answers, it answers as the validator does, in draft 4 (where
+    /// `1.0` is not an integer) and in 2020-12.
+    #[test]
+    fn trivially_valid_agrees_with_the_validator() {
+        let subs = [
+            json!({"enum": ["a", 1, null, [1, 2], {"k": 1}]}),
+            json!({"type": "string", "enum": ["a", "b"], "description": "d", "x-extra": 1}),
+            json!({"type": ["integer", "null"], "enum": [1, 2.5, null, "1"]}),
+            json!({"type": "integer", "enum": [1, 2]}),
+            json!({"type": "number", "const": 1}),
+            json!({"const": {"a": [1, 2.0]}, "title": "t"}),
+            json!({"type": "boolean"}),
+            json!({"enum": [1, 2], "minimum": 2}),
+            json!({"enum": ["a"], "$ref": "#/x"}),
+        ];
+        let values = [json!("a"), json!("b"), json!(1), json!(1.0), json!(2.5), json!(2), json!(null), json!([1, 2]), json!({"k": 1}), json!({"a": [1, 2]}), json!(true), json!("1")];
+        let mut answered = 0;
+        for (draft, ours) in [(jsonschema::Draft::Draft4, Draft::Draft4), (jsonschema::Draft::Draft202012, Draft::Draft202012)] {
+            for sub in &subs {
+                let validator = jsonschema::options().with_draft(draft).build(sub);
+                for v in &values {
+                    let Some(quick) = trivially_valid(sub, v, ours, |_| false) else { continue };
+                    let validator = validator.as_ref().expect("a schema the shortcut answers for is valid");
+                    assert_eq!(quick, validator.is_valid(v), "{draft:?} {sub} {v}");
+                    answered += 1;
+                }
+            }
+        }
+        assert!(answered > 100, "the shortcut answered only {answered} times");
+        // Keywords it does not know, and floats against `integer`, go to the validator.
+        let d = Draft::Draft202012;
+        assert_eq!(trivially_valid(&json!({"enum": [1, 2], "minimum": 2}), &json!(1), d, |_| false), None);
+        assert_eq!(trivially_valid(&json!({"type": "integer"}), &json!(1.0), d, |_| false), None);
+        assert_eq!(trivially_valid(&json!({"const": 1}), &json!(2), Draft::Draft4, |_| false), None);
+        assert_eq!(trivially_valid(&json!({"enum": ["a"], "$ref": "#/x"}), &json!("a"), d, |k| k == "$ref"), Some(true));
     }
 }
