@@ -110,51 +110,58 @@ pub(crate) fn any_char() -> Expr {
     Expr::alt(raw.into_iter().chain([Expr::seq([Expr::lit("\\"), escaped])]))
 }
 
-/// `x{min,max}`, split into nested repetitions when a bound exceeds `Limits::max_repeat`.
+/// `x{min,max}`, split into nested repetitions when a bound exceeds `Limits::max_repeat`,
+/// with blocks of [`block_size`] copies.
+///
+/// With `B = x{k}` and `e = q·k + r` (`r < k`), the lengths up to `e` are those below `q`
+/// blocks, `B{0,q-1} x{0,k-1}`, or `q` blocks and at most `r` more, `B{q} x{0,r}`; the two
+/// take different lengths, so a string has one reading (the matcher follows at most two
+/// stacks, one per branch). Block counts above the limit are split again, recursively, so
+/// any bound is expressible (`maxLength: 2147483647`, as code generators write it, is a few
+/// thousand elements) where a single chain would be one rule per copy.
 pub(crate) fn rep(cx: &Compiler, x: Expr, min: u64, max: Option<u64>) -> CompileResult<Expr> {
     let lim = cx.opts.limits.max_repeat as u64;
-    let limit_err = || {
-        crate::exprs::err(
-            crate::SchemaErrorKind::Limit { limit: "max_repeat", why: format!("a repetition bound above {} squared", lim) },
-            "",
-        )
-    };
     if min <= lim && max.is_none_or(|m| m <= lim) {
         return Ok(Expr::repeat(x, min as u32, max.map(|m| m as u32)));
     }
-    let k = lim.max(1);
-    // x{min,max} = (x{k}){q} x{r} x{0, max-min}
-    let q = min / k;
-    let r = min % k;
-    if q > lim {
-        return Err(limit_err());
+    let k = block_size(min.max(max.unwrap_or(0)), lim);
+    let head = rep_exact(&x, min, k, lim);
+    let tail = match max {
+        None => Expr::star(x),
+        Some(m) => rep_upto(&x, m - min, k, lim),
+    };
+    Ok(Expr::seq([head, tail]))
+}
+
+/// Copies per block for a bound `n` above the limit `lim`: the `L`-th root of `n` for the
+/// fewest levels `L` that bring it to at most 1,024, so that the blocks and the chains beside
+/// them stay small (the lowering makes one rule per optional copy), but at least 256, so
+/// that a state deep in a block is rarely within a token's length of the block's end (where
+/// its mask cannot be shared with the loop's; see `repeats` in the grammar crate).
+fn block_size(n: u64, lim: u64) -> u64 {
+    let k = (2..=8).map(|l| (n as f64).powf(1.0 / l as f64).ceil() as u64).find(|&k| k <= 1024).unwrap_or(1024);
+    k.clamp(256.min(lim), lim).max(2)
+}
+
+/// `x{n}`.
+fn rep_exact(x: &Expr, n: u64, k: u64, lim: u64) -> Expr {
+    if n <= lim {
+        return Expr::repeat(x.clone(), n as u32, Some(n as u32));
     }
     let block = Expr::repeat(x.clone(), k as u32, Some(k as u32));
-    let mut items = vec![Expr::repeat(block.clone(), q as u32, Some(q as u32)), Expr::repeat(x.clone(), r as u32, Some(r as u32))];
-    match max {
-        None => items.push(Expr::star(x)),
-        Some(m) => {
-            let extra = m - min;
-            if extra > 0 {
-                let (q2, r2) = (extra / k, extra % k);
-                if q2 > lim {
-                    return Err(limit_err());
-                }
-                // up to q2 full blocks then up to r2, or fewer blocks then up to k-1.
-                let fewer = if q2 > 0 {
-                    Some(Expr::seq([Expr::repeat(block.clone(), 0, Some(q2 as u32 - 1)), Expr::repeat(x.clone(), 0, Some(k as u32 - 1))]))
-                } else {
-                    None
-                };
-                let full = Expr::seq([Expr::repeat(block, q2 as u32, Some(q2 as u32)), Expr::repeat(x, 0, Some(r2 as u32))]);
-                items.push(match fewer {
-                    Some(f) => Expr::alt([f, full]),
-                    None => full,
-                });
-            }
-        }
+    Expr::seq([rep_exact(&block, n / k, k, lim), Expr::repeat(x.clone(), (n % k) as u32, Some((n % k) as u32))])
+}
+
+/// `x{0,e}`.
+fn rep_upto(x: &Expr, e: u64, k: u64, lim: u64) -> Expr {
+    if e <= lim {
+        return Expr::repeat(x.clone(), 0, Some(e as u32));
     }
-    Ok(Expr::seq(items))
+    let block = Expr::repeat(x.clone(), k as u32, Some(k as u32));
+    let (q, r) = (e / k, e % k);
+    let fewer = Expr::seq([rep_upto(&block, q - 1, k, lim), Expr::repeat(x.clone(), 0, Some(k as u32 - 1))]);
+    let full = Expr::seq([rep_exact(&block, q, k, lim), Expr::repeat(x.clone(), 0, Some(r as u32))]);
+    Expr::alt([fewer, full])
 }
 
 /// `any_char(){min,max}` (any string body of that many code points), as one rule shared by

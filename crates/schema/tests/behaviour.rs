@@ -764,3 +764,29 @@ fn a_pattern_repeated_at_many_places_means_the_same_and_is_warned_about_at_each(
     at.sort();
     assert_eq!(at, ["/properties/p0/pattern", "/properties/p1/pattern", "/properties/p2/pattern"], "{w:?}");
 }
+
+#[test]
+fn length_bounds_above_the_repeat_limit_nest_and_stay_exact() {
+    // With a repeat limit of 5, every bound here is split into blocks (recursively for the
+    // larger ones); each length must be accepted exactly when it is within the bounds.
+    let mut opts = SchemaOptions { whitespace: Whitespace::Compact, ..Default::default() };
+    opts.limits.max_repeat = 5;
+    for (min, max) in [(0u64, Some(7u64)), (3, Some(40)), (0, Some(26)), (0, Some(125)), (7, Some(131)), (2, None), (30, Some(30)), (0, Some(5)), (6, Some(6)), (26, Some(27))] {
+        let mut schema = json!({"type": "string", "minLength": min});
+        if let Some(m) = max {
+            schema["maxLength"] = json!(m);
+        }
+        let g = compile(&schema, &opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        for len in 0..=max.unwrap_or(60) + 3 {
+            let s = format!("\"{}\"", "ab".repeat(len as usize / 2) + if len % 2 == 1 { "é" } else { "" });
+            let want = len >= min && max.is_none_or(|m| len <= m);
+            assert_eq!(accepts(&g, s.as_bytes(), &opts.limits).unwrap(), want, "{schema}: {len} characters");
+        }
+    }
+    // A bound as large as code generators write compiles with the default limits.
+    for schema in [json!({"type": "string", "maxLength": 2147483647u64}), json!({"type": "array", "maxItems": 4294967295u64, "items": {"type": "integer"}})] {
+        let g = compile(&schema, &SchemaOptions::default()).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        let ok = if schema["type"] == "string" { r#""abc""# } else { "[1,2,3]" };
+        assert!(accepts(&g, ok.as_bytes(), &SchemaOptions::default().limits).unwrap(), "{schema}");
+    }
+}
