@@ -114,7 +114,8 @@ impl Compiler<'_> {
         if let (Some(k), Whitespace::Pretty { .. }) = (&mut key, self.opts.whitespace) {
             // Indentation depends on the level: one rule per level (capped, past which the
             // layout is compact and the same at every level, so recursion still closes).
-            k.push_str(&format!("@{}", self.level.min(crate::layout::PRETTY_MAX_LEVEL)));
+            k.push('@');
+            k.push_str(&self.level.min(crate::layout::PRETTY_MAX_LEVEL).to_string());
         }
         if let Some(k) = &key {
             if let Some(&id) = self.memo.get(k) {
@@ -532,16 +533,22 @@ impl Compiler<'_> {
 }
 
 fn rule_name(ptr: &str) -> String {
-    let s: String = ptr
+    // Only the last 40 characters are kept: map no more than the pointer's tail (a pointer
+    // into a large schema can be long, and every rule is named).
+    let mut from = ptr.len().saturating_sub(64);
+    while !ptr.is_char_boundary(from) {
+        from -= 1;
+    }
+    let s: String = ptr[from..]
         .trim_start_matches('/')
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
         .collect();
-    let s = s.trim_matches('-').to_string();
-    let s = if s.len() > 40 { s[s.len() - 40..].trim_start_matches('-').to_string() } else { s };
+    let s = s.trim_matches('-');
+    let s = if s.len() > 40 { s[s.len() - 40..].trim_start_matches('-') } else { s };
     if s.is_empty() {
         "schema".into()
     } else {
-        s
+        s.to_string()
     }
 }

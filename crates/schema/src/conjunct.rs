@@ -87,18 +87,22 @@ impl Conjunct {
     }
     /// A subschema of this part, at `ptr` relative to this part.
     pub fn sub(&self, rel: &str) -> Conjunct {
+        let ptr = [self.ptr.as_str(), rel].concat();
         Conjunct {
             root: self.root.clone(),
             node: self.node.map_project_cloned(|v, _| crate::resolve::pointer(v, rel).unwrap_or(&TRUE)),
-            ptr: format!("{}{}", self.ptr, rel),
+            at: if self.real { ptr.clone() } else { self.at.clone() },
+            ptr,
             doc: self.doc,
-            at: if self.real { format!("{}{}", self.ptr, rel) } else { self.at.clone() },
             real: self.real,
             derived: self.derived,
             consumed: Consumed::empty(),
         }
     }
     pub fn key(&self) -> Option<String> {
-        self.real.then(|| format!("{}:{}:{}", self.doc, self.ptr, self.consumed.bits()))
+        self.real.then(|| {
+            let (doc, bits) = (self.doc.to_string(), self.consumed.bits().to_string());
+            [doc.as_str(), ":", &self.ptr, ":", &bits].concat()
+        })
     }
 }
