@@ -69,8 +69,36 @@ fn strip_validation(doc: &mut Value) {
     }
 }
 
-pub(crate) fn escape_ptr(seg: &str) -> String {
-    seg.replace('~', "~0").replace('/', "~1")
+pub(crate) fn escape_ptr(seg: &str) -> std::borrow::Cow<'_, str> {
+    if seg.contains(['~', '/']) {
+        seg.replace('~', "~0").replace('/', "~1").into()
+    } else {
+        seg.into()
+    }
+}
+
+/// Does any object in `v` have a string `$id`, `id`, `$anchor` or `$dynamicAnchor` member
+/// (keyword or not)? When none has, the documents' index of identifiers is the root alone,
+/// without walking every subschema with its pointer.
+fn may_have_ids(v: &Value) -> bool {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(o) => {
+                for (k, x) in o {
+                    if x.is_string() && matches!(k.as_str(), "$id" | "id" | "$anchor" | "$dynamicAnchor") {
+                        return true;
+                    }
+                    if x.is_object() || x.is_array() {
+                        stack.push(x);
+                    }
+                }
+            }
+            Value::Array(a) => stack.extend(a.iter().filter(|x| x.is_object() || x.is_array())),
+            _ => {}
+        }
+    }
+    false
 }
 
 /// `v.pointer(ptr)` (RFC 6901) without an allocation per segment: only a segment holding an
@@ -255,6 +283,9 @@ impl<'a> Resolver<'a> {
         // copied, by the subschemas under one `$id`).
         let root_base: std::rc::Rc<str> = strip_fragment(uri).into();
         let mut stack: Vec<(&Value, String, std::rc::Rc<str>)> = vec![(&value, String::new(), root_base)];
+        if !may_have_ids(&value) {
+            stack.clear();
+        }
         while let Some((v, ptr, base)) = stack.pop() {
             let Some(o) = v.as_object() else { continue };
             let mut base = base;
@@ -396,6 +427,24 @@ impl<'a> Resolver<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identifiers_deep_in_a_document_are_still_indexed() {
+        use serde_json::json;
+        assert!(!may_have_ids(&json!({"properties": {"a": {"type": "string"}}, "items": [{"enum": [1]}]})));
+        let deep = json!({"$defs": {"x": {"items": [{"$anchor": "here", "type": "integer"}]}}, "$ref": "#here"});
+        assert!(may_have_ids(&deep));
+        let remotes = BTreeMap::new();
+        let mut r = Resolver::new(&deep, Draft::Draft202012, &remotes);
+        let loc = r.resolve(DEFAULT_BASE, "#here").expect("the anchor is indexed");
+        assert_eq!(loc.ptr, "/$defs/x/items/0");
+        // Without identifiers the walk is skipped; pointers still resolve.
+        let plain = json!({"$defs": {"a/b": {"type": "string"}}});
+        let mut r = Resolver::new(&plain, Draft::Draft202012, &remotes);
+        assert_eq!(r.resolve(DEFAULT_BASE, "#/$defs/a~1b").expect("a pointer").ptr, "/$defs/a~1b");
+        assert_eq!(escape_ptr("a/b~c"), "a~1b~0c");
+        assert!(matches!(escape_ptr("plain"), std::borrow::Cow::Borrowed("plain")));
+    }
 
     #[test]
     fn pointer_agrees_with_serde_json() {
