@@ -54,11 +54,11 @@ pub(crate) struct Compiler<'a> {
     pub key_regexes: std::cell::RefCell<HashMap<String, Option<regex::Regex>>>,
     /// Results of `regex::pattern_regions`, by patterns, names and `rest`: the subset
     /// construction is the costly part of an object with `patternProperties`, and schemas
-    /// repeat the same map type at many places.
+    /// repeat the same map type at many places (see [`Compiler::remembered`]).
     pub pattern_regions_memo: HashMap<String, Option<Vec<(u32, Expr)>>>,
     /// Results of the string-body automata that may be over the size bounds (`None`), by
-    /// what they depend on (see [`Compiler::memo_automaton`]).
-    automaton_memo: HashMap<String, Option<Expr>>,
+    /// what they depend on (see [`Compiler::remembered`]).
+    pub automaton_memo: HashMap<String, Option<Expr>>,
 }
 
 impl<'a> Compiler<'a> {
@@ -184,18 +184,24 @@ impl<'a> Compiler<'a> {
         Ok(Expr::Rule(id))
     }
 
-    /// `build`'s result for `key`, computed once per schema: an automaton (a DFA rule) or
-    /// `None` when it is over the size bounds, which is remembered too, so a product too big
-    /// to build is not tried again at every place that repeats it. Not remembered when
-    /// computing it recorded lenient-mode warnings (each place records its own).
-    pub fn memo_automaton(&mut self, key: String, build: impl FnOnce(&mut Self) -> CompileResult<Option<Expr>>) -> CompileResult<Option<Expr>> {
-        if let Some(r) = self.automaton_memo.get(&key) {
+    /// `build`'s result for `key`, computed once per schema and kept in the map `memo` picks
+    /// (for the automata of string bodies: a DFA rule, or `None` when it is over the size
+    /// bounds, which is remembered too, so a product too big to build is not tried again at
+    /// every place that repeats it). Not remembered when computing it recorded lenient-mode
+    /// warnings: each place records its own.
+    pub fn remembered<T: Clone>(
+        &mut self,
+        memo: fn(&mut Self) -> &mut HashMap<String, T>,
+        key: String,
+        build: impl FnOnce(&mut Self, &str) -> CompileResult<T>,
+    ) -> CompileResult<T> {
+        if let Some(r) = memo(self).get(&key) {
             return Ok(r.clone());
         }
         let warnings = self.warnings.len();
-        let r = build(self)?;
+        let r = build(self, &key)?;
         if self.warnings.len() == warnings {
-            self.automaton_memo.insert(key, r.clone());
+            memo(self).insert(key, r.clone());
         }
         Ok(r)
     }

@@ -230,10 +230,10 @@ pub(crate) fn string_body_all(cx: &mut Compiler, regs: &[(String, String, &'stat
 pub(crate) fn string_body_all_but(cx: &mut Compiler, regs: &[(String, String, &'static str)], negs: &[(String, String, &'static str)], min: u64, max: Option<u64>) -> CompileResult<Option<Expr>> {
     let sources = |v: &[(String, String, &'static str)]| serde_json::to_string(&v.iter().map(|r| &r.0).collect::<Vec<_>>()).unwrap_or_default();
     let key = format!("all\u{0}{}\u{0}but\u{0}{}\u{0}{min}\u{0}{max:?}", sources(regs), sources(negs));
-    cx.memo_automaton(key, |cx| string_body_all_but_uncached(cx, regs, negs, min, max))
+    cx.remembered(|cx| &mut cx.automaton_memo, key, |cx, key| string_body_all_but_uncached(cx, regs, negs, min, max, key))
 }
 
-fn string_body_all_but_uncached(cx: &mut Compiler, regs: &[(String, String, &'static str)], negs: &[(String, String, &'static str)], min: u64, max: Option<u64>) -> CompileResult<Option<Expr>> {
+fn string_body_all_but_uncached(cx: &mut Compiler, regs: &[(String, String, &'static str)], negs: &[(String, String, &'static str)], min: u64, max: Option<u64>, key: &str) -> CompileResult<Option<Expr>> {
     let mut bodies = Vec::new();
     let small = max.map_or(min <= MAX_INTERSECTED_LENGTH, |m| m <= MAX_INTERSECTED_LENGTH);
     for (k, (src, at, kw)) in regs.iter().enumerate() {
@@ -261,36 +261,30 @@ fn string_body_all_but_uncached(cx: &mut Compiler, regs: &[(String, String, &'st
     }
     let refs: Vec<&Expr> = bodies.iter().collect();
     let Some(d) = dfa::determinize_all(&refs, |m| m & positive == positive && m & !positive == 0, dfa::KEY_SUBSET_WORK) else { return Ok(None) };
-    let key = format!(
-        "all\u{0}{}\u{0}but\u{0}{}\u{0}{min}\u{0}{max:?}",
-        serde_json::to_string(&regs.iter().map(|r| &r.0).collect::<Vec<_>>()).unwrap_or_default(),
-        serde_json::to_string(&negs.iter().map(|r| &r.0).collect::<Vec<_>>()).unwrap_or_default()
-    );
-    Ok(Some(dfa::emit(cx, &d, &key)))
+    Ok(Some(dfa::emit(cx, &d, key)))
 }
 
 /// The JSON string bodies of a pattern (no length bounds) but those that decode to one of
 /// `names` (in any encoding), as a DFA; `None` when that DFA is over the size bounds.
 pub(crate) fn string_body_except(cx: &mut Compiler, src: &str, names: &[String], at: &str, kw: &'static str) -> CompileResult<Option<Expr>> {
     let key = format!("{src}\u{0}except\u{0}{}", serde_json::to_string(names).unwrap_or_default());
-    cx.memo_automaton(key, |cx| string_body_except_uncached(cx, src, names, at, kw))
+    cx.remembered(|cx| &mut cx.automaton_memo, key, |cx, key| string_body_except_uncached(cx, src, names, at, kw, key))
 }
 
-fn string_body_except_uncached(cx: &mut Compiler, src: &str, names: &[String], at: &str, kw: &'static str) -> CompileResult<Option<Expr>> {
+fn string_body_except_uncached(cx: &mut Compiler, src: &str, names: &[String], at: &str, kw: &'static str, key: &str) -> CompileResult<Option<Expr>> {
     let (body, _) = plain_body(cx, src, 0, None, at, kw)?;
     let Some(d) = dfa::determinize_minus(&body, &names_expr(names)) else { return Ok(None) };
-    let key = format!("{src}\u{0}except\u{0}{}", serde_json::to_string(names).unwrap_or_default());
-    Ok(Some(dfa::emit(cx, &d, &key)))
+    Ok(Some(dfa::emit(cx, &d, key)))
 }
 
 /// The JSON string bodies of pattern `src` that none of `others` (patterns) matches and that
 /// decode to none of `names`, as a DFA; `None` when that DFA is over the size bounds.
 pub(crate) fn string_body_only(cx: &mut Compiler, src: &str, others: &[String], names: &[String], at: &str, kw: &'static str) -> CompileResult<Option<Expr>> {
     let key = format!("{src}\u{0}only\u{0}{}\u{0}{}", serde_json::to_string(others).unwrap_or_default(), serde_json::to_string(names).unwrap_or_default());
-    cx.memo_automaton(key, |cx| string_body_only_uncached(cx, src, others, names, at, kw))
+    cx.remembered(|cx| &mut cx.automaton_memo, key, |cx, key| string_body_only_uncached(cx, src, others, names, at, kw, key))
 }
 
-fn string_body_only_uncached(cx: &mut Compiler, src: &str, others: &[String], names: &[String], at: &str, kw: &'static str) -> CompileResult<Option<Expr>> {
+fn string_body_only_uncached(cx: &mut Compiler, src: &str, others: &[String], names: &[String], at: &str, kw: &'static str, key: &str) -> CompileResult<Option<Expr>> {
     let (body, _) = plain_body(cx, src, 0, None, at, kw)?;
     let mut minus = Vec::new();
     for o in others {
@@ -303,8 +297,7 @@ fn string_body_only_uncached(cx: &mut Compiler, src: &str, others: &[String], na
         return string_body_except(cx, src, names, at, kw);
     }
     let Some(d) = dfa::determinize_minus(&body, &crate::exprs::alt_of(minus)) else { return Ok(None) };
-    let key = format!("{src}\u{0}only\u{0}{}\u{0}{}", serde_json::to_string(others).unwrap_or_default(), serde_json::to_string(names).unwrap_or_default());
-    Ok(Some(dfa::emit(cx, &d, &key)))
+    Ok(Some(dfa::emit(cx, &d, key)))
 }
 
 /// Does `pat` match the decoded key `key` (`None`: the pattern has no Rust translation)?
@@ -334,16 +327,8 @@ pub(crate) const MAX_REGION_PATTERNS: usize = 4;
 /// object is. (A computation that recorded lenient-mode warnings is not memoized, so each
 /// place still gets its own.)
 pub(crate) fn pattern_regions(cx: &mut Compiler, pats: &[String], names: &[String], rest: bool, at: &str, kw: &'static str) -> CompileResult<Option<Vec<(u32, Expr)>>> {
-    let memo_key = format!("{}\u{0}{}\u{0}{rest}", serde_json::to_string(pats).unwrap_or_default(), serde_json::to_string(names).unwrap_or_default());
-    if let Some(r) = cx.pattern_regions_memo.get(&memo_key) {
-        return Ok(r.clone());
-    }
-    let warnings = cx.warnings.len();
-    let r = pattern_regions_uncached(cx, pats, names, rest, at, kw)?;
-    if cx.warnings.len() == warnings {
-        cx.pattern_regions_memo.insert(memo_key, r.clone());
-    }
-    Ok(r)
+    let key = format!("{}\u{0}{}\u{0}{rest}", serde_json::to_string(pats).unwrap_or_default(), serde_json::to_string(names).unwrap_or_default());
+    cx.remembered(|cx| &mut cx.pattern_regions_memo, key, |cx, _| pattern_regions_uncached(cx, pats, names, rest, at, kw))
 }
 
 fn pattern_regions_uncached(cx: &mut Compiler, pats: &[String], names: &[String], rest: bool, at: &str, kw: &'static str) -> CompileResult<Option<Vec<(u32, Expr)>>> {
