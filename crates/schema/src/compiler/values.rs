@@ -211,18 +211,31 @@ fn has_ref(v: &Value) -> bool {
     }
 }
 
-/// Whether `v` is valid against `sub` (of `draft`) when `sub` holds only `enum`, `const` and
-/// `type` besides annotations and the keywords `stripped` says were checked elsewhere
-/// (`None`: other keywords, a float against `integer`, or `const` in draft 4, where it is
-/// not a keyword). Exact: the same answer as the validator.
+/// Whether `v` is valid against `sub` (of `draft`) when `sub` holds only `enum` (of a few
+/// values), `const` and `type` besides annotations and the keywords `stripped` says were
+/// checked elsewhere (`None`: other keywords, a large enum, a float against `integer`, or
+/// `const` in draft 4, where it is not a keyword). Exact: the same answer as the validator.
 fn trivially_valid(sub: &Value, v: &Value, draft: crate::Draft, stripped: impl Fn(&str) -> bool) -> Option<bool> {
     const ANNOTATIONS: &[&str] = &["title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly"];
+    // Most values an `enum` this check scans: each of an enum's values is checked in turn, so
+    // a scan per check is quadratic in its size, where the validator (built once per place)
+    // looks a value up at once.
+    const MAX_SCANNED: usize = 32;
     let o = sub.as_object()?;
+    let handled = |k: &str, x: &Value| match k {
+        "enum" => x.as_array().is_some_and(|a| a.len() <= MAX_SCANNED),
+        "const" => draft != crate::Draft::Draft4,
+        "type" => crate::json_types::type_bits(x).is_some(),
+        k => ANNOTATIONS.contains(&k) || k.starts_with("x-") || stripped(k),
+    };
+    if !o.iter().all(|(k, x)| handled(k, x)) {
+        return None;
+    }
     let mut ok = true;
     for (k, x) in o {
         match k.as_str() {
             "enum" => ok &= x.as_array()?.iter().any(|e| json_eq(e, v)),
-            "const" if draft != crate::Draft::Draft4 => ok &= json_eq(x, v),
+            "const" => ok &= json_eq(x, v),
             "type" => {
                 let allowed = crate::json_types::type_bits(x)?;
                 let t = crate::json_types::value_type(v);
@@ -233,8 +246,7 @@ fn trivially_valid(sub: &Value, v: &Value, draft: crate::Draft, stripped: impl F
                 }
                 ok &= allowed.intersects(t);
             }
-            k if ANNOTATIONS.contains(&k) || k.starts_with("x-") || stripped(k) => {}
-            _ => return None,
+            _ => {}
         }
     }
     Some(ok)
@@ -280,6 +292,8 @@ mod tests {
         assert_eq!(trivially_valid(&json!({"enum": [1, 2], "minimum": 2}), &json!(1), d, |_| false), None);
         assert_eq!(trivially_valid(&json!({"type": "integer"}), &json!(1.0), d, |_| false), None);
         assert_eq!(trivially_valid(&json!({"const": 1}), &json!(2), Draft::Draft4, |_| false), None);
+        let big: Vec<u32> = (0..100).collect();
+        assert_eq!(trivially_valid(&json!({"enum": big}), &json!(7), d, |_| false), None, "a large enum is looked up by the validator");
         assert_eq!(trivially_valid(&json!({"enum": ["a"], "$ref": "#/x"}), &json!("a"), d, |k| k == "$ref"), Some(true));
     }
 }
