@@ -26,6 +26,9 @@ pub(crate) struct Doc {
     pub draft: Draft,
     /// The URI the document was retrieved from (before its own `$id` applies).
     pub uri: String,
+    /// Some object in it may carry an identifier ([`may_have_ids`]); without any, every
+    /// location's base is `uri`.
+    ids: bool,
 }
 
 pub(crate) struct Resolver<'a> {
@@ -283,7 +286,8 @@ impl<'a> Resolver<'a> {
         // copied, by the subschemas under one `$id`).
         let root_base: std::rc::Rc<str> = strip_fragment(uri).into();
         let mut stack: Vec<(&Value, String, std::rc::Rc<str>)> = vec![(&value, String::new(), root_base)];
-        if !may_have_ids(&value) {
+        let ids = may_have_ids(&value);
+        if !ids {
             stack.clear();
         }
         while let Some((v, ptr, base)) = stack.pop() {
@@ -340,7 +344,7 @@ impl<'a> Resolver<'a> {
                 }
             }
         }
-        self.docs.push(Doc { value: std::rc::Rc::new(value), draft, uri: strip_fragment(uri).to_string() });
+        self.docs.push(Doc { value: std::rc::Rc::new(value), draft, uri: strip_fragment(uri).to_string(), ids });
         doc
     }
 
@@ -368,6 +372,9 @@ impl<'a> Resolver<'a> {
         let doc = &self.docs[loc.doc];
         // The retrieval URI: the root's `$id` (also indexed for the root) applies below.
         let mut base = doc.uri.clone();
+        if !doc.ids {
+            return base;
+        }
         let mut cur: &Value = &doc.value;
         if let Some(id) = id_of(cur, doc.draft) {
             if !id.starts_with('#') {
@@ -378,9 +385,9 @@ impl<'a> Resolver<'a> {
             return base;
         }
         for seg in loc.ptr[1..].split('/') {
-            let seg = seg.replace("~1", "/").replace("~0", "~");
+            let seg: std::borrow::Cow<'_, str> = if seg.contains('~') { seg.replace("~1", "/").replace("~0", "~").into() } else { seg.into() };
             let next = match cur {
-                Value::Object(o) => o.get(&seg),
+                Value::Object(o) => o.get(seg.as_ref()),
                 Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
                 _ => None,
             };
