@@ -336,6 +336,15 @@ fn pattern_regions_uncached(cx: &mut Compiler, pats: &[String], names: &[String]
     if let Some(literals) = pats.iter().map(|p| whole_literal(p)).collect::<Option<Vec<String>>>() {
         return literal_regions(cx, &literals, names, rest).map(Some);
     }
+    if let [p] = pats {
+        if matches_every_string(p) {
+            // Every key matches (`.*`, `^[a-z]*`: a pattern that may match nothing, somewhere):
+            // one region, the keys that are none of `names`, written as additional keys are
+            // (raw characters and short escapes; see `chars::excluding`), as a complement trie
+            // instead of a product automaton. No key is left for set 0.
+            return Ok(Some(vec![(1, crate::chars::excluding(cx, names, "key")?)]));
+        }
+    }
     let mut exprs = Vec::new();
     for p in pats {
         exprs.push(plain_body(cx, p, 0, None, at, kw)?.0);
@@ -387,6 +396,13 @@ fn literal_regions(cx: &mut Compiler, literals: &[String], names: &[String], res
         }
     }
     Ok(out)
+}
+
+/// Does the pattern match every string? True when one of its branches may match the empty
+/// string and is unanchored on a side (it then matches there in any string).
+fn matches_every_string(pattern: &str) -> bool {
+    let Ok(h) = parse(pattern) else { return false };
+    branches(&h).iter().any(|b| (!b.start || !b.end) && Hir::concat(b.items.clone()).properties().minimum_len() == Some(0))
 }
 
 /// The string a pattern matches when it matches exactly one: `^` and `$` around characters

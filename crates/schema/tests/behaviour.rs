@@ -790,3 +790,17 @@ fn length_bounds_above_the_repeat_limit_nest_and_stay_exact() {
         assert!(accepts(&g, ok.as_bytes(), &SchemaOptions::default().limits).unwrap(), "{schema}");
     }
 }
+
+#[test]
+fn a_pattern_every_key_matches_is_a_complement_of_the_listed_names() {
+    // `.*` and `^[a-z]*` match every key; listed names take both schemas, any other key the
+    // pattern's; no key is left for `additionalProperties`.
+    for pattern in [".*", "^[a-z]*", ""] {
+        check(
+            json!({"type": "object", "properties": {"a": {"type": "string"}, "n/m": {"type": "integer"}},
+                   "patternProperties": {pattern: {"type": ["integer", "string"]}}, "additionalProperties": false}),
+            &[r#"{"a":"x","n/m":2,"b":1}"#, r#"{"é日":"y","ab":3}"#, r#"{"":1}"#],
+            &[r#"{"a":1}"#, r#"{"b":null}"#, r#"{"n/m":"s"}"#, r#"{"n\/m":"s"}"#, r#"{"\u0061":1}"#, r#"{"a":"x","a":"y"}"#],
+        );
+    }
+}
