@@ -126,30 +126,13 @@ impl Nfa {
     /// of one per set of partial matches still under way. `owner[n]`: the expression node
     /// `n` was built for.
     fn closure(&self, from: &[usize], seen: &mut [bool], owner: &[u32]) -> Vec<u32> {
-        let mut out = Vec::new();
-        let mut stack: Vec<usize> = from.to_vec();
-        let mut visited = Vec::new();
         let mut done = 0u32;
-        while let Some(n) = stack.pop() {
-            if seen[n] {
-                continue;
+        let mut out = self.epsilon(from, seen, |n| {
+            let k = owner[n];
+            if self.universal.get(k as usize) == Some(&Some(n)) {
+                done |= 1 << k;
             }
-            seen[n] = true;
-            visited.push(n);
-            match &self.nodes[n] {
-                Node::Split(v) => {
-                    let k = owner[n];
-                    if self.universal.get(k as usize) == Some(&Some(n)) {
-                        done |= 1 << k;
-                    }
-                    stack.extend(v.iter().copied())
-                }
-                _ => out.push(n as u32),
-            }
-        }
-        for n in visited {
-            seen[n] = false;
-        }
+        });
         if done != 0 {
             // Of each finished expression, keep its universal node's closure only (all of
             // which is in `out` already).
@@ -162,30 +145,46 @@ impl Nfa {
         out
     }
 
+    /// The `Char`/`End` nodes reachable from `from` by epsilon moves (unsorted), calling
+    /// `split` on each `Split` node passed. `seen` is all false, and left so.
+    fn epsilon(&self, from: &[usize], seen: &mut [bool], mut split: impl FnMut(usize)) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut stack: Vec<usize> = from.to_vec();
+        let mut visited = Vec::new();
+        while let Some(n) = stack.pop() {
+            if seen[n] {
+                continue;
+            }
+            seen[n] = true;
+            visited.push(n);
+            match &self.nodes[n] {
+                Node::Split(v) => {
+                    split(n);
+                    stack.extend(v.iter().copied())
+                }
+                _ => out.push(n as u32),
+            }
+        }
+        for n in visited {
+            seen[n] = false;
+        }
+        out
+    }
+
     /// Fills `universal_reach`: by expression, the sorted `Char`/`End` nodes reachable by
     /// epsilon moves from its universal node.
     fn fill_universal_reach(&mut self) {
         let mut seen = vec![false; self.nodes.len()];
-        self.universal_reach = self.universal.iter().map(|u| u.map_or_else(Vec::new, |u| {
-            let mut out = Vec::new();
-            let mut stack = vec![u];
-            let mut visited = Vec::new();
-            while let Some(n) = stack.pop() {
-                if std::mem::replace(&mut seen[n], true) {
-                    continue;
-                }
-                visited.push(n);
-                match &self.nodes[n] {
-                    Node::Split(v) => stack.extend(v.iter().copied()),
-                    _ => out.push(n as u32),
-                }
-            }
-            for n in visited {
-                seen[n] = false;
-            }
-            out.sort_unstable();
-            out
-        })).collect();
+        let reach: Vec<Vec<u32>> = self
+            .universal
+            .iter()
+            .map(|u| {
+                let mut out = u.map_or_else(Vec::new, |u| self.epsilon(&[u], &mut seen, |_| {}));
+                out.sort_unstable();
+                out
+            })
+            .collect();
+        self.universal_reach = reach;
     }
 }
 
