@@ -533,22 +533,37 @@ impl Compiler<'_> {
 }
 
 fn rule_name(ptr: &str) -> String {
-    // Only the last 40 characters are kept: map no more than the pointer's tail (a pointer
-    // into a large schema can be long, and every rule is named).
-    let mut from = ptr.len().saturating_sub(64);
-    while !ptr.is_char_boundary(from) {
-        from -= 1;
+    // The last 40 characters of the pointer, alphanumerics lowercased and the rest as dashes,
+    // trimmed of dashes at both ends; read from the end, so that a long pointer into a large
+    // schema is not mapped whole for every rule.
+    let map = |c: char| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' };
+    let mut tail: Vec<char> = ptr.chars().rev().map(map).skip_while(|&c| c == '-').take(40).collect();
+    while tail.last() == Some(&'-') {
+        tail.pop();
     }
-    let s: String = ptr[from..]
-        .trim_start_matches('/')
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
-        .collect();
-    let s = s.trim_matches('-');
-    let s = if s.len() > 40 { s[s.len() - 40..].trim_start_matches('-') } else { s };
-    if s.is_empty() {
+    if tail.is_empty() {
         "schema".into()
     } else {
-        s.to_string()
+        tail.iter().rev().collect()
+    }
+}
+
+#[cfg(test)]
+mod rule_name_tests {
+    /// The name the pointer's whole mapping gives (what `rule_name` computes from the end).
+    fn whole(ptr: &str) -> String {
+        let s: String = ptr.trim_start_matches('/').chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+        let s = s.trim_matches('-');
+        let s = if s.len() > 40 { s[s.len() - 40..].trim_start_matches('-') } else { s };
+        if s.is_empty() { "schema".into() } else { s.to_string() }
+    }
+
+    #[test]
+    fn rule_names_are_the_tail_of_the_whole_mapping() {
+        let long = format!("/definitions/{}/properties/x", "a".repeat(70));
+        let dashes = format!("/definitions/Abc/{}", "~".repeat(70));
+        for ptr in ["", "/", "/properties/Name", "/a/é日本/b-c", long.as_str(), dashes.as_str(), "/x/ééééééééééééééééééééééééééééééééééééééééééééééééé/y", "/-/--/"] {
+            assert_eq!(super::rule_name(ptr), whole(ptr), "{ptr:?}");
+        }
     }
 }
