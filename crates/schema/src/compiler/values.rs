@@ -70,8 +70,8 @@ impl Compiler<'_> {
             }
             _ => Consumed::empty(),
         };
-        // Faster: a subschema of `enum`, `const` and `type` only (and annotations), as most
-        // `enum`s are, is answered without building a validator.
+        // The keywords left out, checked elsewhere (definitions are reached only through
+        // references).
         let stripped = |k: &str| match k {
             "$ref" => strip.contains(Consumed::REF),
             "allOf" => strip.contains(Consumed::ALLOF),
@@ -80,6 +80,8 @@ impl Compiler<'_> {
             "$defs" | "definitions" => !strip.is_empty(),
             _ => false,
         };
+        // Faster: a subschema of `enum`, `const` and `type` only (and annotations), as most
+        // `enum`s are, is answered without building a validator.
         if let Some(ok) = trivially_valid(p.value(), v, self.draft(p), stripped) {
             return Ok(ok);
         }
@@ -91,23 +93,7 @@ impl Compiler<'_> {
         }
         let mut sub = p.value().clone();
         if let Value::Object(o) = &mut sub {
-            if strip.contains(Consumed::REF) {
-                o.remove("$ref");
-            }
-            if strip.contains(Consumed::ALLOF) {
-                o.remove("allOf");
-            }
-            if strip.contains(Consumed::ANYOF) {
-                o.remove("anyOf");
-            }
-            if strip.contains(Consumed::ONEOF_DISJOINT) {
-                o.remove("oneOf");
-            }
-            if !strip.is_empty() {
-                // Definitions are reached only through references.
-                o.remove("$defs");
-                o.remove("definitions");
-            }
+            o.retain(|k, _| !stripped(k));
         }
         // Fast path: a subschema without references validates on its own.
         if !has_ref(&sub) {
