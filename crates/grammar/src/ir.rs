@@ -300,6 +300,18 @@ impl Grammar {
     }
 }
 
+impl Grammar {
+    /// A grammar of `rules` rooted at `root`, checked as [`GrammarBuilder::build`] checks
+    /// (for parts of a grammar lowered on their own, module `matcher::lower::deferred`).
+    pub(crate) fn from_rules(rules: Vec<Rule>, root: RuleId) -> Result<Grammar, IrError> {
+        let mut stack = Vec::new();
+        for r in &rules {
+            check(&r.expr, &r.name, rules.len(), &mut stack)?;
+        }
+        Ok(Grammar { rules, root })
+    }
+}
+
 /// An error building a grammar.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -37,10 +37,12 @@ pub mod corpus;
 pub mod gbnf;
 pub mod ir;
 pub mod json;
+pub mod lazy;
 mod limits;
 pub mod matcher;
 pub mod regex;
 
 pub use limits::Limits;
-pub use ir::{Expr, Grammar, GrammarBuilder, IrError, Presence, RuleId, TokenRef, Unordered};
+pub use ir::{Expr, Grammar, GrammarBuilder, IrError, Presence, Rule, RuleId, TokenRef, Unordered};
+pub use lazy::{Expansion, LazyGrammar, RuleSource};
 pub use matcher::{accepts, CompileError, CompiledGrammar, GrammarCache, MatchError, MatchStats, Matcher, TokenIndex};

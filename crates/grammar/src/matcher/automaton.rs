@@ -45,7 +45,7 @@
 //! unknown transition costs a lock round trip (uncontended: two atomic operations) on top
 //! of its closure.
 
-use super::lower::{ByteSet, Symbol, ByteGrammar};
+use super::lower::{ByteSet, Symbol, ByteGrammar, Deferred};
 use super::slots::{SlotIndex, Slots};
 use formwork_vocab::TokenId;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -218,6 +218,8 @@ impl std::fmt::Debug for Automaton {
 #[derive(Debug)]
 pub(crate) struct Builder {
     pub flat: ByteGrammar,
+    /// The grammar's deferred rules, built on first use (`None`: it has none).
+    pub deferred: Option<Deferred>,
     max_stacks: usize,
     /// Most states closures may create (`Limits::max_states`).
     max_states: usize,
@@ -253,9 +255,10 @@ pub(crate) struct Builder {
 
 impl Automaton {
     /// An automaton for `flat` and its initial state.
-    pub fn new(flat: ByteGrammar, max_stacks: usize, max_states: usize) -> Result<(Self, StateId), usize> {
+    pub fn new(flat: ByteGrammar, deferred: Option<Deferred>, max_stacks: usize, max_states: usize) -> Result<(Self, StateId), usize> {
         let mut b = Builder {
             flat,
+            deferred,
             max_stacks: max_stacks.max(1),
             max_states: max_states.max(2),
             nodes: vec![(u32::MAX, StackId(u32::MAX)), (u32::MAX, StackId(u32::MAX))],

@@ -53,8 +53,7 @@ use super::complete::Completion;
 use super::automaton::{Automaton, StateId, Stepper, DEAD, OVERFLOW};
 use super::error::CompileError;
 use super::index::TokenIndex;
-use super::lower::lower;
-use super::lower::ByteSet;
+use super::lower::{lower, lower_with, ByteGrammar, ByteSet, Deferred};
 use super::mask::{repeat_split, same_within, walk_from, Accel, Chain, ContextIndependentMask, ContextIndependentSubtree};
 use super::slots::Slots;
 use crate::{Grammar, Limits};
@@ -240,9 +239,24 @@ impl CompiledGrammar {
         limits: &Limits,
     ) -> Result<Arc<Self>, CompileError> {
         let flat = lower(g, Some(index.vocab()), limits)?;
+        Self::from_flat(flat, None, index, limits)
+    }
+
+    /// Compiles a grammar with deferred rules (see [`LazyGrammar`](crate::LazyGrammar)):
+    /// the rules built up front are lowered and checked now, each deferred one when a
+    /// parser state first reaches it (a deferred rule that fails to build then matches
+    /// nothing, and the failure is logged).
+    pub fn lazy(g: crate::LazyGrammar, index: Arc<TokenIndex>, limits: &Limits) -> Result<Arc<Self>, CompileError> {
+        let crate::LazyGrammar { grammar, deferred, source } = g;
+        let (flat, nullable) = lower_with(&grammar, Some(index.vocab()), limits, Deferred::opaque(&deferred))?;
+        let d = Deferred::new(source, &deferred, grammar.rules().len(), nullable, Some(index.vocab().clone()), limits);
+        Self::from_flat(flat, Some(d), index, limits)
+    }
+
+    fn from_flat(flat: ByteGrammar, deferred: Option<Deferred>, index: Arc<TokenIndex>, limits: &Limits) -> Result<Arc<Self>, CompileError> {
         let rules = flat.alts.len();
         let elems = flat.elems.len();
-        let (aut, initial) = Automaton::new(flat, limits.max_stacks, limits.max_states)
+        let (aut, initial) = Automaton::new(flat, deferred, limits.max_stacks, limits.max_states)
             .map_err(|limit| CompileError::TooManyStacks { limit })?;
         tracing::debug!(rules, elems, "compiled grammar");
         Ok(Arc::new(CompiledGrammar {
@@ -382,7 +396,7 @@ pub(super) fn takes_negated(vocab: &Vocabulary, t: TokenId) -> bool {
 /// named by the grammar never match here.
 pub fn accepts(g: &Grammar, input: &[u8], limits: &Limits) -> Result<bool, CompileError> {
     let flat = lower(g, None, limits)?;
-    let (aut, mut s) = Automaton::new(flat, limits.max_stacks, limits.max_states)
+    let (aut, mut s) = Automaton::new(flat, None, limits.max_stacks, limits.max_states)
         .map_err(|limit| CompileError::TooManyStacks { limit })?;
     for &b in input {
         s = aut.step(s, b);
@@ -398,7 +412,10 @@ impl CompiledGrammar {
     /// build, so the caller must not hold it).
     pub(super) fn completion(&self) -> &Completion {
         self.completion.get_or_init(|| {
-            let b = self.aut.builder();
+            let mut b = self.aut.builder();
+            // Shortest completions are per rule over the whole grammar: build every
+            // deferred rule first (the eager compilation's cost, paid only here).
+            b.expand_all_deferred();
             Completion::new(&b.flat, self.index())
         })
     }

@@ -33,6 +33,7 @@ use rustc_hash::FxHashMap;
 
 mod checks;
 mod byte_grammar;
+mod deferred;
 mod repeats;
 mod unordered;
 pub(crate) use checks::nullable;
@@ -40,6 +41,7 @@ use checks::check;
 pub(crate) use byte_grammar::{ByteGrammar, ByteSet, RuleNames, Symbol};
 use repeats::Chain;
 pub(crate) use repeats::RepeatPos;
+pub(crate) use deferred::Deferred;
 
 /// A rule's body while lowering.
 enum Body {
@@ -121,6 +123,19 @@ pub(crate) fn lower(
     vocab: Option<&Vocabulary>,
     limits: &Limits,
 ) -> Result<ByteGrammar, CompileError> {
+    lower_with(g, vocab, limits, FxHashMap::default()).map(|(flat, _)| flat)
+}
+
+/// [`lower`], with *opaque* rules: the user rules in `opaque` (by id, with whether they
+/// match the empty string) are left without alternatives and assumed to match something
+/// (module `deferred`: rules built on first use, and the rules of the live grammar that
+/// a part lowered on its own refers to). Also returns which rules are nullable.
+pub(crate) fn lower_with(
+    g: &Grammar,
+    vocab: Option<&Vocabulary>,
+    limits: &Limits,
+    opaque: FxHashMap<u32, bool>,
+) -> Result<(ByteGrammar, Vec<bool>), CompileError> {
     let n_user = g.rules().len();
     let mut lw = Lowerer {
         limits,
@@ -145,6 +160,9 @@ pub(crate) fn lower(
         });
     }
     for (i, rule) in g.rules().iter().enumerate() {
+        if opaque.contains_key(&(i as u32)) {
+            continue;
+        }
         lw.cur = i as u32;
         let alts: Vec<&Expr> = match &rule.expr {
             Expr::Alt(v) => v.iter().collect(),
@@ -160,6 +178,7 @@ pub(crate) fn lower(
     }
     lw.factor_prefixes();
     let mut flat = lw.flatten(g.root().0);
+    flat.opaque = opaque;
     flat.add_dispatches(&std::mem::take(&mut lw.class_rules));
     for (start, fam) in std::mem::take(&mut lw.groups) {
         flat.add_family(start, fam);
@@ -174,7 +193,7 @@ pub(crate) fn lower(
     }
     let nullable = repeats::add_loops(&mut flat, &lw.chains, &mut lw.origin, limits, nullable);
     check(&flat, &lw.origin, &nullable)?;
-    Ok(flat)
+    Ok((flat, nullable))
 }
 
 impl Lowerer<'_> {
@@ -677,6 +696,7 @@ impl Lowerer<'_> {
             root,
             repeats: FxHashMap::default(),
             lazy: Default::default(),
+            opaque: FxHashMap::default(),
             dispatch_of: Vec::new(),
             dispatches: Vec::new(),
         }

@@ -6,6 +6,16 @@
 use super::*;
 
 impl Builder {
+    /// Builds every deferred rule left (see `lower::deferred`), for analyses of the whole
+    /// grammar.
+    pub fn expand_all_deferred(&mut self) {
+        while let Some(r) = self.deferred.as_ref().and_then(|d| d.any_pending()) {
+            if let Some(d) = self.deferred.as_mut() {
+                d.expand(&mut self.flat, r);
+            }
+        }
+    }
+
     /// Node `n` of the stack arena: `(pos, parent)` (not for [`BOTTOM`] / [`CTX`]).
     #[inline]
     pub fn node(&self, n: StackId) -> (u32, StackId) {
@@ -289,8 +299,10 @@ impl Builder {
                 }
                 Symbol::Rule(r) => {
                     if self.flat.alts[r as usize].is_empty() {
-                        // An unordered group's rule, built on first use.
-                        self.flat.expand(r);
+                        // An unordered group's rule or a deferred rule, built on first use.
+                        if !self.deferred.as_mut().is_some_and(|d| d.expand(&mut self.flat, r)) {
+                            self.flat.expand(r);
+                        }
                     }
                     let cont = self.cont(pos, parent);
                     for i in 0..self.flat.alts[r as usize].len() {

@@ -31,7 +31,7 @@ fn char_step_agrees_with_byte_steps() {
     for (src, inputs) in cases {
         let g = crate::gbnf::parse(src, &limits).unwrap();
         let flat = super::super::lower::lower(&g, None, &limits).unwrap();
-        let (aut, start) = Automaton::new(flat, limits.max_stacks, limits.max_states).unwrap();
+        let (aut, start) = Automaton::new(flat, None, limits.max_stacks, limits.max_states).unwrap();
         for input in inputs.iter() {
             let s = aut.steps(start, input);
             assert!(s != DEAD && s != OVERFLOW, "{src}: {input:?} is a prefix");
@@ -74,8 +74,8 @@ fn classes_are_one_stack_and_step_all_agrees_with_step() {
     for (src, inputs) in cases {
         let g = crate::gbnf::parse(src, &limits).unwrap();
         let lowered = || super::super::lower::lower(&g, None, &limits).unwrap();
-        let (one, s1) = Automaton::new(lowered(), limits.max_stacks, limits.max_states).unwrap();
-        let (all, s2) = Automaton::new(lowered(), limits.max_stacks, limits.max_states).unwrap();
+        let (one, s1) = Automaton::new(lowered(), None, limits.max_stacks, limits.max_states).unwrap();
+        let (all, s2) = Automaton::new(lowered(), None, limits.max_stacks, limits.max_states).unwrap();
         for input in inputs.iter() {
             let (a, b) = (one.steps(s1, input), all.steps(s2, input));
             assert!(a != DEAD && b != DEAD, "{src}: {input:?} is a prefix");
@@ -91,7 +91,7 @@ fn classes_are_one_stack_and_step_all_agrees_with_step() {
     // Inside a JSON-style string: the character class, the escape's backslash and the
     // closing quote.
     let g = crate::gbnf::parse(r#"root ::= "\"" ([^"\\] | "\\" ["\\/bfnrtu])* "\"""#, &limits).unwrap();
-    let (aut, s) = Automaton::new(super::super::lower::lower(&g, None, &limits).unwrap(), limits.max_stacks, limits.max_states).unwrap();
+    let (aut, s) = Automaton::new(super::super::lower::lower(&g, None, &limits).unwrap(), None, limits.max_stacks, limits.max_states).unwrap();
     let s = aut.steps(s, "\"é".as_bytes());
     assert_eq!(aut.info(s).stacks.len(), 3);
     assert!(aut.info(s).first.contains(0xC3) && aut.info(s).first.contains(b'a') && !aut.info(s).first.contains(0x80));

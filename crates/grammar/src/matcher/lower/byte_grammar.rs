@@ -96,6 +96,10 @@ pub(crate) struct ByteGrammar {
     pub repeats: FxHashMap<u32, RepeatPos>,
     /// Unordered groups, whose rules are built on first use (module `unordered`).
     pub lazy: unordered::Lazy,
+    /// Rules without alternatives yet that the checks take as matching something, by
+    /// whether they match the empty string: rules built on first use and, in a part
+    /// lowered on its own, the live grammar's rules it refers to (module `deferred`).
+    pub opaque: FxHashMap<u32, bool>,
     /// By rule: its index in `dispatches` when it is a dispatch rule, else `NO_DISPATCH`
     /// (rules added after lowering are past the end: none is).
     pub dispatch_of: Vec<u32>,
@@ -191,14 +195,29 @@ impl ByteGrammar {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RuleNames {
     user: Vec<String>,
-    /// Rules from `user.len()` on: (parent rule, what the helper is).
+    /// Rules from `user.len()` on: (parent rule, what the helper is); `(u32::MAX, "")` for a
+    /// rule named in `named`.
     helpers: Vec<(u32, &'static str)>,
+    /// Names of user rules added after lowering (module `deferred`), by rule.
+    named: FxHashMap<u32, Box<str>>,
 }
 
 impl RuleNames {
     /// The names of the user rules `0..user.len()`.
     pub fn new(user: Vec<String>) -> RuleNames {
-        RuleNames { user, helpers: Vec::new() }
+        RuleNames { user, helpers: Vec::new(), named: FxHashMap::default() }
+    }
+
+    /// Names the next rule: a user rule added after lowering.
+    pub fn push_named(&mut self, name: &str) {
+        self.named.insert((self.user.len() + self.helpers.len()) as u32, name.into());
+        self.helpers.push((u32::MAX, ""));
+    }
+
+    /// Rule `r` as a helper: (parent rule, what it is); `None` for a user rule.
+    pub fn helper(&self, r: u32) -> Option<(u32, &'static str)> {
+        let h = (r as usize).checked_sub(self.user.len())?;
+        Some(self.helpers[h]).filter(|&(p, _)| p != u32::MAX)
     }
 
     /// Names the next rule: a helper made for `parent`.
@@ -210,6 +229,7 @@ impl RuleNames {
     pub fn get(&self, r: u32) -> String {
         match (r as usize).checked_sub(self.user.len()) {
             None => self.user[r as usize].clone(),
+            Some(_) if self.named.contains_key(&r) => self.named[&r].to_string(),
             Some(h) => {
                 let (parent, what) = self.helpers[h];
                 format!("{}/{what}{r}", self.get(parent))
@@ -219,7 +239,9 @@ impl RuleNames {
 
     /// Heap bytes used.
     pub fn memory_usage(&self) -> usize {
-        self.user.iter().map(|n| n.capacity() + 24).sum::<usize>() + self.helpers.capacity() * 24
+        self.user.iter().map(|n| n.capacity() + 24).sum::<usize>()
+            + self.helpers.capacity() * 24
+            + self.named.values().map(|n| n.len() + 24).sum::<usize>()
     }
 }
 

@@ -116,16 +116,22 @@ impl Uses {
 
 /// Which rules match the empty string.
 pub(crate) fn nullable(flat: &ByteGrammar) -> Vec<bool> {
-    Uses::new(flat).fixpoint(flat.alts.len(), std::iter::empty(), |a| a.terminal)
+    Uses::new(flat).fixpoint(flat.alts.len(), nullable_opaque(flat), |a| a.terminal)
+}
+
+/// The opaque rules that match the empty string (see [`super::lower_with`]).
+fn nullable_opaque(flat: &ByteGrammar) -> impl Iterator<Item = u32> + '_ {
+    flat.opaque.iter().filter(|(_, &n)| n).map(|(&r, _)| r)
 }
 
 /// Which rules match the empty string, and which match something (rules of unordered groups
-/// not expanded yet do: see module `unordered`), from one table of uses.
+/// not expanded yet and opaque rules do: see modules `unordered` and `deferred`), from one
+/// table of uses.
 pub(crate) fn nullable_and_productive(flat: &ByteGrammar) -> (Vec<bool>, Vec<bool>) {
     let uses = Uses::new(flat);
     let n = flat.alts.len();
-    let nullable = uses.fixpoint(n, std::iter::empty(), |a| a.terminal);
-    let productive = uses.fixpoint(n, flat.lazy.pending.keys().copied(), |a| a.dead);
+    let nullable = uses.fixpoint(n, nullable_opaque(flat), |a| a.terminal);
+    let productive = uses.fixpoint(n, flat.lazy.pending.keys().chain(flat.opaque.keys()).copied(), |a| a.dead);
     (nullable, productive)
 }
 

@@ -170,6 +170,34 @@ impl Lazy {
             + self.reachable.keys().map(|k| k.1.len() * 8 + 40).sum::<usize>()
     }
 
+    /// Appends `other`'s families and rules, those of a part lowered on its own (module
+    /// `deferred`), whose rule `r` is rule `rule(r)` here and whose positions start at `off`.
+    pub(crate) fn append(&mut self, other: Lazy, rule: impl Fn(u32) -> u32, off: u32) {
+        let fo = self.families.len() as u32;
+        let key = |k: Key| Key { family: k.family + fo, ..k };
+        for mut f in other.families {
+            f.members = f.members.iter().map(|&m| rule(m)).collect();
+            f.extra = f.extra.map(&rule);
+            f.sep = rule(f.sep);
+            f.start = rule(f.start);
+            self.families.push(f);
+        }
+        self.pending.extend(other.pending.into_iter().map(|(r, k)| (rule(r), key(k))));
+        self.ids.extend(other.ids.into_iter().map(|(k, r)| (key(k), rule(r))));
+        self.reachable.extend(other.reachable.into_iter().map(|((f, s, n), v)| ((f + fo, s, n), v)));
+        for (w, &bits) in other.positions.iter().enumerate() {
+            for b in 0..64 {
+                if bits >> b & 1 == 1 {
+                    let p = off as usize + w * 64 + b;
+                    if self.positions.len() <= p / 64 {
+                        self.positions.resize(p / 64 + 1, 0);
+                    }
+                    self.positions[p / 64] |= 1 << (p % 64);
+                }
+            }
+        }
+    }
+
     /// Is grammar position `pos` inside a family rule?
     #[inline]
     pub fn in_family(&self, pos: u32) -> bool {
