@@ -433,6 +433,35 @@ impl GrammarBuilder {
     }
 }
 
+impl GrammarBuilder {
+    /// [`build`](Self::build), keeping the builder for more rules: the grammar takes the
+    /// rules' bodies (not their names), and rules declared and defined later continue its
+    /// numbering (for grammars with deferred rules, see [`LazyGrammar`](crate::LazyGrammar)).
+    pub fn build_so_far(&mut self, root: &str) -> Result<Grammar, IrError> {
+        if let Some(d) = &self.duplicate {
+            return Err(IrError::Duplicate(d.clone()));
+        }
+        let root = *self.by_name.get(root).ok_or_else(|| IrError::NoRoot(root.to_string()))?;
+        let n = self.names.len();
+        let mut rules = Vec::with_capacity(n);
+        for (name, body) in self.names.iter().zip(&mut self.bodies) {
+            let expr = body.take().ok_or_else(|| IrError::Undefined(name.clone()))?;
+            rules.push(Rule { name: name.clone(), expr });
+        }
+        let mut stack = Vec::new();
+        for r in &rules {
+            check(&r.expr, &r.name, n, &mut stack)?;
+        }
+        Ok(Grammar { rules, root })
+    }
+
+    /// Takes rule `id`'s body, with its name (`None` when it has none).
+    pub fn take_rule(&mut self, id: RuleId) -> Option<Rule> {
+        let expr = self.bodies.get_mut(id.index())?.take()?;
+        Some(Rule { name: self.names[id.index()].clone(), expr })
+    }
+}
+
 /// Checks `e`, of rule `rule`, in a grammar of `n` rules; `stack` is scratch.
 fn check<'e>(e: &'e Expr, rule: &str, n: usize, stack: &mut Vec<&'e Expr>) -> Result<(), IrError> {
     // Iterative walk: user grammars may be deeply nested.

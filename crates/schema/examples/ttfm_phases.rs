@@ -1,8 +1,9 @@
 //! Where the time to first mask goes, per schema file: the schema compiled to a grammar,
 //! the grammar compiled for the vocabulary, the first mask (best of 5 each).
 //!
-//! `cargo run --release -p formwork-schema --example ttfm_phases -- TOKENIZER.json FILE...`
-//! (a MaskBench file's `schema` member, or a plain schema).
+//! `cargo run --release -p formwork-schema --example ttfm_phases -- [--lazy] TOKENIZER.json FILE...`
+//! (a MaskBench file's `schema` member, or a plain schema). `--lazy` compiles the schema
+//! with deferred locations (`compile_lazy`), as the server and `bench masks` do.
 
 #[global_allocator]
 static GLOBAL: formwork_alloc::MiMalloc = formwork_alloc::MiMalloc;
@@ -13,8 +14,9 @@ use std::time::Instant;
 
 fn main() {
     formwork_alloc::keep_freed_memory();
-    let mut args = std::env::args().skip(1);
-    let tok = args.next().expect("usage: ttfm_phases TOKENIZER.json FILE...");
+    let mut args = std::env::args().skip(1).peekable();
+    let lazy = args.next_if(|a| a == "--lazy").is_some();
+    let tok = args.next().expect("usage: ttfm_phases [--lazy] TOKENIZER.json FILE...");
     let vocab = std::sync::Arc::new(Vocabulary::from_tokenizer_json_file(&tok, None).expect("tokenizer"));
     let index = TokenIndex::for_vocab(&vocab);
     let limits = Limits::default();
@@ -28,7 +30,19 @@ fn main() {
         let mut refused = false;
         for _ in 0..5 {
             let t0 = Instant::now();
-            let g = match formwork_schema::compile(&schema, &opts) {
+            let compiled = if lazy {
+                formwork_schema::compile_lazy(&schema, &opts).map(|(g, _)| {
+                    rules = g.grammar.rules().len();
+                    (None, Some(g))
+                })
+            } else {
+                formwork_schema::compile(&schema, &opts).map(|g| {
+                    rules = g.rules().len();
+                    presence = formwork_grammar::gbnf::print(&g).contains("; present ");
+                    (Some(g), None)
+                })
+            };
+            let (g, lg) = match compiled {
                 Ok(g) => g,
                 Err(e) => {
                     println!("{file}: refused: {e}");
@@ -37,7 +51,12 @@ fn main() {
                 }
             };
             let t1 = Instant::now();
-            let cg = match CompiledGrammar::with_index(&g, index.clone(), &limits) {
+            let cg = match (g, lg) {
+                (Some(g), _) => CompiledGrammar::with_index(&g, index.clone(), &limits),
+                (_, Some(lg)) => CompiledGrammar::lazy(lg, index.clone(), &limits),
+                _ => unreachable!(),
+            };
+            let cg = match cg {
                 Ok(c) => c,
                 Err(e) => {
                     println!("{file}: refused: {e}");
@@ -50,8 +69,6 @@ fn main() {
             let mut mask = TokenMask::new(vocab.len());
             m.compute_mask(&mut mask);
             let t3 = Instant::now();
-            rules = g.rules().len();
-            presence = formwork_grammar::gbnf::print(&g).contains("; present ");
             a = a.min((t1 - t0).as_secs_f64() * 1e3);
             b = b.min((t2 - t1).as_secs_f64() * 1e3);
             c = c.min((t3 - t2).as_secs_f64() * 1e3);

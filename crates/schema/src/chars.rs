@@ -300,7 +300,7 @@ mod tests {
     fn excluding_accepts_exactly_the_other_strings() {
         for names in [vec!["ab", "abc", "b", ""], vec!["cab", "ab", "bab"], vec!["a"], vec!["abca", "abcb", "ba"]] {
             let opts = crate::SchemaOptions::default();
-            let mut cx = Compiler::new(&serde_json::json!({}), &opts);
+            let mut cx = Compiler::new(&serde_json::json!({}), std::borrow::Cow::Borrowed(&opts));
             let names: Vec<String> = names.into_iter().map(String::from).collect();
             let e = excluding(&mut cx, &names, "key").unwrap();
             cx.b.define("root", e);

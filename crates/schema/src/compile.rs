@@ -16,9 +16,10 @@ use crate::resolve::escape_ptr;
 use crate::{SchemaError, SchemaErrorKind, SchemaOptions, Warning, Whitespace};
 use formwork_grammar::{Expr, Grammar};
 use serde_json::{Map, Value};
-use std::rc::Rc;
+use std::sync::Arc;
 
 mod array;
+mod lazy;
 mod object;
 
 /// Most parts one alternative of an overlapping `oneOf` (a branch and the negations of the
@@ -27,6 +28,8 @@ mod object;
 /// practice.)
 const MAX_ONEOF_PARTS: usize = 64;
 
+pub use lazy::compile_lazy;
+
 /// Compiles `schema` to a grammar rooted at `root`.
 pub fn compile(schema: &Value, opts: &SchemaOptions) -> Result<Grammar, SchemaError> {
     compile_with_warnings(schema, opts).map(|(g, _)| g)
@@ -34,6 +37,16 @@ pub fn compile(schema: &Value, opts: &SchemaOptions) -> Result<Grammar, SchemaEr
 
 /// [`compile`], also returning the keywords that lenient mode left unenforced.
 pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Grammar, Vec<Warning>), SchemaError> {
+    check_size(schema, opts)?;
+    let mut cx = Compiler::new(schema, std::borrow::Cow::Borrowed(opts));
+    compile_root(&mut cx)?;
+    let g = cx.b.build("root").map_err(|e| err(SchemaErrorKind::Grammar(e.to_string()), ""))?;
+    tracing::debug!(rules = g.rules().len(), warnings = cx.warnings.len(), "compiled JSON schema");
+    Ok((g, cx.warnings))
+}
+
+/// Refuses a schema over `Limits::max_source_bytes`.
+fn check_size(schema: &Value, opts: &SchemaOptions) -> Result<(), SchemaError> {
     let size = serialized_size(schema, opts.limits.max_source_bytes);
     if size > opts.limits.max_source_bytes {
         return Err(err(
@@ -41,7 +54,12 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
             "",
         ));
     }
-    let mut cx = Compiler::new(schema, opts);
+    Ok(())
+}
+
+/// Compiles the root of `cx`'s schema and defines rule `root`.
+fn compile_root(cx: &mut Compiler<'_>) -> Result<(), SchemaError> {
+    let opts = cx.opts.clone();
     cx.force_first = opts.force_first_key.clone();
     let root = cx.root_part();
     let body = cx.schema(vec![root])?;
@@ -57,9 +75,7 @@ pub fn compile_with_warnings(schema: &Value, opts: &SchemaOptions) -> Result<(Gr
     // (`ws` is empty unless the style is flexible.)
     let ws = if opts.root_whitespace { cx.ws.clone() } else { Expr::empty() };
     cx.b.define("root", Expr::seq([ws.clone(), body, ws]));
-    let g = cx.b.build("root").map_err(|e| err(SchemaErrorKind::Grammar(e.to_string()), ""))?;
-    tracing::debug!(rules = g.rules().len(), warnings = cx.warnings.len(), "compiled JSON schema");
-    Ok((g, cx.warnings))
+    Ok(())
 }
 
 /// The length of `v` serialized as compact JSON, counted without building the text, and
@@ -134,6 +150,10 @@ impl Compiler<'_> {
                 let name = self.b.fresh_name(&base);
                 let id = self.b.rule_id(&name);
                 self.memo.insert(k, id);
+                if self.lazy.is_some() && self.may_defer(&parts) {
+                    self.defer(id, name, parts);
+                    return Ok(Expr::Rule(id));
+                }
                 self.depth += 1;
                 let body = self.conjunction(parts);
                 self.depth -= 1;
@@ -206,7 +226,7 @@ impl Compiler<'_> {
     fn conjunction(&mut self, parts: Vec<Conjunct>) -> CompileResult<Expr> {
         let Some(mut parts) = self.flatten(parts)? else { return Ok(nothing()) };
         if parts.is_empty() {
-            let root = Rc::new(Value::Object(Map::new()));
+            let root = Arc::new(Value::Object(Map::new()));
             parts.push(Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: 0, at: String::new(), real: false, derived: false, consumed: Consumed::empty() });
         }
         // Conditions on which keys an object has stay with the object (see `presence`).

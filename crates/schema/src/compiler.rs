@@ -12,10 +12,12 @@ use formwork_grammar::{Expr, GrammarBuilder, RuleId};
 use serde_json::Value;
 // Keys come from untrusted schemas: a seeded hasher, fast on short strings.
 use foldhash::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
+mod defer;
 mod values;
+pub(crate) use defer::{Deferrals, Deferred};
 
 /// What every step of the compiler returns: a value, or the refusal or error that stops it.
 pub(crate) type CompileResult<T> = Result<T, SchemaError>;
@@ -24,20 +26,19 @@ pub(crate) type CompileResult<T> = Result<T, SchemaError>;
 /// the rules shared between places, the validators built for `enum`/`const` checks, the
 /// warnings of lenient mode, and the limits' counters.
 pub(crate) struct Compiler<'a> {
-    pub opts: &'a SchemaOptions,
+    pub opts: std::borrow::Cow<'a, SchemaOptions>,
     pub res: Resolver<'a>,
     pub b: GrammarBuilder,
     /// The rule of each conjunction of real locations compiled so far (see `Compiler::schema`).
     pub(crate) memo: HashMap<String, RuleId>,
     pub warnings: Vec<Warning>,
-    start: Instant,
     ref_expansions: usize,
     pub depth: usize,
-    pub(crate) validators: HashMap<usize, Option<Rc<jsonschema::ValidatorMap>>>,
+    pub(crate) validators: HashMap<usize, Option<Arc<jsonschema::ValidatorMap>>>,
     /// Validators of subschemas checked on their own, by document, pointer and the
     /// conjunction keywords left out (`Consumed::REF`, `ALLOF`, `ANYOF`, `ONEOF_DISJOINT`); `None`: that subschema is checked
     /// through its document's validator (it has references).
-    pub(crate) local_validators: HashMap<(usize, String, Consumed), Option<Rc<jsonschema::Validator>>>,
+    pub(crate) local_validators: HashMap<(usize, String, Consumed), Option<Arc<jsonschema::Validator>>>,
     pub ws: Expr,
     /// The nesting level of the value being compiled (the root value is 0): pretty
     /// whitespace indents by it.
@@ -59,13 +60,24 @@ pub(crate) struct Compiler<'a> {
     /// Results of the string-body automata that may be over the size bounds (`None`), by
     /// what they depend on (see [`Compiler::remembered`]).
     pub automaton_memo: HashMap<String, Option<Expr>>,
+    /// Lazy compilation: the locations deferred (`None`: everything is compiled now).
+    pub lazy: Option<Box<Deferrals>>,
+    /// Which locations may be deferred (module `defer`).
+    scan: defer::Scan,
+    /// When compiling began (for `Limits::max_compile_ms`); reset for each deferred part.
+    pub start: Instant,
 }
 
 impl<'a> Compiler<'a> {
     /// A compiler for `schema` (its documents resolved, the whitespace rule defined).
-    pub fn new(schema: &Value, opts: &'a SchemaOptions) -> Self {
-        let draft = effective_draft(schema, opts);
-        let res = Resolver::new(schema, draft, &opts.remotes);
+    pub fn new(schema: &Value, opts: std::borrow::Cow<'a, SchemaOptions>) -> Self {
+        use std::borrow::Cow;
+        let draft = effective_draft(schema, &opts);
+        let remotes = match &opts {
+            Cow::Borrowed(o) => Cow::Borrowed(&o.remotes),
+            Cow::Owned(o) => Cow::Owned(o.remotes.clone()),
+        };
+        let res = Resolver::new(schema, draft, remotes);
         let ws = match opts.whitespace {
             Whitespace::Compact | Whitespace::Pretty { .. } => Expr::empty(),
             Whitespace::Flexible { max_run } => Expr::repeat(Expr::class([(' ', ' '), ('\t', '\t'), ('\n', '\n'), ('\r', '\r')], false), 0, max_run),
@@ -92,6 +104,8 @@ impl<'a> Compiler<'a> {
             key_regexes: Default::default(),
             pattern_regions_memo: HashMap::default(),
             automaton_memo: HashMap::default(),
+            lazy: None,
+            scan: defer::Scan::default(),
         }
     }
 
@@ -223,7 +237,7 @@ impl<'a> Compiler<'a> {
     pub fn synth(&self, v: Value, like: &Conjunct, kw: &str) -> Conjunct {
         // Keep the document root so `$ref`s inside copied subschemas resolve the same way;
         // the synthetic value lives in its own root.
-        let root = Rc::new(v);
+        let root = Arc::new(v);
         Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: like.doc, at: like.kw_ptr(kw), real: false, derived: true, consumed: Consumed::empty() }
     }
 
@@ -255,4 +269,11 @@ impl<'a> Compiler<'a> {
             consumed: Consumed::empty(),
         })
     }
+}
+
+/// The compiler outlives `compile` inside lazily compiled grammars, which threads share.
+#[allow(dead_code)]
+fn compiler_is_send() {
+    fn send<T: Send>() {}
+    send::<Compiler<'static>>();
 }

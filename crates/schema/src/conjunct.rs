@@ -3,7 +3,7 @@
 
 use crate::resolve::escape_ptr;
 use serde_json::{Map, Value};
-use std::rc::Rc;
+use std::sync::Arc;
 
 bitflags::bitflags! {
     /// The combinators of a [`Conjunct`] already distributed (consumed), so that expanding it
@@ -35,7 +35,7 @@ bitflags::bitflags! {
 /// One conjunct: a schema object, where it lives, and which combinators were already handled.
 #[derive(Clone, Debug)]
 pub(crate) struct Conjunct {
-    pub root: Rc<Value>,
+    pub root: Arc<Value>,
     pub ptr: String,
     pub doc: usize,
     /// Where the schema is (for errors); for synthetic parts, where it came from.
@@ -53,15 +53,15 @@ pub(crate) struct Conjunct {
     pub node: Node,
 }
 
-/// A location in a document, held with the document (a reference yoked to its `Rc`).
-pub(crate) type Node = yoke::Yoke<&'static Value, Rc<Value>>;
+/// A location in a document, held with the document (a reference yoked to its `Arc`).
+pub(crate) type Node = yoke::Yoke<&'static Value, Arc<Value>>;
 
 /// What a pointer that resolves to nothing reads as: `true`, the empty schema.
 static TRUE: Value = Value::Bool(true);
 
 impl Conjunct {
     /// `ptr` resolved in `root` (`true` when it resolves to nothing).
-    pub fn locate(root: &Rc<Value>, ptr: &str) -> Node {
+    pub fn locate(root: &Arc<Value>, ptr: &str) -> Node {
         yoke::Yoke::attach_to_cart(root.clone(), |r| crate::resolve::pointer(r, ptr).unwrap_or(&TRUE))
     }
 

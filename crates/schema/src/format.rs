@@ -20,6 +20,29 @@ const TIME: &str = "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?
 const LABEL: &str = "[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,2}";
 const PCHAR: &str = "(?:[A-Za-z0-9\\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})";
 
+/// What the compiler does with `format: f` on a string, under `opts`.
+pub(crate) enum Treatment {
+    /// Asserted: the string must match [`regex_for`].
+    Asserted,
+    /// Not enforced, with the warning's reason.
+    Annotation(String),
+    /// Refused (unless lenient), with the reason.
+    Refused(String),
+}
+
+/// How `format: f` on a string is treated (see the module docs).
+pub(crate) fn treatment(f: &str, opts: &crate::SchemaOptions) -> Treatment {
+    if opts.formats_as_annotations {
+        Treatment::Annotation(format!("format `{f}` treated as an annotation (formats_as_annotations)"))
+    } else if regex_for(f).is_some() {
+        Treatment::Asserted
+    } else if opts.unknown_formats_as_annotations {
+        Treatment::Annotation(format!("unknown format `{f}` treated as an annotation"))
+    } else {
+        Treatment::Refused(format!("format `{f}` is not supported (supported: {})", SUPPORTED.join(", ")))
+    }
+}
+
 /// Formats with a grammar.
 pub(crate) const SUPPORTED: &[&str] = &[
     "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6", "uuid", "uri",

@@ -221,7 +221,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 alts.push(json!({ "allOf": all }));
             }
             "$ref" => {
-                let root = std::rc::Rc::new(Value::Object(o.clone()));
+                let root = std::sync::Arc::new(Value::Object(o.clone()));
                 let probe = Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), ..at.clone() };
                 let target = cx.resolve_ref(&probe, "$ref")?;
                 let tv = target.value().clone();

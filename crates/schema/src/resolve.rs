@@ -22,20 +22,20 @@ pub(crate) struct Loc {
 }
 
 pub(crate) struct Doc {
-    pub value: std::rc::Rc<Value>,
+    pub value: std::sync::Arc<Value>,
     pub draft: Draft,
     /// The URI the document was retrieved from (before its own `$id` applies).
     pub uri: String,
     /// Some object in it may carry an identifier ([`may_have_ids`]); without any, every
     /// location's base is `uri`.
-    ids: bool,
+    pub ids: bool,
 }
 
 pub(crate) struct Resolver<'a> {
     pub docs: Vec<Doc>,
     resources: HashMap<String, Loc>,
     anchors: HashMap<String, Loc>,
-    remotes: &'a BTreeMap<String, Value>,
+    remotes: std::borrow::Cow<'a, BTreeMap<String, Value>>,
 }
 
 use crate::keywords::{ARR_KW, MAP_KW, ONE_KW};
@@ -269,7 +269,7 @@ fn id_of(v: &Value, draft: Draft) -> Option<&str> {
 }
 
 impl<'a> Resolver<'a> {
-    pub fn new(root: &Value, draft: Draft, remotes: &'a BTreeMap<String, Value>) -> Resolver<'a> {
+    pub fn new(root: &Value, draft: Draft, remotes: std::borrow::Cow<'a, BTreeMap<String, Value>>) -> Resolver<'a> {
         let mut r = Resolver { docs: Vec::new(), resources: HashMap::default(), anchors: HashMap::default(), remotes };
         r.add_doc(root.clone(), DEFAULT_BASE, draft);
         r
@@ -344,7 +344,7 @@ impl<'a> Resolver<'a> {
                 }
             }
         }
-        self.docs.push(Doc { value: std::rc::Rc::new(value), draft, uri: strip_fragment(uri).to_string(), ids });
+        self.docs.push(Doc { value: std::sync::Arc::new(value), draft, uri: strip_fragment(uri).to_string(), ids });
         doc
     }
 
@@ -442,12 +442,12 @@ mod tests {
         let deep = json!({"$defs": {"x": {"items": [{"$anchor": "here", "type": "integer"}]}}, "$ref": "#here"});
         assert!(may_have_ids(&deep));
         let remotes = BTreeMap::new();
-        let mut r = Resolver::new(&deep, Draft::Draft202012, &remotes);
+        let mut r = Resolver::new(&deep, Draft::Draft202012, std::borrow::Cow::Borrowed(&remotes));
         let loc = r.resolve(DEFAULT_BASE, "#here").expect("the anchor is indexed");
         assert_eq!(loc.ptr, "/$defs/x/items/0");
         // Without identifiers the walk is skipped; pointers still resolve.
         let plain = json!({"$defs": {"a/b": {"type": "string"}}});
-        let mut r = Resolver::new(&plain, Draft::Draft202012, &remotes);
+        let mut r = Resolver::new(&plain, Draft::Draft202012, std::borrow::Cow::Borrowed(&remotes));
         assert_eq!(r.resolve(DEFAULT_BASE, "#/$defs/a~1b").expect("a pointer").ptr, "/$defs/a~1b");
         assert_eq!(escape_ptr("a/b~c"), "a~1b~0c");
         assert!(matches!(escape_ptr("plain"), std::borrow::Cow::Borrowed("plain")));
@@ -475,7 +475,7 @@ mod tests {
     fn resolves_pointers_ids_and_anchors() {
         let s = serde_json::json!({"$defs": {"a": {"$id": "http://e.com/a.json", "$defs": {"b": {"$anchor": "bee"}}}, "p/q": {}}});
         let remotes = BTreeMap::new();
-        let mut r = Resolver::new(&s, Draft::Draft202012, &remotes);
+        let mut r = Resolver::new(&s, Draft::Draft202012, std::borrow::Cow::Borrowed(&remotes));
         assert_eq!(r.resolve(DEFAULT_BASE, "#/$defs/p~1q").unwrap().ptr, "/$defs/p~1q");
         assert_eq!(r.resolve(DEFAULT_BASE, "http://e.com/a.json").unwrap().ptr, "/$defs/a");
         assert_eq!(r.resolve("http://e.com/a.json", "#bee").unwrap().ptr, "/$defs/a/$defs/b");
@@ -490,7 +490,7 @@ mod tests {
         let s = serde_json::json!({"$id": "x.io/schemas/a.json", "items": {"$ref": "#/definitions/d"}, "definitions": {"d": {}}});
         let remotes = BTreeMap::new();
         for _ in 0..20 {
-            let mut r = Resolver::new(&s, Draft::Draft7, &remotes);
+            let mut r = Resolver::new(&s, Draft::Draft7, std::borrow::Cow::Borrowed(&remotes));
             let base = r.base_at(&Loc { doc: 0, ptr: "/items".into() });
             assert_eq!(base, "https://formwork.invalid/x.io/schemas/a.json");
             assert_eq!(r.resolve(&base, "#/definitions/d").unwrap().ptr, "/definitions/d");

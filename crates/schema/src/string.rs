@@ -12,6 +12,7 @@ use crate::compiler::{Compiler, CompileResult};
 use crate::conjunct::Conjunct;
 use crate::exprs::{invalid, nothing, seq_of};
 use crate::json_types::as_count;
+use crate::format::Treatment;
 use formwork_grammar::Expr;
 use serde_json::Value;
 
@@ -51,16 +52,14 @@ fn collect(cx: &mut Compiler, parts: &[Conjunct]) -> CompileResult<StrKw> {
         }
         if let Some(v) = p.get("format") {
             if let Some(s) = v.as_str() {
-                if cx.opts.formats_as_annotations {
-                    cx.warnings.push(crate::Warning { keyword: "format".into(), pointer: p.kw_ptr("format"), why: format!("format `{s}` treated as an annotation (formats_as_annotations)") });
-                } else if crate::format::regex_for(s).is_some() {
-                    if !k.formats.iter().any(|(q, _)| q == s) {
-                        k.formats.push((s.to_string(), p.kw_ptr("format")));
+                match crate::format::treatment(s, &cx.opts) {
+                    Treatment::Annotation(why) => cx.warnings.push(crate::Warning { keyword: "format".into(), pointer: p.kw_ptr("format"), why }),
+                    Treatment::Asserted => {
+                        if !k.formats.iter().any(|(q, _)| q == s) {
+                            k.formats.push((s.to_string(), p.kw_ptr("format")));
+                        }
                     }
-                } else if cx.opts.unknown_formats_as_annotations {
-                    cx.warnings.push(crate::Warning { keyword: "format".into(), pointer: p.kw_ptr("format"), why: format!("unknown format `{s}` treated as an annotation") });
-                } else {
-                    cx.refuse("format", format!("format `{s}` is not supported (supported: {})", crate::format::SUPPORTED.join(", ")), p.kw_ptr("format"))?;
+                    Treatment::Refused(why) => cx.refuse("format", why, p.kw_ptr("format"))?,
                 }
             }
         }

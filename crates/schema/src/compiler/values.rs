@@ -9,7 +9,7 @@ use crate::json_types::json_eq;
 use crate::SchemaOptions;
 use formwork_grammar::Expr;
 use serde_json::Value;
-use std::rc::Rc;
+use std::sync::Arc;
 
 impl Compiler<'_> {
     /// Is `v` valid against every real part (exact, through `jsonschema`)?
@@ -107,7 +107,7 @@ impl Compiler<'_> {
             if let Ok(o) = crate::validator_options(&wrapped, &opts) {
                 if let Ok(val) = o.build(&wrapped) {
                     let ok = val.is_valid(v);
-                    self.local_validators.insert(ck, Some(Rc::new(val)));
+                    self.local_validators.insert(ck, Some(Arc::new(val)));
                     return Ok(ok);
                 }
             }
@@ -120,7 +120,7 @@ impl Compiler<'_> {
     fn validate_in_document(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
         if !self.validators.contains_key(&p.doc) {
             let root = self.res.docs[p.doc].value.clone();
-            let map = crate::validator_options(&root, self.opts).ok().and_then(|o| o.build_map(&root).ok()).map(Rc::new);
+            let map = crate::validator_options(&root, &self.opts).ok().and_then(|o| o.build_map(&root).ok()).map(Arc::new);
             self.validators.insert(p.doc, map);
         }
         let key = format!("#{}", p.ptr);

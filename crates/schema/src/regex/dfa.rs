@@ -579,7 +579,7 @@ mod tests {
         // subset is the padding's own, so the construction stays near the minimal DFA
         // instead of tracking the partial matches that no longer matter.
         let opts = SchemaOptions::default();
-        let mut cx = crate::compiler::Compiler::new(&json!({}), &opts);
+        let mut cx = crate::compiler::Compiler::new(&json!({}), std::borrow::Cow::Borrowed(&opts));
         let (body, unanchored) = crate::regex::plain_body_for_tests(&mut cx, "x[a-z]{6}y");
         assert!(unanchored);
         let product = Product::new(&[&body], MAX_SUBSET_WORK).expect("within the budget");

@@ -117,12 +117,15 @@ impl Deferred {
             flat.alts.push(Vec::new());
             flat.names.push_named(name);
             flat.opaque.insert(f, false);
-            self.nullable.push(false);
+            // By flat rule (unordered groups' rules made since are never referred to by
+            // a part: they are no rules of the source's).
+            self.nullable.resize(flat.alts.len(), false);
             self.flat_of.insert(d.0, f);
             self.pending.insert(f, d.0);
         }
         // The part: its rules first, then a stub per rule it refers to and does not define.
-        let mut index: FxHashMap<u32, u32> = exp.rules.iter().enumerate().map(|(i, (rid, _))| (rid.0, i as u32)).collect();
+        let ids: Vec<u32> = exp.rules.iter().map(|(rid, _)| rid.0).collect();
+        let mut index: FxHashMap<u32, u32> = ids.iter().enumerate().map(|(i, &rid)| (rid, i as u32)).collect();
         let root = *index.get(&id).ok_or_else(|| format!("the source did not define rule #{id}"))?;
         let k = exp.rules.len() as u32;
         let mut stubs: Vec<u32> = Vec::new(); // flat rules
@@ -165,14 +168,20 @@ impl Deferred {
         if let Some(s) = left_edge_stub(&part, &nullable, root, k, k + stubs.len() as u32) {
             return Err(format!("the rule starts with rule `{}` of the grammar around it", part.names.get(s)));
         }
-        self.append(flat, part, nullable, r, root, k, &stubs);
+        let map = self.append(flat, part, nullable, r, root, k, &stubs);
+        for (i, &rid) in ids.iter().enumerate() {
+            if rid != id {
+                self.flat_of.insert(rid, map[i]);
+            }
+        }
         Ok(())
     }
 
     /// Appends lowered part `part` (rules `k..k + stubs.len()` are the stubs for flat rules
-    /// `stubs`, rule `root` becomes flat rule `r`).
+    /// `stubs`, rule `root` becomes flat rule `r`); returns the flat rule of each of its
+    /// rules.
     #[allow(clippy::too_many_arguments)]
-    fn append(&mut self, flat: &mut ByteGrammar, part: ByteGrammar, nullable: Vec<bool>, r: u32, root: u32, k: u32, stubs: &[u32]) {
+    fn append(&mut self, flat: &mut ByteGrammar, part: ByteGrammar, nullable: Vec<bool>, r: u32, root: u32, k: u32, stubs: &[u32]) -> Vec<u32> {
         if self.set_ids.is_empty() {
             self.set_ids = flat.sets.iter().enumerate().map(|(i, s)| (*s, i as u32)).collect();
         }
@@ -250,6 +259,7 @@ impl Deferred {
                 self.nullable[map[i as usize] as usize] = nullable[i as usize];
             }
         }
+        map
     }
 }
 
