@@ -98,7 +98,9 @@ pub(super) fn masks(a: MasksArgs) -> anyhow::Result<()> {
     let mut engines: Vec<Box<dyn Engine>> = Vec::new();
     let want = |n: &str| a.engine.as_deref().is_none_or(|e| e == n);
     if want("formwork") {
-        engines.push(Box::new(Formwork::new(vocab.clone(), a.key_order.into())));
+        let mut fw = Formwork::new(vocab.clone(), a.key_order.into());
+        fw.lazy = !a.eager;
+        engines.push(Box::new(fw));
     }
     #[cfg(feature = "llguidance-peer")]
     if want("llguidance") {

@@ -137,6 +137,11 @@ pub struct MasksArgs {
     /// report on B; look at files one by one (`--slowest`) only on the tuning half.
     #[arg(long, value_enum, ignore_case = true)]
     pub half: Option<HalfArg>,
+    /// Compile every schema location up front (`formwork_schema::compile`) instead of
+    /// deferring the ones the first masks do not reach (`compile_lazy`, the default, as the
+    /// server and the Python package do): for comparing the two.
+    #[arg(long)]
+    pub eager: bool,
 }
 
 /// `--half`: one of the two halves of a data folder, split by sha256 of the file name.
@@ -204,6 +209,8 @@ struct Formwork {
     index: Arc<formwork_grammar::matcher::TokenIndex>,
     limits: Limits,
     key_order: formwork_schema::KeyOrder,
+    /// Schemas compiled with [`formwork_schema::compile_lazy`] (else all up front).
+    lazy: bool,
 }
 
 impl Formwork {
@@ -215,6 +222,7 @@ impl Formwork {
             index,
             limits: Limits::default(),
             key_order,
+            lazy: true,
         }
     }
 }
@@ -273,6 +281,11 @@ impl Engine for Formwork {
                     key_order: self.key_order,
                     ..Default::default()
                 };
+                if self.lazy {
+                    let (g, _) = formwork_schema::compile_lazy(s, &opts).map_err(|e| e.to_string())?;
+                    let c = CompiledGrammar::lazy(g, self.index.clone(), &self.limits).map_err(|e| e.to_string())?;
+                    return Ok(Box::new(FwCompiled(c)));
+                }
                 owned = formwork_schema::compile(s, &opts).map_err(|e| e.to_string())?;
                 &owned
             }
