@@ -94,11 +94,25 @@ const UNSAFE: &[&str] = &[
     "x-formwork-non-integral", "x-formwork-first",
 ];
 
-/// Keywords that constrain a value (the rest of a schema object is annotations).
-const CONSTRAINING: &[&str] = &[
-    "type", "enum", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength",
-    "maxLength", "format", "$ref", "anyOf", "oneOf",
-];
+/// The keywords of a node that the scan reads (the others are `UNSAFE` or annotations).
+#[derive(Default)]
+struct Kw<'r> {
+    types: Option<&'r Value>,
+    enums: Option<&'r Value>,
+    properties: Option<&'r Value>,
+    required: Option<&'r Value>,
+    extra: Option<&'r Value>,
+    items: Option<&'r Value>,
+    min_items: Option<&'r Value>,
+    max_items: Option<&'r Value>,
+    min_len: Option<&'r Value>,
+    max_len: Option<&'r Value>,
+    format: Option<&'r Value>,
+    reference: Option<&'r Value>,
+    /// `anyOf` or `oneOf` (a node with both is not deferrable).
+    branches: Option<&'r Value>,
+    one_of: bool,
+}
 
 impl Compiler<'_> {
     /// May location `v` (a node of document 0) be compiled on first reach? See the module
@@ -145,7 +159,7 @@ impl Compiler<'_> {
         for _ in 0..16 {
             let Some(o) = v.as_object() else { return false };
             if let Some(r) = o.get("$ref") {
-                match self.target(root, r) {
+                match r.as_str().and_then(|r| self.target(root, r)) {
                     Some(t) => v = t,
                     None => return false,
                 }
@@ -156,9 +170,8 @@ impl Compiler<'_> {
         false
     }
 
-    /// The node a `$ref` value points to in document 0.
-    fn target<'r>(&mut self, root: &'r Value, r: &Value) -> Option<&'r Value> {
-        let r = r.as_str()?;
+    /// The node reference `r` points to in document 0.
+    fn target<'r>(&mut self, root: &'r Value, r: &str) -> Option<&'r Value> {
         let base = self.res.base_at(&Loc { doc: 0, ptr: String::new() });
         let loc = self.res.resolve(&base, r)?;
         if loc.doc != 0 {
@@ -168,7 +181,7 @@ impl Compiler<'_> {
     }
 
     /// What node `v` says on its own.
-    fn local<'r>(&mut self, root: &'r Value, v: &'r Value) -> Local<'r> {
+    fn local<'r>(&mut self, root: &'r Value, v: &'r Value, targets: &mut HashMap<&'r str, Option<&'r Value>>) -> Local<'r> {
         let id = |v: &Value| v as *const Value as usize;
         let mut l = Local { ok: true, succ: Vec::new(), alone: false, object: false, required: Vec::new(), any: false, warn: None };
         let o = match v {
@@ -182,15 +195,45 @@ impl Compiler<'_> {
                 return l;
             }
         };
-        if o.keys().any(|k| UNSAFE.contains(&k.as_str())) {
-            l.ok = false;
-            return l;
+        // One pass over the keys (each lookup in a JSON object hashes the key).
+        let mut k = Kw::default();
+        let mut constraining = 0;
+        for (key, x) in o {
+            let slot = match key.as_str() {
+                "type" => &mut k.types,
+                "enum" => &mut k.enums,
+                "properties" => &mut k.properties,
+                "required" => &mut k.required,
+                "additionalProperties" => &mut k.extra,
+                "items" => &mut k.items,
+                "minItems" => &mut k.min_items,
+                "maxItems" => &mut k.max_items,
+                "minLength" => &mut k.min_len,
+                "maxLength" => &mut k.max_len,
+                "format" => &mut k.format,
+                "$ref" => &mut k.reference,
+                "anyOf" | "oneOf" => {
+                    k.one_of = key == "oneOf";
+                    &mut k.branches
+                }
+                key if UNSAFE.contains(&key) => {
+                    l.ok = false;
+                    return l;
+                }
+                _ => continue,
+            };
+            *slot = Some(x);
+            constraining += 1;
         }
-        if let Some(r) = o.get("$ref") {
+        if let Some(r) = k.reference {
             // Bare references only: siblings would be a conjunction (or, in older drafts,
             // ignored), and either may be empty.
-            match self.target(root, r) {
-                Some(t) if o.keys().all(|k| k == "$ref" || !CONSTRAINING.contains(&k.as_str())) => {
+            let t = match r.as_str() {
+                Some(r) => *targets.entry(r).or_insert_with(|| self.target(root, r)),
+                None => None,
+            };
+            match t {
+                Some(t) if constraining == 1 => {
                     l.succ.push(t);
                     l.required.push(id(t));
                     l.object = true;
@@ -199,15 +242,15 @@ impl Compiler<'_> {
             }
             return l;
         }
-        if let Some((kw, branches)) = o.get("anyOf").map(|b| ("anyOf", b)).or_else(|| o.get("oneOf").map(|b| ("oneOf", b))) {
+        if let Some(branches) = k.branches {
             // Alone (no sibling to distribute over), each branch typed, and for `oneOf` the
             // types pairwise disjoint: the compiler proves such branches disjoint from their
             // types and compiles them as a union.
-            let alone = o.keys().all(|k| k == kw || !CONSTRAINING.contains(&k.as_str()));
+            let alone = constraining == 1;
             let mut seen = JsonTypes::empty();
             for b in branches.as_array().into_iter().flatten() {
                 match b.get("type").and_then(type_bits) {
-                    Some(t) if alone && !(kw == "oneOf" && t.intersects(seen)) => seen |= t,
+                    Some(t) if alone && !(k.one_of && t.intersects(seen)) => seen |= t,
                     _ => l.ok = false,
                 }
                 l.succ.push(b);
@@ -218,7 +261,7 @@ impl Compiler<'_> {
             l.any = true;
             return l;
         }
-        let types = match o.get("type") {
+        let types = match k.types {
             Some(t) => match type_bits(t) {
                 Some(b) if !b.is_empty() => b,
                 _ => {
@@ -228,19 +271,19 @@ impl Compiler<'_> {
             },
             None => JsonTypes::all(),
         };
-        let uint = |k: &str| o.get(k).map(|v| v.as_u64());
-        let (min_len, max_len) = (uint("minLength"), uint("maxLength"));
-        if min_len == Some(None) || max_len == Some(None) || uint("maxItems") == Some(None) {
+        let uint = |v: Option<&Value>| v.map(|v| v.as_u64());
+        let (min_len, max_len) = (uint(k.min_len), uint(k.max_len));
+        if min_len == Some(None) || max_len == Some(None) || uint(k.max_items) == Some(None) {
             l.ok = false;
             return l;
         }
         if let (Some(Some(a)), Some(Some(b))) = (min_len, max_len) {
             l.ok &= a <= b;
         }
-        l.ok &= o.get("minItems").is_none_or(|v| v.as_u64() == Some(0));
-        if let Some(e) = o.get("enum") {
+        l.ok &= k.min_items.is_none_or(|v| v.as_u64() == Some(0));
+        if let Some(e) = k.enums {
             // Beside `type` alone, so the values are filtered by their type only.
-            let alone = o.keys().all(|k| matches!(k.as_str(), "enum" | "type") || !CONSTRAINING.contains(&k.as_str()));
+            let alone = constraining == 1 + usize::from(k.types.is_some());
             let Some(vals) = e.as_array().filter(|a| alone && !a.is_empty() && a.len() <= MAX_ENUM) else {
                 l.ok = false;
                 return l;
@@ -248,7 +291,7 @@ impl Compiler<'_> {
             l.alone = vals.iter().any(|x| types.intersects(value_type(x)));
             return l;
         }
-        if let Some(f) = o.get("format").filter(|_| types.intersects(JsonTypes::STR)) {
+        if let Some(f) = k.format.filter(|_| types.intersects(JsonTypes::STR)) {
             match f.as_str().map(|f| crate::format::treatment(f, &self.opts)) {
                 // Intersected with the length bounds, an automaton may outgrow its limits.
                 Some(Treatment::Asserted) => l.ok &= min_len.is_none() && max_len.is_none(),
@@ -256,7 +299,7 @@ impl Compiler<'_> {
                 Some(Treatment::Refused(_)) | None => l.ok = false,
             }
         }
-        let props = match o.get("properties") {
+        let props = match k.properties {
             Some(Value::Object(p)) => Some(p),
             Some(_) => {
                 l.ok = false;
@@ -266,13 +309,13 @@ impl Compiler<'_> {
         };
         // Children are compiled (and scanned) only where their type is allowed.
         let (objects, arrays) = (types.intersects(JsonTypes::OBJ), types.intersects(JsonTypes::ARR));
-        let extra = o.get("additionalProperties");
+        let extra = k.extra;
         match extra {
             None | Some(Value::Bool(_)) => {}
             Some(x @ Value::Object(_)) => l.succ.extend(objects.then_some(x)),
             Some(_) => l.ok = false,
         }
-        match o.get("items") {
+        match k.items {
             None | Some(Value::Bool(_)) => {}
             Some(x @ Value::Object(_)) => l.succ.extend(arrays.then_some(x)),
             Some(_) => l.ok = false,
@@ -280,7 +323,7 @@ impl Compiler<'_> {
         if objects {
             l.succ.extend(props.iter().flat_map(|p| p.values()));
         }
-        if let Some(req) = o.get("required") {
+        if let Some(req) = k.required {
             let Some(req) = req.as_array() else {
                 l.ok = false;
                 return l;
@@ -332,9 +375,10 @@ impl Scan {
         let mut local: HashMap<usize, Local<'_>> = HashMap::default();
         let mut seen: foldhash::HashSet<usize> = Default::default();
         let mut work = vec![v];
+        let mut targets = HashMap::default();
         seen.insert(start);
         while let Some(n) = work.pop() {
-            let l = cx.local(root, n);
+            let l = cx.local(root, n, &mut targets);
             for &s in &l.succ {
                 let k = s as *const Value as usize;
                 if !self.verdicts.contains_key(&k) && seen.insert(k) {
