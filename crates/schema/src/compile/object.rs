@@ -16,6 +16,7 @@ use crate::regex::pattern_matches;
 use crate::resolve::escape_ptr;
 use crate::json_types::as_count;
 use crate::layout::unordered;
+use foldhash::HashSet;
 use formwork_grammar::Expr;
 use serde_json::Value;
 
@@ -76,18 +77,24 @@ fn order_keys(cx: &mut Compiler, parts: &[Conjunct], names: &mut Vec<String>, re
 pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> CompileResult<Expr> {
     let strict = cx.opts.strict;
     // Listed and required names.
+    // In order, without repeats (the sets answer "seen?" for objects of many properties).
     let mut names: Vec<String> = Vec::new();
     let mut required: Vec<String> = Vec::new();
+    let (mut name_set, mut required_set) = (HashSet::default(), HashSet::default());
+    let add = |v: &mut Vec<String>, set: &mut HashSet<String>, k: &str| {
+        if !set.contains(k) {
+            set.insert(k.to_string());
+            v.push(k.to_string());
+        }
+    };
     let (mut minp, mut maxp): (u64, Option<u64>) = (0, None);
     for p in parts {
         if let Some(props) = p.get("properties") {
             let props = props.as_object().ok_or_else(|| invalid("properties", "must be an object", p.kw_ptr("properties")))?;
             for k in props.keys() {
-                if !names.contains(k) {
-                    names.push(k.clone());
-                }
-                if strict && !required.contains(k) {
-                    required.push(k.clone());
+                add(&mut names, &mut name_set, k);
+                if strict {
+                    add(&mut required, &mut required_set, k);
                 }
             }
         }
@@ -95,9 +102,7 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> Com
             let r = r.as_array().ok_or_else(|| invalid("required", "must be an array of strings", p.kw_ptr("required")))?;
             for k in r {
                 let k = k.as_str().ok_or_else(|| invalid("required", "must be an array of strings", p.kw_ptr("required")))?;
-                if !required.iter().any(|x| x == k) {
-                    required.push(k.to_string());
-                }
+                add(&mut required, &mut required_set, k);
             }
         }
         if let Some(v) = p.get("minProperties") {
@@ -109,20 +114,17 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> Com
         }
     }
     for r in &required {
-        if !names.contains(r) {
-            names.push(r.clone());
-        }
+        add(&mut names, &mut name_set, r);
     }
     // Keys named by conditions on which keys are present: listed members too, so the
     // group can tell whether they are there.
     let presence = crate::presence::collect(parts);
     for k in crate::presence::keys(&presence) {
-        if !names.contains(&k) {
-            names.push(k);
-        }
+        add(&mut names, &mut name_set, &k);
     }
     // A key forced first keeps the listed order for this object.
     let forced_first = order_keys(cx, parts, &mut names, &mut required)?;
+    let required_set: HashSet<&str> = required.iter().map(|r| r.as_str()).collect();
     // Value of each listed name.
     let mut members: Vec<(String, Expr, bool)> = Vec::new();
     for name in &names {
@@ -165,7 +167,7 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> Com
                 }
             }
         }
-        let req = required.contains(name);
+        let req = required_set.contains(name.as_str());
         let value = if forbidden { nothing() } else { cx.schema(vparts)? };
         if is_nothing(&value) {
             if req {
