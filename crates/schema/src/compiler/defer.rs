@@ -172,6 +172,10 @@ impl Compiler<'_> {
 
     /// The node reference `r` points to in document 0.
     fn target<'r>(&mut self, root: &'r Value, r: &str) -> Option<&'r Value> {
+        // A plain pointer into this document (it has no `$id`, or nothing is deferred).
+        if let Some(ptr) = r.strip_prefix('#').filter(|p| (p.is_empty() || p.starts_with('/')) && !p.contains('%')) {
+            return crate::resolve::pointer(root, ptr);
+        }
         let base = self.res.base_at(&Loc { doc: 0, ptr: String::new() });
         let loc = self.res.resolve(&base, r)?;
         if loc.doc != 0 {
