@@ -17,8 +17,48 @@ use std::sync::Arc;
 /// `@unordered(...)`, which is not GBNF).
 #[pyclass(module = "formwork._formwork", frozen)]
 pub struct Grammar {
-    pub(crate) ir: formwork_grammar::Grammar,
+    source: Source,
     warnings: Vec<String>,
+}
+
+/// Where a [`Grammar`] comes from.
+enum Source {
+    /// A whole grammar (GBNF, a regex, the built-in JSON grammar).
+    Ir(formwork_grammar::Grammar),
+    /// A JSON Schema, compiled lazily for each tokenizer (`formwork_schema::compile_lazy`):
+    /// the locations the first masks do not reach are compiled when a matcher reaches them.
+    Schema(Box<LazySchema>),
+}
+
+struct LazySchema {
+    value: serde_json::Value,
+    opts: SchemaOptions,
+    /// The cache key: everything the grammar depends on.
+    key: String,
+    /// The lazy grammar made when the schema was checked, for the first compilation.
+    first: std::sync::Mutex<Option<formwork_grammar::LazyGrammar>>,
+    /// The whole grammar, made only to print it.
+    whole: std::sync::OnceLock<formwork_grammar::Grammar>,
+}
+
+impl Grammar {
+    /// The whole grammar (a schema's compiled in full on first ask, to print it).
+    fn ir(&self) -> PyResult<&formwork_grammar::Grammar> {
+        match &self.source {
+            Source::Ir(g) => Ok(g),
+            Source::Schema(s) => {
+                if let Some(g) = s.whole.get() {
+                    return Ok(g);
+                }
+                let g = formwork_schema::compile(&s.value, &s.opts).map_err(error)?;
+                Ok(s.whole.get_or_init(|| g))
+            }
+        }
+    }
+
+    fn whole(ir: formwork_grammar::Grammar) -> Self {
+        Grammar { source: Source::Ir(ir), warnings: Vec::new() }
+    }
 }
 
 /// `whitespace=`: `None`/`"flexible"` (runs of at most 128), `"compact"`, `"pretty"` (two-space
@@ -99,9 +139,12 @@ impl Grammar {
             root_whitespace,
             ..SchemaOptions::default()
         };
-        let compiled = py.detach(|| formwork_schema::compile_with_warnings(&value, &opts));
-        let (ir, warnings) = compiled.map_err(|e| schema_error(py, &e))?;
-        Ok(Grammar { ir, warnings: warnings.iter().map(ToString::to_string).collect() })
+        // Refusals and warnings come now; most of the compiling, when matchers reach it.
+        let compiled = py.detach(|| formwork_schema::compile_lazy(&value, &opts));
+        let (lazy, warnings) = compiled.map_err(|e| schema_error(py, &e))?;
+        let key = format!("schema|{opts:?}|{value}");
+        let schema = LazySchema { value, opts, key, first: std::sync::Mutex::new(Some(lazy)), whole: std::sync::OnceLock::new() };
+        Ok(Grammar { source: Source::Schema(Box::new(schema)), warnings: warnings.iter().map(ToString::to_string).collect() })
     }
 
     /// A GBNF grammar (llama.cpp's syntax; the start rule is `root`). Raises `FormworkError`
@@ -109,14 +152,14 @@ impl Grammar {
     #[staticmethod]
     fn from_gbnf(text: &str) -> PyResult<Self> {
         let ir = gbnf::parse(text, &Limits::default()).map_err(error)?;
-        Ok(Grammar { ir, warnings: Vec::new() })
+        Ok(Grammar::whole(ir))
     }
 
     /// A regular expression (Rust `regex` syntax) that the whole output must match.
     #[staticmethod]
     fn from_regex(pattern: &str) -> PyResult<Self> {
         let ir = formwork_grammar::regex::parse(pattern, &Limits::default()).map_err(error)?;
-        Ok(Grammar { ir, warnings: Vec::new() })
+        Ok(Grammar::whole(ir))
     }
 
     /// The built-in JSON grammar: any JSON value (`object_only=True`: an object, as
@@ -127,7 +170,7 @@ impl Grammar {
     #[pyo3(signature = (*, object_only=false, max_whitespace=Some(formwork_grammar::json::DEFAULT_MAX_WS_RUN), trailing_whitespace=true))]
     fn json(object_only: bool, max_whitespace: Option<u32>, trailing_whitespace: bool) -> Self {
         let ir = formwork_grammar::json::grammar(&JsonGrammarOptions { root_object_only: object_only, max_ws_run: max_whitespace, trailing_whitespace });
-        Grammar { ir, warnings: Vec::new() }
+        Grammar::whole(ir)
     }
 
     /// Keywords that lenient schema compilation did not enforce, one message each.
@@ -137,16 +180,17 @@ impl Grammar {
     }
 
     /// The grammar as GBNF text.
-    fn to_gbnf(&self) -> String {
-        gbnf::print(&self.ir)
+    fn to_gbnf(&self) -> PyResult<String> {
+        Ok(gbnf::print(self.ir()?))
     }
 
-    fn __str__(&self) -> String {
+    fn __str__(&self) -> PyResult<String> {
         self.to_gbnf()
     }
 
-    fn __repr__(&self) -> String {
-        format!("Grammar(rules={}, root={:?})", self.ir.rules().len(), self.ir.rule(self.ir.root()).name)
+    fn __repr__(&self) -> PyResult<String> {
+        let ir = self.ir()?;
+        Ok(format!("Grammar(rules={}, root={:?})", ir.rules().len(), ir.rule(ir.root()).name))
     }
 }
 
@@ -215,7 +259,20 @@ impl GrammarCompiler {
     /// equal grammar was compiled before). Raises `FormworkError` when the grammar cannot be
     /// matched (left recursion, a limit, a special token the vocabulary lacks).
     fn compile(&self, py: Python<'_>, grammar: &Grammar) -> PyResult<CompiledGrammar> {
-        let compiled = py.detach(|| self.cache.get_or_compile(&grammar.ir, &self.vocab, &Limits::default())).map_err(error)?;
+        let limits = Limits::default();
+        let compiled = py.detach(|| match &grammar.source {
+            Source::Ir(g) => self.cache.get_or_compile(g, &self.vocab, &limits).map_err(error),
+            Source::Schema(s) => self.cache.get_or_compile_keyed(&s.key, &self.vocab, &limits, |index| {
+                // The lazy grammar made when the schema was checked serves the first
+                // compilation; another tokenizer (or a cache miss later) makes its own.
+                let first = s.first.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let lazy = match first {
+                    Some(l) => l,
+                    None => formwork_schema::compile_lazy(&s.value, &s.opts).map_err(error)?.0,
+                };
+                formwork_grammar::CompiledGrammar::lazy(lazy, index, &limits).map_err(error)
+            }),
+        })?;
         Ok(CompiledGrammar { compiled, tokenizer: self.tokenizer.clone_ref(py), vocab_size: self.vocab_size })
     }
 

@@ -111,6 +111,42 @@ def test_compiler_caches_by_grammar(smollm2_info):
         c.compile_gbnf('root ::= root "a" | "a"')
 
 
+# Definitions reached through `$ref`: compiled when a matcher first reaches them.
+FLEET = {
+    "$defs": {
+        "wheel": {"type": "object", "properties": {"size": {"type": "integer"}, "brand": {"type": "string", "format": "tyre-brand"}}, "required": ["size"]},
+        "car": {"type": "object", "properties": {"wheels": {"type": "array", "items": {"$ref": "#/$defs/wheel"}}, "spare": {"$ref": "#/$defs/wheel"}}},
+        "boat": {"type": "object", "properties": {"hulls": {"enum": [1, 2, 3]}}, "required": ["hulls"]},
+    },
+    "type": "object",
+    "properties": {"cars": {"type": "array", "items": {"$ref": "#/$defs/car"}}, "boat": {"$ref": "#/$defs/boat"}},
+}
+
+
+def test_schema_definitions_are_compiled_when_reached(smollm2_info):
+    g = formwork.Grammar.from_json_schema(FLEET, key_order="any")
+    # The warning of a definition no matcher reached yet is said up front.
+    assert any("tyre-brand" in w for w in g.warnings), g.warnings
+    c = formwork.GrammarCompiler(smollm2_info)
+    cg = c.compile(g)
+    for doc, ok in [
+        ('{"cars":[{"wheels":[{"size":17},{"brand":"x","size":18}],"spare":{"size":16}}],"boat":{"hulls":2}}', True),
+        ('{"boat":{"hulls":2},"cars":[]}', True),
+        ('{"cars":[{"wheels":[{"brand":"x"}]}]}', False),  # a wheel needs its size
+        ('{"boat":{"hulls":4}}', False),
+        ('{"cars":[{"spare":{"size":"16"}}]}', False),
+    ]:
+        m = formwork.Matcher(cg)
+        assert (m.accept_string(doc) and m.is_accepting()) == ok, doc
+    # The same schema compiles to the same grammar (cached by its text and options), and
+    # printing it compiles the whole grammar.
+    assert c.compile(formwork.Grammar.from_json_schema(FLEET, key_order="any")) == cg
+    assert c.compile(formwork.Grammar.from_json_schema(FLEET)) != cg
+    assert "root ::=" in str(g)
+    with pytest.raises(formwork.FormworkError, match="pattern"):
+        formwork.Grammar.from_json_schema({"$defs": {"d": {"type": "object", "properties": {"x": {"type": "string", "pattern": "(?=a)"}}}}, "type": "object", "properties": {"d": {"$ref": "#/$defs/d"}}})
+
+
 def walk(m: formwork.Matcher, tokens, bitmask, info):
     """At each position the next token is in the mask; EOS only where accepting."""
     for t in tokens:

@@ -29,10 +29,20 @@ struct Inner {
 
 #[derive(Debug)]
 struct Entry {
-    grammar: Grammar,
+    grammar: Identity,
     limits: Limits,
     compiled: Arc<CompiledGrammar>,
     used: u64,
+}
+
+/// What a cached grammar is, checked by equality on a hit.
+#[derive(Debug, PartialEq)]
+enum Identity {
+    /// The grammar itself.
+    Grammar(Grammar),
+    /// A key that says everything the grammar depends on (see
+    /// [`GrammarCache::get_or_compile_keyed`]).
+    Key(String),
 }
 
 impl GrammarCache {
@@ -51,7 +61,35 @@ impl GrammarCache {
         vocab: &Arc<Vocabulary>,
         limits: &Limits,
     ) -> Result<Arc<CompiledGrammar>, CompileError> {
-        let key = (g.fingerprint(), Arc::as_ptr(vocab) as usize);
+        let id = Identity::Grammar(g.clone());
+        self.get_or_insert(id, g.fingerprint(), vocab, limits, |index| CompiledGrammar::with_index(g, index, limits))
+    }
+
+    /// The compiled grammar stored under `key` for `vocab`, made by `compile` (given the
+    /// vocabulary's token index) on a miss: for grammars whose identity is not their IR, as
+    /// a lazily compiled schema ([`CompiledGrammar::lazy`]), keyed by the schema's text and
+    /// options. `key` must say everything the grammar depends on.
+    pub fn get_or_compile_keyed<E>(
+        &self,
+        key: &str,
+        vocab: &Arc<Vocabulary>,
+        limits: &Limits,
+        compile: impl FnOnce(Arc<TokenIndex>) -> Result<Arc<CompiledGrammar>, E>,
+    ) -> Result<Arc<CompiledGrammar>, E> {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(key, &mut h);
+        self.get_or_insert(Identity::Key(key.to_string()), std::hash::Hasher::finish(&h), vocab, limits, compile)
+    }
+
+    fn get_or_insert<E>(
+        &self,
+        id: Identity,
+        hash: u64,
+        vocab: &Arc<Vocabulary>,
+        limits: &Limits,
+        compile: impl FnOnce(Arc<TokenIndex>) -> Result<Arc<CompiledGrammar>, E>,
+    ) -> Result<Arc<CompiledGrammar>, E> {
+        let key = (hash, Arc::as_ptr(vocab) as usize);
         {
             let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             inner.tick += 1;
@@ -59,7 +97,7 @@ impl GrammarCache {
             let mut full = false;
             if let Some(v) = inner.map.get_mut(&key) {
                 if let Some(i) = v.iter().position(|e| {
-                    e.grammar == *g && e.limits == *limits && Arc::ptr_eq(e.compiled.vocab(), vocab)
+                    e.grammar == id && e.limits == *limits && Arc::ptr_eq(e.compiled.vocab(), vocab)
                 }) {
                     if !v[i].compiled.is_nearly_full() {
                         v[i].used = tick;
@@ -78,7 +116,7 @@ impl GrammarCache {
             }
         }
         // Compile outside the lock.
-        let compiled = CompiledGrammar::with_index(g, TokenIndex::for_vocab(vocab), limits)?;
+        let compiled = compile(TokenIndex::for_vocab(vocab))?;
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.tick += 1;
         let used = inner.tick;
@@ -98,7 +136,7 @@ impl GrammarCache {
             }
         }
         inner.map.entry(key).or_default().push(Entry {
-            grammar: g.clone(),
+            grammar: id,
             limits: limits.clone(),
             compiled: compiled.clone(),
             used,
@@ -150,6 +188,27 @@ mod tests {
             &a1,
             &c.get_or_compile(&g("a"), &other, &l).unwrap()
         ));
+    }
+
+    #[test]
+    fn keyed_entries_are_compiled_once_per_key_and_never_match_a_grammar() {
+        let v = Arc::new(Vocabulary::from_strings(&["a", "b"], &["</s>"]));
+        let c = GrammarCache::new(4);
+        let l = Limits::default();
+        let mut made = 0;
+        let mut get = |key: &str, lit: &str| {
+            c.get_or_compile_keyed(key, &v, &l, |index| {
+                made += 1;
+                CompiledGrammar::with_index(&g(lit), index, &l)
+            })
+            .unwrap()
+        };
+        let k1 = get("k1", "a");
+        assert!(Arc::ptr_eq(&k1, &get("k1", "b")), "a hit does not compile");
+        assert!(!Arc::ptr_eq(&k1, &get("k2", "a")));
+        assert_eq!(made, 2);
+        assert!(!Arc::ptr_eq(&k1, &c.get_or_compile(&g("a"), &v, &l).unwrap()));
+        assert_eq!(c.len(), 3);
     }
 
     #[test]
