@@ -3,7 +3,8 @@
 //!
 //! `cargo run --release -p formwork-schema --example ttfm_phases -- [--lazy] TOKENIZER.json FILE...`
 //! (a MaskBench file's `schema` member, or a plain schema). `--lazy` compiles the schema
-//! with deferred locations (`compile_lazy`), as the server and `bench masks` do.
+//! with deferred locations (`compile_lazy`), as `bench masks`, the mask-engine protocol and
+//! the Python package do.
 
 #[global_allocator]
 static GLOBAL: formwork_alloc::MiMalloc = formwork_alloc::MiMalloc;

@@ -468,6 +468,17 @@ fn try_plain_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, kw: 
     Ok((crate::exprs::alt_of(alts), unanchored))
 }
 
+/// Does pattern `src`, alone on a string (no format, no length bounds), compile without a
+/// refusal, to a language that is not empty? For the scan of deferrable locations
+/// (`compiler::defer`), which must know up front.
+pub(crate) fn supported_alone(cx: &mut Compiler, src: &str) -> bool {
+    let matches_something = parse(src).is_ok_and(|h| h.properties().minimum_len().is_some());
+    let lenient = std::mem::replace(&mut cx.opts.to_mut().lenient, false);
+    let ok = matches_something && try_plain_body(cx, src, 0, None, "pattern", "").is_ok();
+    cx.opts.to_mut().lenient = lenient;
+    ok
+}
+
 /// Whether pattern `src` alone, without length bounds, has a grammar (so that its
 /// intersection with small bounds can be tried when the bounds in its own grammar cannot).
 pub(crate) fn bounds_need_product(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, kw: &str, at: &str) -> bool {

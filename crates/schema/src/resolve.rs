@@ -29,6 +29,9 @@ pub(crate) struct Doc {
     /// Some object in it may carry an identifier ([`may_have_ids`]); without any, every
     /// location's base is `uri`.
     pub ids: bool,
+    /// Some location below the root may have one (so not every location has the root's
+    /// base URI).
+    pub ids_below_root: bool,
 }
 
 pub(crate) struct Resolver<'a> {
@@ -84,7 +87,20 @@ pub(crate) fn escape_ptr(seg: &str) -> std::borrow::Cow<'_, str> {
 /// (keyword or not)? When none has, the documents' index of identifiers is the root alone,
 /// without walking every subschema with its pointer.
 fn may_have_ids(v: &Value) -> bool {
-    let mut stack = vec![v];
+    has_ids(v, false)
+}
+
+/// [`may_have_ids`] below the root (the root's own members aside): when none has, every
+/// location has the root's base URI.
+fn ids_below_root(v: &Value) -> bool {
+    has_ids(v, true)
+}
+
+fn has_ids(v: &Value, below_root: bool) -> bool {
+    let mut stack: Vec<&Value> = match (below_root, v) {
+        (true, Value::Object(o)) => o.values().filter(|x| x.is_object() || x.is_array()).collect(),
+        _ => vec![v],
+    };
     while let Some(v) = stack.pop() {
         match v {
             Value::Object(o) => {
@@ -287,6 +303,7 @@ impl<'a> Resolver<'a> {
         let root_base: std::rc::Rc<str> = strip_fragment(uri).into();
         let mut stack: Vec<(&Value, String, std::rc::Rc<str>)> = vec![(&value, String::new(), root_base)];
         let ids = may_have_ids(&value);
+        let ids_below = ids && ids_below_root(&value);
         if !ids {
             stack.clear();
         }
@@ -344,7 +361,7 @@ impl<'a> Resolver<'a> {
                 }
             }
         }
-        self.docs.push(Doc { value: std::sync::Arc::new(value), draft, uri: strip_fragment(uri).to_string(), ids });
+        self.docs.push(Doc { value: std::sync::Arc::new(value), draft, uri: strip_fragment(uri).to_string(), ids, ids_below_root: ids_below });
         doc
     }
 

@@ -8,7 +8,9 @@
 //!   `additionalProperties`, `items` and `$ref`) use only keywords whose compilation never
 //!   refuses and never warns: `type`, `properties`, `required`, `additionalProperties`,
 //!   `items` (one schema), `maxItems`, `minItems: 0`, `minLength`/`maxLength` (min ≤ max),
-//!   `enum` beside `type` alone, `format` where it is known or left as an annotation (its
+//!   `minimum`/`maximum` and their exclusive forms (no `multipleOf`), a `pattern` alone on
+//!   its string whose syntax formwork supports (checked by parsing it), `enum` or `const`
+//!   beside `type` alone, `format` where it is known or left as an annotation (its
 //!   warning is found by the scan and said up front), `anyOf` and `oneOf` with no
 //!   constraining sibling whose branches all have a `type` (pairwise disjoint for `oneOf`),
 //!   a `$ref` into the same document with no constraining sibling, and annotations (any
@@ -20,8 +22,8 @@
 //! - **opens with a terminal**: its type is exactly `object` or `array` (through `$ref`s),
 //!   so its rule starts with `{` or `[` and no left recursion can pass through it.
 //!
-//! Documents with `$id`/`$anchor` (whose references depend on where they are) and
-//! references into other documents are never deferred. Verdicts are memoized by node, so
+//! Documents with `$id`/`$anchor` below the root (whose references depend on where they
+//! are) and references into other documents are never deferred. Verdicts are memoized by node, so
 //! the scan reads each part of the document once.
 
 use crate::compiler::Compiler;
@@ -88,8 +90,8 @@ struct Local<'r> {
 const UNSAFE: &[&str] = &[
     "allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
     "patternProperties", "propertyNames", "minProperties", "maxProperties", "prefixItems", "additionalItems", "contains",
-    "minContains", "maxContains", "uniqueItems", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "multipleOf", "const", "$anchor", "$id", "id", "$schema", "$dynamicAnchor", "$dynamicRef", "$recursiveRef",
+    "minContains", "maxContains", "uniqueItems",
+    "multipleOf", "$anchor", "$id", "id", "$dynamicAnchor", "$dynamicRef", "$recursiveRef",
     "$recursiveAnchor", "unevaluatedProperties", "unevaluatedItems", "x-formwork-not-values", "x-formwork-not-pattern",
     "x-formwork-non-integral", "x-formwork-first",
 ];
@@ -109,6 +111,9 @@ struct Kw<'r> {
     max_len: Option<&'r Value>,
     format: Option<&'r Value>,
     reference: Option<&'r Value>,
+    pattern: Option<&'r Value>,
+    /// `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`.
+    bounds: [Option<&'r Value>; 4],
     /// `anyOf` or `oneOf` (a node with both is not deferrable).
     branches: Option<&'r Value>,
     one_of: bool,
@@ -118,7 +123,7 @@ impl Compiler<'_> {
     /// May location `v` (a node of document 0) be compiled on first reach? See the module
     /// docs.
     pub(crate) fn deferrable(&mut self, v: &Value) -> bool {
-        if self.res.docs[0].ids {
+        if self.res.docs[0].ids_below_root {
             return false;
         }
         let root = self.res.docs[0].value.clone();
@@ -172,7 +177,8 @@ impl Compiler<'_> {
 
     /// The node reference `r` points to in document 0.
     fn target<'r>(&mut self, root: &'r Value, r: &str) -> Option<&'r Value> {
-        // A plain pointer into this document (it has no `$id`, or nothing is deferred).
+        // A plain pointer into this document (it has no `$id` below the root, or nothing is
+        // deferred).
         if let Some(ptr) = r.strip_prefix('#').filter(|p| (p.is_empty() || p.starts_with('/')) && !p.contains('%')) {
             return crate::resolve::pointer(root, ptr);
         }
@@ -216,6 +222,12 @@ impl Compiler<'_> {
                 "maxLength" => &mut k.max_len,
                 "format" => &mut k.format,
                 "$ref" => &mut k.reference,
+                "pattern" => &mut k.pattern,
+                "const" => &mut k.enums,
+                "minimum" => &mut k.bounds[0],
+                "maximum" => &mut k.bounds[1],
+                "exclusiveMinimum" => &mut k.bounds[2],
+                "exclusiveMaximum" => &mut k.bounds[3],
                 "anyOf" | "oneOf" => {
                     k.one_of = key == "oneOf";
                     &mut k.branches
@@ -286,14 +298,35 @@ impl Compiler<'_> {
         }
         l.ok &= k.min_items.is_none_or(|v| v.as_u64() == Some(0));
         if let Some(e) = k.enums {
-            // Beside `type` alone, so the values are filtered by their type only.
+            // `enum` (or `const`, not both) beside `type` alone, so the values are filtered
+            // by their type only.
             let alone = constraining == 1 + usize::from(k.types.is_some());
-            let Some(vals) = e.as_array().filter(|a| alone && !a.is_empty() && a.len() <= MAX_ENUM) else {
+            let vals = match o.get("const") {
+                Some(c) => std::slice::from_ref(c),
+                None => e.as_array().map(Vec::as_slice).unwrap_or_default(),
+            };
+            if !alone || vals.is_empty() || vals.len() > MAX_ENUM {
                 l.ok = false;
                 return l;
-            };
+            }
             l.alone = vals.iter().any(|x| types.intersects(value_type(x)));
             return l;
+        }
+        // Numbers: bounds (numbers, or the booleans of draft 4's exclusive bounds), no
+        // multiple. Bounds that leave no integer between them could leave no number of an
+        // `integer` type, so both present must be a whole unit apart.
+        let bound = |v: Option<&Value>| v.and_then(Value::as_f64);
+        if k.bounds.iter().flatten().any(|v| !v.is_number() && !v.is_boolean()) {
+            l.ok = false;
+            return l;
+        }
+        let lo = bound(k.bounds[0]).into_iter().chain(bound(k.bounds[2])).fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+        let hi = bound(k.bounds[1]).into_iter().chain(bound(k.bounds[3])).fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.min(x))));
+        let numbers_empty = matches!((lo, hi), (Some(lo), Some(hi)) if !(hi - lo >= 1.0));
+        if let Some(p) = k.pattern.filter(|_| types.intersects(JsonTypes::STR)) {
+            // Alone on its string: its grammar is the pattern's own, refused only for syntax
+            // formwork does not support, which is checked here.
+            l.ok &= k.format.is_none() && min_len.is_none() && max_len.is_none() && p.as_str().is_some_and(|p| crate::regex::supported_alone(self, p));
         }
         if let Some(f) = k.format.filter(|_| types.intersects(JsonTypes::STR)) {
             match f.as_str().map(|f| crate::format::treatment(f, &self.opts)) {
@@ -348,7 +381,8 @@ impl Compiler<'_> {
         }
         // Productive without the object case: any other type allowed (strings within
         // their bounds and format, which the checks above made sure of).
-        l.alone = types.intersects(!JsonTypes::OBJ);
+        let numbers = JsonTypes::INT | JsonTypes::FRAC;
+        l.alone = types.intersects(!(JsonTypes::OBJ | if numbers_empty { numbers } else { JsonTypes::empty() }));
         l.object = types.intersects(JsonTypes::OBJ);
         l
     }
