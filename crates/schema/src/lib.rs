@@ -29,6 +29,12 @@
 //!   `conjunct`, `exprs`, `json_types`, `resolve`. No module uses one above it
 //!   (`crates/testkit/tests/module_cycles.rs` checks it).
 //! - Each schema location becomes one grammar rule, so recursive `$ref`s are recursive rules.
+//! - [`compile_lazy`] compiles the same grammar with some of those rules *deferred*: a scan
+//!   (`compiler::defer`) finds the locations whose compilation can neither refuse nor warn
+//!   (warnings it can predict are said up front), that match something and start with `{`
+//!   or `[`; their rules are compiled when a matcher first reaches them, by the compiler kept
+//!   inside the compiled grammar (`compile::lazy`, and the grammar crate's
+//!   [`LazyGrammar`](formwork_grammar::LazyGrammar)).
 //! - `layout`: the separators between tokens in each [`Whitespace`] style (flexible,
 //!   compact, pretty with indentation by nesting level).
 //!

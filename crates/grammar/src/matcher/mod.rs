@@ -36,7 +36,12 @@
 //!    the design and its cost. A [`Matcher`] is just a history of state ids: `commit`
 //!    pushes, `rollback(n)` truncates. A [`GrammarCache`] (held by the server/engine)
 //!    shares compiled grammars across requests, keyed by grammar and vocabulary.
-//! 5. **Completions** (`complete`): per rule, the length of a shortest string (Knuth's
+//! 5. **Deferred rules** (`lower::deferred`, [`LazyGrammar`](crate::LazyGrammar)): a grammar
+//!    may name rules whose bodies a [`RuleSource`](crate::RuleSource) builds when a closure
+//!    first reaches them; each such part is lowered and checked on its own and appended to the
+//!    byte grammar behind the builder's lock. States already built never depend on a rule
+//!    built later (a closure expands a rule before reading it).
+//! 6. **Completions** (`complete`): per rule, the length of a shortest string (Knuth's
 //!    grammar variant of Dijkstra), computed once per compiled grammar on first use; per
 //!    state, the fewest bytes to a complete match (memoized). [`Matcher::shortest_completion`]
 //!    spells one and [`Matcher::completion_tokens`] tokenizes it with the fewest tokens, for
