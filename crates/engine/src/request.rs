@@ -134,10 +134,17 @@ impl Format {
         })
     }
 
-    /// The grammar compiled for `vocab` (`None` for free text and a custom constraint).
+    /// The grammar compiled for `vocab` (`None` for free text and a custom constraint). A
+    /// schema compiles lazily: refusals and warnings now, the locations the output does not
+    /// reach never ([`formwork_schema::compile_lazy`]).
     pub fn compile(&self, vocab: &Arc<Vocabulary>, limits: &Limits, whitespace: Whitespace) -> Result<Option<Arc<CompiledGrammar>>, FormatError> {
         if let Format::Compiled(c) = self {
             return Ok(Some(c.clone()));
+        }
+        if let Format::JsonSchema { schema, strict, first_key } = self {
+            let (lazy, _) = formwork_schema::compile_lazy(schema, &Self::schema_options(*strict, first_key.as_deref(), whitespace, limits))?;
+            let index = formwork_grammar::TokenIndex::for_vocab(vocab);
+            return Ok(Some(CompiledGrammar::lazy(lazy, index, limits)?));
         }
         match self.grammar(limits, whitespace)? {
             Some(g) => Ok(Some(CompiledGrammar::new(&g, vocab.clone(), limits)?)),

@@ -128,6 +128,10 @@ fn a_lazy_grammar_gives_the_masks_of_the_whole_grammar() {
             let (x, y): (Vec<u32>, Vec<u32>) = (a.iter_ones().map(|t| t.0).collect(), b.iter_ones().map(|t| t.0).collect());
             assert_eq!(x, y, "walk {walk}: masks differ after {:?}", String::from_utf8_lossy(&text));
             assert_eq!(me.shortest_completion(), ml.shortest_completion());
+            assert_eq!(me.min_completion_len(), ml.min_completion_len());
+            for t in [0u32, 5, 12, 20, 25, 30, 40] {
+                assert_eq!(me.min_completion_len_after(TokenId(t)), ml.min_completion_len_after(TokenId(t)), "after token {t}");
+            }
             let choices: Vec<u32> = x.into_iter().filter(|&t| vocab.is_text(TokenId(t))).collect();
             if choices.is_empty() {
                 break;
@@ -166,6 +170,60 @@ fn nothing_is_built_before_it_is_reached() {
     assert_eq!(asked.lock().unwrap().len(), 2, "a number reaches no other deferred rule");
     m.commit_bytes(b"3").unwrap();
     assert!(m.is_accepting());
+}
+
+#[test]
+fn completions_build_only_the_deferred_rules_they_need() {
+    let vocab = vocab();
+    let (lg, asked) = lazy(Vec::new());
+    let cg = CompiledGrammar::lazy(lg, TokenIndex::for_vocab(&vocab), &Limits::default()).unwrap();
+    let mut m = cg.matcher();
+    m.commit_bytes(b"{\"a\":1").unwrap();
+    // `pair` (member `c`) is optional: the shortest way out skips it, unbuilt.
+    assert_eq!(m.shortest_completion().as_deref(), Some(&b"}"[..]));
+    let mut built = asked.lock().unwrap().clone();
+    built.sort();
+    assert_eq!(built, vec![OBJ, ARR]);
+    // Reaching `pair` builds it (the random walks check the tables after such steps).
+    m.commit_bytes(b",\"c\":(").unwrap();
+    assert_eq!(asked.lock().unwrap().len(), 3);
+}
+
+#[test]
+fn a_completion_builds_the_deferred_rules_it_requires() {
+    // `root ::= "<" need ">"`, `need` deferred: the first completion must build it to know
+    // its length, and must not build `spare`, which only an optional part reaches.
+    struct Two {
+        need: RuleId,
+        spare: RuleId,
+        asked: Arc<std::sync::Mutex<Vec<RuleId>>>,
+    }
+    impl RuleSource for Two {
+        fn expand(&mut self, rule: RuleId) -> Result<Expansion, String> {
+            self.asked.lock().unwrap().push(rule);
+            let body = if rule == self.need {
+                Expr::seq([Expr::lit("[n"), Expr::opt(Expr::Rule(self.spare)), Expr::lit("]")])
+            } else {
+                Expr::seq([Expr::lit("{spare"), Expr::star(Expr::lit("x")), Expr::lit("}")])
+            };
+            Ok(Expansion { rules: vec![(rule, Rule { name: format!("r{}", rule.0), expr: body })], deferred: Vec::new() })
+        }
+    }
+    let mut b = GrammarBuilder::new();
+    let (need, spare) = (b.rule_id("need"), b.rule_id("spare"));
+    b.define("root", Expr::seq([Expr::lit("<"), Expr::Rule(need), Expr::lit(">")]));
+    b.define("need", Expr::empty());
+    b.define("spare", Expr::empty());
+    let grammar = b.build("root").unwrap();
+    let vocab = vocab();
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let lg = LazyGrammar { grammar, deferred: vec![need, spare], source: Box::new(Two { need, spare, asked: asked.clone() }) };
+    let cg = CompiledGrammar::lazy(lg, TokenIndex::for_vocab(&vocab), &Limits::default()).unwrap();
+    let m = cg.matcher();
+    assert!(asked.lock().unwrap().is_empty(), "the first state is `<` alone");
+    assert_eq!(m.min_completion_len(), Some(5));
+    assert_eq!(m.shortest_completion().as_deref(), Some(&b"<[n]>"[..]));
+    assert_eq!(*asked.lock().unwrap(), vec![need], "`spare` is optional: never built");
 }
 
 #[test]

@@ -199,6 +199,13 @@ impl EngineBackend {
                     None => Format::Json,
                     Some(schema) => Format::JsonSchema { schema: Value::clone(&schema), strict, first_key: None },
                 };
+                if calls <= 1 && matches!(format, Format::JsonSchema { .. }) {
+                    // One document: compiled lazily (definitions when first reached).
+                    return format
+                        .compile(&vocab, &limits, whitespace)
+                        .map_err(|e| BackendError::BadRequest { message: e.to_string(), param: None })
+                        .map(|c| c.expect("a JSON format has a grammar"));
+                }
                 let grammar = format
                     .grammar(&limits, whitespace)
                     .map_err(|e| BackendError::BadRequest { message: e.to_string(), param: None })?

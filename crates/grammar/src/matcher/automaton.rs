@@ -49,7 +49,7 @@ use super::lower::{ByteSet, Symbol, ByteGrammar, Deferred};
 use super::slots::{SlotIndex, Slots};
 use formwork_vocab::TokenId;
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 mod build;
@@ -205,6 +205,8 @@ impl Table {
 pub(crate) struct Automaton {
     table: Table,
     builder: Mutex<Builder>,
+    /// [`Builder`]'s count of deferred rules built.
+    expansions: std::sync::Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Automaton {
@@ -220,6 +222,9 @@ pub(crate) struct Builder {
     pub flat: ByteGrammar,
     /// The grammar's deferred rules, built on first use (`None`: it has none).
     pub deferred: Option<Deferred>,
+    /// Deferred rules built so far (shared with the [`Automaton`], which reads it without
+    /// the lock: tables over the whole grammar are rebuilt when it moves).
+    expansions: std::sync::Arc<AtomicU64>,
     max_stacks: usize,
     /// Most states closures may create (`Limits::max_states`).
     max_states: usize,
@@ -256,9 +261,11 @@ pub(crate) struct Builder {
 impl Automaton {
     /// An automaton for `flat` and its initial state.
     pub fn new(flat: ByteGrammar, deferred: Option<Deferred>, max_stacks: usize, max_states: usize) -> Result<(Self, StateId), usize> {
+        let expansions = std::sync::Arc::new(AtomicU64::new(0));
         let mut b = Builder {
             flat,
             deferred,
+            expansions: expansions.clone(),
             max_stacks: max_stacks.max(1),
             max_states: max_states.max(2),
             nodes: vec![(u32::MAX, StackId(u32::MAX)), (u32::MAX, StackId(u32::MAX))],
@@ -290,7 +297,13 @@ impl Automaton {
         if init == OVERFLOW {
             return Err(b.max_stacks);
         }
-        Ok((Automaton { table: t, builder: Mutex::new(b) }, init))
+        Ok((Automaton { table: t, builder: Mutex::new(b), expansions }, init))
+    }
+
+    /// Deferred rules built so far (see `lower::deferred`): the grammar has grown when this
+    /// moves. Lock-free.
+    pub fn expansions(&self) -> u64 {
+        self.expansions.load(Ordering::Acquire)
     }
 
     /// The builder, locked (for the grammar and the stack arena; never held across a call

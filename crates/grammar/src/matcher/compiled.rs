@@ -49,8 +49,8 @@
 
 mod strategy;
 
-use super::complete::Completion;
-use super::automaton::{Automaton, StateId, Stepper, DEAD, OVERFLOW};
+use super::complete::{Completion, Unsettled};
+use super::automaton::{Automaton, StackId, StateId, Stepper, DEAD, OVERFLOW};
 use super::error::CompileError;
 use super::index::TokenIndex;
 use super::lower::{lower, lower_with, ByteGrammar, ByteSet, Deferred};
@@ -91,8 +91,9 @@ pub struct CompiledGrammar {
     in_flight: Mutex<InFlightSet>,
     in_flight_done: Condvar,
     pub(super) limits: Limits,
-    /// Shortest-completion tables, built on first use (see `complete`).
-    pub(super) completion: std::sync::OnceLock<Completion>,
+    /// Shortest-completion tables, built on first use and again when deferred rules were
+    /// built since (see `complete`), with the count of deferred rules built they saw.
+    pub(super) completion: std::sync::RwLock<Option<(u64, Arc<Completion>)>>,
 }
 
 /// Room left in a cache of at most `MASK_CACHE_BYTES`: reserves `bytes`, or marks the
@@ -269,7 +270,7 @@ impl CompiledGrammar {
             in_flight: Mutex::new(InFlightSet::default()),
             in_flight_done: Condvar::new(),
             limits: limits.clone(),
-            completion: std::sync::OnceLock::new(),
+            completion: std::sync::RwLock::new(None),
         }))
     }
 
@@ -408,15 +409,47 @@ pub fn accepts(g: &Grammar, input: &[u8], limits: &Limits) -> Result<bool, Compi
 }
 
 impl CompiledGrammar {
-    /// The completion tables (built on first use; takes the automaton's builder lock to
-    /// build, so the caller must not hold it).
-    pub(super) fn completion(&self) -> &Completion {
-        self.completion.get_or_init(|| {
-            let mut b = self.aut.builder();
-            // Shortest completions are per rule over the whole grammar: build every
-            // deferred rule first (the eager compilation's cost, paid only here).
-            b.expand_all_deferred();
-            Completion::new(&b.flat, self.index())
-        })
+    /// The completion tables (built on first use, and again once deferred rules were built
+    /// since; takes the automaton's builder lock to build, so the caller must not hold it).
+    pub(super) fn completion(&self) -> Arc<Completion> {
+        let fresh = |slot: &Option<(u64, Arc<Completion>)>| slot.as_ref().filter(|(n, _)| *n == self.aut.expansions()).map(|(_, c)| c.clone());
+        if let Some(c) = fresh(&self.completion.read().unwrap_or_else(|e| e.into_inner())) {
+            return c;
+        }
+        let mut slot = self.completion.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = fresh(&slot) {
+            return c;
+        }
+        let b = self.aut.builder();
+        // Read under the builder's lock: no rule is built between the tables and the count.
+        let c = Arc::new(Completion::new(&b, self.index(), self.aut.expansions()));
+        *slot = Some((c.seen, c.clone()));
+        c
+    }
+
+    /// Fewest bytes from state `s` to a complete match, with the stack that achieves it
+    /// and the tables that answered (see `complete`): deferred rules a shortest completion
+    /// needs are built first, as often as it takes (each round builds at least one).
+    pub(super) fn state_completion(&self, s: StateId) -> (Option<(u32, StackId)>, Arc<Completion>) {
+        loop {
+            let c = self.completion();
+            match c.state_need(&self.aut, s, true) {
+                Ok(r) => return (r, c),
+                Err(Unsettled(positions)) => {
+                    let mut b = self.aut.builder();
+                    if !c.settle(&mut b, &positions) && self.aut.expansions() == c.seen {
+                        // Nothing left to build (cannot happen: an unsettled rule reaches a
+                        // deferred one); answer from the upper bounds.
+                        drop(b);
+                        return (c.state_need(&self.aut, s, false).unwrap_or(None), c);
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`state_completion`](Self::state_completion)'s length.
+    pub(super) fn completion_need(&self, s: StateId) -> Option<u32> {
+        self.state_completion(s).0.map(|(v, _)| v)
     }
 }

@@ -14,6 +14,15 @@
 //!   byte of a set is valid on its path; the lowering keeps multi-byte UTF-8 sequences on
 //!   their own alternatives (`regex_syntax::utf8`), so every pick spells valid UTF-8.
 //!
+//! ## Deferred rules
+//! In a grammar with deferred rules not built yet (`lower::deferred`), `min` treats them as
+//! matching nothing (an upper bound on the true length) and `lb` as matching one byte (a lower
+//! bound: they never match the empty string). A rule is *settled* when the two agree: its `min`
+//! is then exact, and so is every rule of its shortest alternative. A state whose stacks meet an
+//! unsettled rule is answered after [`Completion::settle`] builds the deferred rules on the
+//! alternatives that could beat the upper bound (and the tables are rebuilt): a completion builds
+//! what the required parts of its output need, and leaves the optional parts it skips unbuilt.
+//!
 //! ## Per state (memoized)
 //! A stack `(pos, parent)` needs `rest[pos] + need(parent)` bytes (`need(BOTTOM) = 0`); a
 //! state needs the least over its stacks. Memos per stack node and per state make the
@@ -48,6 +57,15 @@ pub(crate) const MAX_COMPLETION: u32 = 1 << 20;
 pub(crate) struct Completion {
     /// Indexed by position in `ByteGrammar::elems`: fewest bytes to the end of its alternative.
     rest: Vec<u32>,
+    /// Indexed by position: is `rest` exact (every rule after it settled)?
+    exact: Vec<bool>,
+    /// Indexed by rule: the length of a shortest string, deferred rules not built yet
+    /// matching nothing (see the module docs).
+    min: Vec<u32>,
+    /// The same, those rules matching one byte (a lower bound).
+    lb: Vec<u32>,
+    /// How many deferred rules were built when these tables were made.
+    pub(super) seen: u64,
     /// Indexed by rule: the start position of a shortest alternative (`INF`: none).
     best: Vec<u32>,
     /// Indexed by byte set: the byte a completion uses.
@@ -61,24 +79,38 @@ pub(crate) struct Completion {
 
 #[derive(Debug, Default)]
 struct Memo {
-    /// Stack node → fewest bytes to empty it.
+    /// Stack node → fewest bytes to empty it (exact ones only).
     nodes: FxHashMap<StackId, u32>,
 }
 
+/// A state's need is not known exactly yet: these positions of its stacks have rules after
+/// them that are not settled (see [`Completion::settle`]).
+#[derive(Debug)]
+pub(crate) struct Unsettled(pub Vec<u32>);
+
 impl Completion {
-    pub(super) fn new(flat: &ByteGrammar, index: &TokenIndex) -> Self {
-        let (min, best) = rule_mins(flat);
+    /// The tables of `b`'s grammar as built so far (`seen` deferred rules built).
+    pub(super) fn new(b: &Builder, index: &TokenIndex, seen: u64) -> Self {
+        let flat = &b.flat;
+        let (min, best) = rule_mins(flat, &[]);
+        let deferred: Vec<u32> = (0..flat.alts.len() as u32).filter(|&r| b.is_deferred(r)).collect();
+        let lb = if deferred.is_empty() { min.clone() } else { rule_mins(flat, &deferred).0 };
         let mut rest = vec![0u32; flat.elems.len()];
+        let mut exact = vec![true; flat.elems.len()];
         for starts in &flat.alts {
             for &s in starts {
                 let mut end = s as usize;
                 while flat.elems[end] != Symbol::End {
                     end += 1;
                 }
-                let mut acc = 0u32;
+                let (mut acc, mut ok) = (0u32, true);
                 for p in (s as usize..end).rev() {
                     acc = acc.saturating_add(cost(flat, &min, p));
+                    if let Symbol::Rule(x) = flat.elems[p] {
+                        ok &= min[x as usize] == lb[x as usize];
+                    }
                     rest[p] = acc;
+                    exact[p] = ok;
                 }
                 rest[end] = 0;
             }
@@ -102,15 +134,16 @@ impl Completion {
                 }
             })
             .collect();
-        Completion { rest, best, pick, per_byte, memo: Mutex::new(Memo::default()), states: Slots::default() }
+        Completion { rest, exact, min, lb, seen, best, pick, per_byte, memo: Mutex::new(Memo::default()), states: Slots::default() }
     }
 
     fn memo(&self) -> std::sync::MutexGuard<'_, Memo> {
         self.memo.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Fewest bytes that empty stack node `n` (iterative: stacks can be deep).
-    fn node_need(&self, aut: &Builder, memo: &mut Memo, n: StackId) -> u32 {
+    /// Fewest bytes that empty stack node `n` (iterative: stacks can be deep); the positions
+    /// on the way whose `rest` is not exact go to `unsettled`.
+    fn node_need(&self, aut: &Builder, memo: &mut Memo, n: StackId, unsettled: &mut Vec<u32>) -> u32 {
         let mut chain = Vec::new();
         let mut x = n;
         let base = loop {
@@ -127,44 +160,116 @@ impl Completion {
             x = aut.node(x).1;
         };
         let mut acc = base;
+        let mut ok = true;
         for &y in chain.iter().rev() {
+            let pos = aut.node(y).0 as usize;
             // Positions past the table are rules of unordered groups built since: no completion.
-            acc = acc.saturating_add(self.rest.get(aut.node(y).0 as usize).copied().unwrap_or(INF));
-            memo.nodes.insert(y, acc);
+            acc = acc.saturating_add(self.rest.get(pos).copied().unwrap_or(INF));
+            if !self.exact.get(pos).copied().unwrap_or(true) {
+                ok = false;
+                unsettled.push(pos as u32);
+            }
+            if ok {
+                memo.nodes.insert(y, acc);
+            }
         }
         acc
     }
 
     /// Fewest bytes from state `s` to a complete match, and the stack that achieves it
-    /// (`BOTTOM` when accepting; `None` when no byte string completes `s`).
-    pub(super) fn state_need(&self, aut: &Automaton, s: StateId) -> Option<(u32, StackId)> {
+    /// (`BOTTOM` when accepting; `None` when no byte string completes `s`); [`Unsettled`]
+    /// when that depends on deferred rules not built yet and `strict` (else the upper bound).
+    pub(super) fn state_need(&self, aut: &Automaton, s: StateId, strict: bool) -> Result<Option<(u32, StackId)>, Unsettled> {
         if s == DEAD || s == OVERFLOW {
-            return None;
+            return Ok(None);
         }
         let mut memo = self.memo();
         let b = aut.builder();
         let mut best: Option<(u32, StackId)> = None;
+        let mut unsettled = Vec::new();
         // Ties go to the stack whose next element comes first in the grammar (the first
         // alternative, as written: `0` before `[1-9]...`).
         let pos = |n: StackId| if n == BOTTOM || n == CTX { 0 } else { b.node(n).0 };
         for &n in aut.info(s).stacks.iter() {
-            let v = self.node_need(&b, &mut memo, n);
+            let v = self.node_need(&b, &mut memo, n, &mut unsettled);
             if v < INF && best.is_none_or(|(bv, bn)| v < bv || (v == bv && pos(n) < pos(bn))) {
                 best = Some((v, n));
             }
         }
+        if !unsettled.is_empty() {
+            if strict {
+                return Err(Unsettled(unsettled));
+            }
+            return Ok(best);
+        }
         if let Some((v, _)) = best {
             self.states.set(s, v);
         }
-        best
+        Ok(best)
     }
 
-    /// Fewest bytes from `s`, memoized per state.
-    pub(super) fn need(&self, aut: &Automaton, s: StateId) -> Option<u32> {
-        if let Some(&v) = self.states.get(s) {
-            return Some(v);
+    /// Fewest bytes from `s` when known exactly and memoized (see
+    /// [`state_need`](Self::state_need)).
+    pub(super) fn known(&self, s: StateId) -> Option<u32> {
+        self.states.get(s).copied()
+    }
+
+    /// Builds the deferred rules a shortest completion through positions `unsettled` might
+    /// use: from the unsettled rules after them, along every alternative whose lower bound
+    /// beats its rule's upper bound (see the module docs). Returns whether it built any (the
+    /// tables are then stale). `b` is the builder of the grammar these tables were built for.
+    pub(super) fn settle(&self, b: &mut Builder, unsettled: &[u32]) -> bool {
+        let settled = |x: u32| self.min.get(x as usize) == self.lb.get(x as usize);
+        let lb_cost = |flat: &ByteGrammar, p: usize| match flat.elems[p] {
+            Symbol::Rule(x) => self.lb.get(x as usize).copied().unwrap_or(INF),
+            _ => cost(flat, &self.lb, p),
+        };
+        let mut work: Vec<u32> = Vec::new();
+        let mut seen = rustc_hash::FxHashSet::default();
+        for &p in unsettled {
+            let mut q = p as usize;
+            while b.flat.elems[q] != Symbol::End {
+                if let Symbol::Rule(x) = b.flat.elems[q] {
+                    if !settled(x) && seen.insert(x) {
+                        work.push(x);
+                    }
+                }
+                q += 1;
+            }
         }
-        self.state_need(aut, s).map(|(v, _)| v)
+        let mut build = Vec::new();
+        while let Some(x) = work.pop() {
+            if b.is_deferred(x) {
+                build.push(x);
+                continue;
+            }
+            let ub = self.min.get(x as usize).copied().unwrap_or(INF);
+            for &s in &b.flat.alts[x as usize] {
+                let mut lb = 0u32;
+                let mut p = s as usize;
+                while b.flat.elems[p] != Symbol::End {
+                    lb = lb.saturating_add(lb_cost(&b.flat, p));
+                    p += 1;
+                }
+                if lb >= ub {
+                    continue;
+                }
+                let mut p = s as usize;
+                while b.flat.elems[p] != Symbol::End {
+                    if let Symbol::Rule(y) = b.flat.elems[p] {
+                        if !settled(y) && seen.insert(y) {
+                            work.push(y);
+                        }
+                    }
+                    p += 1;
+                }
+            }
+        }
+        let mut built = false;
+        for x in build {
+            built |= b.expand_deferred(x);
+        }
+        built
     }
 
     /// Appends a shortest string from position `pos` to the end of its alternative.
@@ -210,8 +315,9 @@ fn preferred(set: &ByteSet) -> impl Iterator<Item = u8> + '_ {
 }
 
 /// Per rule: the length of a shortest string and the start of an alternative achieving it
-/// (Knuth's algorithm; see the module docs).
-fn rule_mins(flat: &ByteGrammar) -> (Vec<u32>, Vec<u32>) {
+/// (Knuth's algorithm; see the module docs); rules `one` (without alternatives: deferred
+/// rules not built yet) count as matching one byte.
+fn rule_mins(flat: &ByteGrammar, one: &[u32]) -> (Vec<u32>, Vec<u32>) {
     let n = flat.alts.len();
     let mut min = vec![INF; n];
     let mut best = vec![INF; n];
@@ -248,6 +354,9 @@ fn rule_mins(flat: &ByteGrammar) -> (Vec<u32>, Vec<u32>) {
             }
         }
     }
+    for &r in one {
+        heap.push(Reverse((1, r, u32::MAX)));
+    }
     let mut done = vec![false; n];
     while let Some(Reverse((v, r, a))) = heap.pop() {
         if done[r as usize] {
@@ -255,7 +364,9 @@ fn rule_mins(flat: &ByteGrammar) -> (Vec<u32>, Vec<u32>) {
         }
         done[r as usize] = true;
         min[r as usize] = v;
-        best[r as usize] = start[a as usize];
+        if a != u32::MAX {
+            best[r as usize] = start[a as usize];
+        }
         for &a2 in &uses[r as usize] {
             let i = a2 as usize;
             value[i] = value[i].saturating_add(v);

@@ -17,7 +17,7 @@
 //!   nothing, which never widens the language, and is logged.
 
 use super::{check_size, compile_root};
-use crate::compiler::{Compiler, Deferred};
+use crate::compiler::{Compiler, Deferrals, Deferred};
 use crate::conjunct::Conjunct;
 use crate::exprs::err;
 use crate::{SchemaError, SchemaErrorKind, SchemaOptions, Warning};
@@ -30,7 +30,7 @@ use std::borrow::Cow;
 pub fn compile_lazy(schema: &Value, opts: &SchemaOptions) -> Result<(LazyGrammar, Vec<Warning>), SchemaError> {
     check_size(schema, opts)?;
     let mut cx = Compiler::new(schema, Cow::Owned(opts.clone()));
-    cx.lazy = Some(Box::default());
+    cx.lazy = Some(Box::new(Deferrals { pattern_ok: Some(crate::regex::supported_alone), ..Default::default() }));
     compile_root(&mut cx)?;
     let grammar = cx.b.build_so_far("root").map_err(|e| err(SchemaErrorKind::Grammar(e.to_string()), ""))?;
     let mut warnings = std::mem::take(&mut cx.warnings);

@@ -40,7 +40,14 @@ pub(crate) struct Deferrals {
     pub items: HashMap<u32, Deferred>,
     /// The rules deferred since the last look, with their names.
     pub fresh: Vec<(formwork_grammar::RuleId, String)>,
+    /// Does a pattern alone on a string compile without a refusal, to a language that is not
+    /// empty? Given by the layer that compiles patterns (`crate::regex`, above this one);
+    /// without it no location with a `pattern` is deferred.
+    pub pattern_ok: Option<PatternCheck>,
 }
+
+/// See [`Deferrals::pattern_ok`].
+pub(crate) type PatternCheck = fn(&mut Compiler<'_>, &str) -> bool;
 
 /// A location deferred: its rule's name, its parts, and the nesting it was reached at.
 pub(crate) struct Deferred {
@@ -326,7 +333,8 @@ impl Compiler<'_> {
         if let Some(p) = k.pattern.filter(|_| types.intersects(JsonTypes::STR)) {
             // Alone on its string: its grammar is the pattern's own, refused only for syntax
             // formwork does not support, which is checked here.
-            l.ok &= k.format.is_none() && min_len.is_none() && max_len.is_none() && p.as_str().is_some_and(|p| crate::regex::supported_alone(self, p));
+            let check = self.lazy.as_ref().and_then(|d| d.pattern_ok);
+            l.ok &= k.format.is_none() && min_len.is_none() && max_len.is_none() && p.as_str().zip(check).is_some_and(|(p, f)| f(self, p));
         }
         if let Some(f) = k.format.filter(|_| types.intersects(JsonTypes::STR)) {
             match f.as_str().map(|f| crate::format::treatment(f, &self.opts)) {

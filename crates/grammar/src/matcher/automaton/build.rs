@@ -6,14 +6,19 @@
 use super::*;
 
 impl Builder {
-    /// Builds every deferred rule left (see `lower::deferred`), for analyses of the whole
-    /// grammar.
-    pub fn expand_all_deferred(&mut self) {
-        while let Some(r) = self.deferred.as_ref().and_then(|d| d.any_pending()) {
-            if let Some(d) = self.deferred.as_mut() {
-                d.expand(&mut self.flat, r);
-            }
+    /// Builds deferred rule `r` (see `lower::deferred`); `false` when `r` is not one still
+    /// to build.
+    pub fn expand_deferred(&mut self, r: u32) -> bool {
+        let built = self.deferred.as_mut().is_some_and(|d| d.expand(&mut self.flat, r));
+        if built {
+            self.expansions.fetch_add(1, std::sync::atomic::Ordering::Release);
         }
+        built
+    }
+
+    /// Is `r` a deferred rule still to build?
+    pub fn is_deferred(&self, r: u32) -> bool {
+        self.deferred.as_ref().is_some_and(|d| d.is_pending(r))
     }
 
     /// Node `n` of the stack arena: `(pos, parent)` (not for [`BOTTOM`] / [`CTX`]).
@@ -300,7 +305,7 @@ impl Builder {
                 Symbol::Rule(r) => {
                     if self.flat.alts[r as usize].is_empty() {
                         // An unordered group's rule or a deferred rule, built on first use.
-                        if !self.deferred.as_mut().is_some_and(|d| d.expand(&mut self.flat, r)) {
+                        if !self.expand_deferred(r) {
                             self.flat.expand(r);
                         }
                     }

@@ -86,9 +86,9 @@ impl Deferred {
         deferred.iter().map(|r| (r.0, false)).collect()
     }
 
-    /// A flat rule still to build, if any.
-    pub fn any_pending(&self) -> Option<u32> {
-        self.pending.keys().next().copied()
+    /// Is flat rule `r` still to build?
+    pub fn is_pending(&self, r: u32) -> bool {
+        self.pending.contains_key(&r)
     }
 
     fn flat(&self, id: u32) -> Option<u32> {

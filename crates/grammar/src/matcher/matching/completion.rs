@@ -16,8 +16,7 @@ impl Matcher {
         if s == ENDED {
             return Some(0);
         }
-        let comp = self.grammar().completion();
-        comp.need(&self.grammar().aut, s).map(|v| v as usize)
+        self.grammar().completion_need(s).map(|v| v as usize)
     }
 
     /// [`min_completion_len`](Self::min_completion_len) after token `t`, without committing
@@ -30,8 +29,12 @@ impl Matcher {
         if s == ENDED || t.index() >= vocab.len() {
             return None;
         }
-        let comp = g.completion();
-        comp.need(&g.aut, g.after_token(s, t)).map(|v| v as usize)
+        // The step first: it may build deferred rules the tables must know.
+        let after = g.after_token(s, t);
+        match g.completion().known(after) {
+            Some(v) => Some(v as usize),
+            None => g.completion_need(after).map(|v| v as usize),
+        }
     }
 
     /// True when the grammar's completions only use bytes that are single-byte text tokens
@@ -51,8 +54,8 @@ impl Matcher {
             return Some(Vec::new());
         }
         let g = self.grammar();
-        let comp = g.completion();
-        let (need, mut n) = comp.state_need(&g.aut, s)?;
+        let (found, comp) = g.state_completion(s);
+        let (need, mut n) = found?;
         if need > MAX_COMPLETION {
             return None;
         }
