@@ -167,3 +167,41 @@ fn constraints_without_a_plan_are_cut_as_before() {
     assert_eq!(out.stop, StopDetail::NumPredict);
     assert!(!valid(&out.text), "{:?}", out.text);
 }
+
+/// People with addresses and friends: definitions a lazily compiled grammar builds on first
+/// reach (`formwork_schema::compile_lazy`), as the server compiles schemas.
+const PEOPLE: &str = r##"{
+  "$defs": {
+    "addr": {"type": "object", "properties": {"street": {"type": "string", "maxLength": 6}, "zip": {"type": "string", "maxLength": 5}}, "required": ["street"]},
+    "person": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "home": {"$ref": "#/$defs/addr"},
+      "work": {"$ref": "#/$defs/addr"}, "friends": {"type": "array", "items": {"$ref": "#/$defs/person"}}}, "required": ["name", "home"]}
+  },
+  "type": "object", "properties": {"owner": {"$ref": "#/$defs/person"}, "note": {"type": "string"}}, "required": ["owner"]
+}"##;
+
+#[test]
+fn lazily_compiled_schemas_close_valid_outputs_within_every_budget() {
+    let schema: serde_json::Value = serde_json::from_str(PEOPLE).unwrap();
+    let opts = formwork_schema::SchemaOptions::default();
+    let lazy = |m: &ScriptedModel| {
+        let (g, _) = formwork_schema::compile_lazy(&schema, &opts).unwrap();
+        CompiledGrammar::lazy(g, formwork_grammar::TokenIndex::for_vocab(m.vocab()), &Limits::default()).unwrap()
+    };
+    let eager = |m: &ScriptedModel| CompiledGrammar::new(&formwork_schema::compile(&schema, &opts).unwrap(), m.vocab().clone(), &Limits::default()).unwrap();
+    // The shortest output is the same plan both ways (its required definitions built, the
+    // optional ones not needed).
+    let m = model();
+    let min = GrammarConstraint::new(&lazy(&m)).completion_plan().unwrap().len();
+    assert_eq!(min, GrammarConstraint::new(&eager(&m)).completion_plan().unwrap().len());
+    for seed in 0..24 {
+        let mut m = model();
+        let n = min + (seed as usize * 5) % 60;
+        let sampler = SamplerOptions { temperature: 1.0, seed: Some(seed), ..SamplerOptions::greedy() };
+        let opts = GenerateOptions { sampler, num_predict: Some(n), ..Default::default() };
+        let g = lazy(&m);
+        let mut c = GrammarConstraint::new(&g);
+        let out = generate(&mut m, &Prompt::Raw("Hi".into()), &opts, Some(&mut c), &mut |_| ControlFlow::Continue(())).unwrap();
+        assert!(out.tokens.len() <= n, "{seed}: {} tokens for a budget of {n}", out.tokens.len());
+        assert!(formwork_schema::validate(&schema, &out.text).is_ok(), "{seed} (budget {n}): {:?}", out.text);
+    }
+}
