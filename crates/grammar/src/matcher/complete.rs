@@ -226,16 +226,19 @@ impl Completion {
         };
         let mut work: Vec<u32> = Vec::new();
         let mut seen = rustc_hash::FxHashSet::default();
-        for &p in unsettled {
-            let mut q = p as usize;
-            while b.flat.elems[q] != Symbol::End {
-                if let Symbol::Rule(x) = b.flat.elems[q] {
+        // The unsettled rules from position `p` to the end of its alternative, once each.
+        let mut follow = |flat: &ByteGrammar, mut p: usize, work: &mut Vec<u32>| {
+            while flat.elems[p] != Symbol::End {
+                if let Symbol::Rule(x) = flat.elems[p] {
                     if !settled(x) && seen.insert(x) {
                         work.push(x);
                     }
                 }
-                q += 1;
+                p += 1;
             }
+        };
+        for &p in unsettled {
+            follow(&b.flat, p as usize, &mut work);
         }
         let mut build = Vec::new();
         while let Some(x) = work.pop() {
@@ -251,17 +254,8 @@ impl Completion {
                     lb = lb.saturating_add(lb_cost(&b.flat, p));
                     p += 1;
                 }
-                if lb >= ub {
-                    continue;
-                }
-                let mut p = s as usize;
-                while b.flat.elems[p] != Symbol::End {
-                    if let Symbol::Rule(y) = b.flat.elems[p] {
-                        if !settled(y) && seen.insert(y) {
-                            work.push(y);
-                        }
-                    }
-                    p += 1;
+                if lb < ub {
+                    follow(&b.flat, s as usize, &mut work);
                 }
             }
         }
