@@ -34,7 +34,9 @@ use std::sync::Arc;
 
 /// The live grammar's deferred rules and their source (kept by the automaton's builder).
 pub(crate) struct Deferred {
-    source: Box<dyn RuleSource>,
+    /// `None` once every deferred rule is built: the source (a schema compiler, with its copy
+    /// of the schema) is then dropped.
+    source: Option<Box<dyn RuleSource>>,
     /// Rules of the base grammar: their flat ids equal their ids.
     n_base: u32,
     /// Flat rule of each rule made after the base grammar.
@@ -70,7 +72,7 @@ impl Deferred {
         limits: &Limits,
     ) -> Deferred {
         Deferred {
-            source,
+            source: (!deferred.is_empty()).then_some(source),
             n_base: n_base as u32,
             flat_of: FxHashMap::default(),
             pending: deferred.iter().map(|r| (r.0, r.0)).collect(),
@@ -106,11 +108,14 @@ impl Deferred {
             tracing::warn!(rule = %flat.names.get(r), why = %why, "a deferred rule could not be built: it matches nothing");
             flat.opaque.remove(&r);
         }
+        if self.pending.is_empty() {
+            self.source = None;
+        }
         true
     }
 
     fn build(&mut self, flat: &mut ByteGrammar, r: u32, id: u32) -> Result<(), Failed> {
-        let exp = self.source.expand(RuleId(id))?;
+        let exp = self.source.as_mut().ok_or("no rule source")?.expand(RuleId(id))?;
         // New deferred rules: empty and opaque in the live grammar from now on.
         for (d, name) in &exp.deferred {
             let f = flat.alts.len() as u32;
