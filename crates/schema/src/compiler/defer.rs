@@ -329,7 +329,7 @@ impl Compiler<'_> {
         }
         let lo = bound(k.bounds[0]).into_iter().chain(bound(k.bounds[2])).fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
         let hi = bound(k.bounds[1]).into_iter().chain(bound(k.bounds[3])).fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.min(x))));
-        let numbers_empty = matches!((lo, hi), (Some(lo), Some(hi)) if !(hi - lo >= 1.0));
+        let numbers_empty = matches!((lo, hi), (Some(lo), Some(hi)) if hi - lo < 1.0);
         if let Some(p) = k.pattern.filter(|_| types.intersects(JsonTypes::STR)) {
             // Alone on its string: its grammar is the pattern's own, refused only for syntax
             // formwork does not support, which is checked here.
