@@ -1,10 +1,10 @@
 //! Where the time to first mask goes, per schema file: the schema compiled to a grammar,
 //! the grammar compiled for the vocabulary, the first mask (best of 5 each).
 //!
-//! `cargo run --release -p formwork-schema --example ttfm_phases -- [--lazy] TOKENIZER.json FILE...`
+//! `cargo run --release -p formwork-schema --example ttfm_phases -- [--lazy] [--listed] TOKENIZER.json FILE...`
 //! (a MaskBench file's `schema` member, or a plain schema). `--lazy` compiles the schema
 //! with deferred locations (`compile_lazy`), as `bench masks`, the mask-engine protocol and
-//! the Python package do.
+//! the Python package do; `--listed`: objects in listed key order (else any order).
 
 #[global_allocator]
 static GLOBAL: formwork_alloc::MiMalloc = formwork_alloc::MiMalloc;
@@ -17,14 +17,15 @@ fn main() {
     formwork_alloc::keep_freed_memory();
     let mut args = std::env::args().skip(1).peekable();
     let lazy = args.next_if(|a| a == "--lazy").is_some();
-    let tok = args.next().expect("usage: ttfm_phases [--lazy] TOKENIZER.json FILE...");
+    let key_order = if args.next_if(|a| a == "--listed").is_some() { formwork_schema::KeyOrder::Listed } else { formwork_schema::KeyOrder::Any };
+    let tok = args.next().expect("usage: ttfm_phases [--lazy] [--listed] TOKENIZER.json FILE...");
     let vocab = std::sync::Arc::new(Vocabulary::from_tokenizer_json_file(&tok, None).expect("tokenizer"));
     let index = TokenIndex::for_vocab(&vocab);
     let limits = Limits::default();
     for file in args {
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         let schema = v.get("schema").cloned().unwrap_or(v);
-        let opts = formwork_schema::SchemaOptions { key_order: formwork_schema::KeyOrder::Any, ..Default::default() };
+        let opts = formwork_schema::SchemaOptions { key_order, ..Default::default() };
         let (mut a, mut b, mut c) = (f64::MAX, f64::MAX, f64::MAX);
         let mut rules = 0;
         let mut presence = false;
