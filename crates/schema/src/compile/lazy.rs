@@ -34,8 +34,9 @@ pub fn compile_lazy(schema: &Value, opts: &SchemaOptions) -> Result<(LazyGrammar
     compile_root(&mut cx)?;
     let grammar = cx.b.build_so_far("root").map_err(|e| err(SchemaErrorKind::Grammar(e.to_string()), ""))?;
     let mut warnings = std::mem::take(&mut cx.warnings);
+    let mut said: foldhash::HashSet<String> = warnings.iter().map(ToString::to_string).collect();
     for w in cx.scan_warnings() {
-        if !warnings.contains(&w) {
+        if said.insert(w.to_string()) {
             warnings.push(w);
         }
     }
