@@ -344,7 +344,13 @@ impl Request {
 
     /// Builds the format's grammar now (a schema or GBNF that is invalid fails here, before
     /// a model is loaded); [`Request::run`] then only compiles it for the model's vocabulary.
+    /// A schema is only checked here (its refusals come up front either way), and compiled
+    /// lazily for the vocabulary (see [`Format::compile`]).
     pub fn prepare(mut self) -> Result<Self, FormatError> {
+        if let Format::JsonSchema { schema, strict, first_key } = &self.format {
+            formwork_schema::compile_lazy(schema, &Format::schema_options(*strict, first_key.as_deref(), self.whitespace, &self.limits))?;
+            return Ok(self);
+        }
         self.grammar = self.format.grammar(&self.limits, self.whitespace)?;
         Ok(self)
     }
