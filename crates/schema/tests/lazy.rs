@@ -116,3 +116,40 @@ fn run() {
     eprintln!("lazy vs eager: {compared} grammars, {lazy_files} with deferred rules ({deferred} in all), {instances} instances");
     assert!(lazy_files * 4 > compared / 10, "too few grammars deferred anything to say much: {lazy_files} of {compared}");
 }
+
+#[test]
+fn threads_sharing_a_lazy_grammar_build_it_consistently() {
+    // Four threads walk the same instances through one lazily compiled grammar at once, so
+    // deferred rules are built while other threads are masking; every verdict must be the
+    // eager grammar's.
+    let dir = common::data_dir().join("maskbench-dev");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().contains("Kubernetes")).collect();
+    files.sort();
+    let index = index();
+    let limits = Limits::default();
+    let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
+    let mut checked = 0;
+    for f in files.iter().step_by(if cfg!(debug_assertions) { 20 } else { 4 }) {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        let (Ok(g), Ok((lg, _))) = (formwork_schema::compile(&v["schema"], &opts), compile_lazy(&v["schema"], &opts)) else { continue };
+        if lg.deferred.is_empty() {
+            continue;
+        }
+        let (Ok(ge), Ok(gl)) = (CompiledGrammar::with_index(&g, index.clone(), &limits), CompiledGrammar::lazy(lg, index.clone(), &limits)) else { continue };
+        let texts = texts(&v["tests"]);
+        let want: Vec<bool> = texts.iter().map(|t| accepts(&ge, t)).collect();
+        std::thread::scope(|s| {
+            for k in 0..4 {
+                let (gl, texts, want) = (&gl, &texts, &want);
+                s.spawn(move || {
+                    // Each thread in its own order, so they reach definitions at different times.
+                    for i in (0..texts.len()).map(|i| (i + k * 7) % texts.len()) {
+                        assert_eq!(accepts(gl, &texts[i]), want[i], "{}: {}", f.display(), &texts[i][..texts[i].len().min(200)]);
+                    }
+                });
+            }
+        });
+        checked += 1;
+    }
+    assert!(checked >= 3, "only {checked} Kubernetes files had deferred rules");
+}
