@@ -154,11 +154,7 @@ impl Compiler<'_> {
                     self.defer(id, name, parts);
                     return Ok(Expr::Rule(id));
                 }
-                self.depth += 1;
-                let body = self.conjunction(parts);
-                self.depth -= 1;
-                let body = body?;
-                self.b.define(&name, body);
+                self.define_location(&name, parts)?;
                 Ok(Expr::Rule(id))
             }
             None => {
@@ -168,6 +164,16 @@ impl Compiler<'_> {
                 body
             }
         }
+    }
+
+    /// Compiles the location of `parts` one level of nesting down and defines it as rule
+    /// `name` (now, or when a deferred rule is built: `lazy`).
+    fn define_location(&mut self, name: &str, parts: Vec<Conjunct>) -> CompileResult<()> {
+        self.depth += 1;
+        let body = self.conjunction(parts);
+        self.depth -= 1;
+        self.b.define(name, body?);
+        Ok(())
     }
 
     /// Expands `$ref` and `allOf` into a flat list; `Ok(None)` means the conjunction is empty

@@ -87,9 +87,8 @@ impl RuleSource for Source {
         let warnings = cx.warnings.len();
         cx.start = std::time::Instant::now();
         cx.level = item.level;
-        cx.depth = item.depth + 1;
-        let body = cx.conjunction(item.parts).map_err(|e| e.to_string())?;
-        cx.b.define(&item.name, body);
+        cx.depth = item.depth;
+        cx.define_location(&item.name, item.parts).map_err(|e| e.to_string())?;
         let unsaid: Vec<Warning> = cx.warnings.drain(warnings..).filter(|w| !self.said.contains(w)).collect();
         if !unsaid.is_empty() {
             // The scan rules this out; said loudly if it ever happens.
