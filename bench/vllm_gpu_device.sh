@@ -18,8 +18,8 @@ export PYTHONPATH=$S/fw:$S PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 VLLM_USE_FLASHINF
 echo "unpacked in $((SECONDS-t0)) s"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import vllm, formwork, xgrammar, llguidance, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)" 2>&1 | tail -3
-show() { grep -E '^\{|INVALID|left out|Error|error:|Traceback|rc=' "$1" | grep -v -E 'WARNING|INFO' | tail -${2:-40}; }
-timeout 190 python3 bench/vllm_gpu.py --model-dir $P/models/smollm2 --schemas $P/schemas-b.jsonl --out $OUT/smollm2.json > $OUT/smollm2.log 2>&1; echo "smollm2 rc=$? at $((SECONDS-t0)) s"
+show() { grep -E '^\{"(summary|given)|INVALID|left out|Error|error:|Traceback|rc=' "$1" | grep -v -E 'WARNING|INFO' | tail -${2:-40}; }
+timeout 240 python3 bench/vllm_gpu.py --model-dir $P/models/smollm2 --schemas $P/schemas-b.jsonl --rounds 3 --mixed-rounds 2 --out $OUT/smollm2.json > $OUT/smollm2.log 2>&1; echo "smollm2 rc=$? at $((SECONDS-t0)) s"
 show $OUT/smollm2.log; tail -5 $OUT/smollm2.log | cut -c1-300
-timeout 105 python3 bench/vllm_gpu.py --model-dir $P/models/llama31-8b --n 128 --eager --out $OUT/llama8b.json > $OUT/llama8b.log 2>&1; echo "llama rc=$? at $((SECONDS-t0)) s"
+timeout 190 python3 bench/vllm_gpu.py --model-dir $P/models/llama31-8b --n 128 --eager --rounds 2 --schemas $P/schemas-b.jsonl --mixed-rounds 1 --out $OUT/llama8b.json > $OUT/llama8b.log 2>&1; echo "llama rc=$? at $((SECONDS-t0)) s"
 show $OUT/llama8b.log 30; tail -3 $OUT/llama8b.log | cut -c1-300
