@@ -42,10 +42,10 @@ every schema again in every round (no cache hit).
 from __future__ import annotations
 
 import argparse
-import decimal
 import importlib.metadata
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -155,13 +155,12 @@ def main() -> int:
         return outs, wall
 
     def exact_number(text):
-        """JSON numbers as the schema means them: a number whose fraction is zero (`5.0`, as
-        formwork's `integer` allows by the spec) is an int, exactly, at any length; Python's
-        own float would make a 300-digit `...1.0` into inf, which no schema accepts as integer."""
-        d = decimal.Decimal(text)
-        if d.is_finite() and d == d.to_integral_value() and d.adjusted() < 5000:
-            return int(d)
-        return float(text)
+        """JSON numbers as the schema means them: digits with a zero fraction (`5.000`, which
+        formwork's `integer` allows by the spec) are an int, exactly, at any length; Python's
+        own float would make a 300-digit `...1.000` into inf, which no schema takes for an
+        integer. Other numbers are floats, as `json` reads them."""
+        whole = re.fullmatch(r"(-?[0-9]+)\.0+", text)
+        return int(whole.group(1)) if whole else float(text)
 
     def check(outs, schemas):
         """(stopped and valid, stopped but invalid, cut off by max_tokens)."""

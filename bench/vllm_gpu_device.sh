@@ -6,6 +6,7 @@
 # copied to /root/stash, kept while the machine stays warm) and .gpu/p2 (second call: this
 # script, copied there as run.sh). On the device, from the repository root:
 #   bash .gpu/p2/run.sh          # results and logs in $OUT
+#   bash .gpu/p2/run.sh llama-mixed   # only the mixed workload on the Llama shape, 2 rounds
 set -u
 cd "$(dirname "$0")/../.."
 P=.gpu/p2; S=/tmp/site; mkdir -p $S
@@ -19,6 +20,10 @@ echo "unpacked in $((SECONDS-t0)) s"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import vllm, formwork, xgrammar, llguidance, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)" 2>&1 | tail -3
 show() { grep -E '^\{"(summary|given)|INVALID|left out|Error|error:|Traceback|rc=' "$1" | grep -v -E 'WARNING|INFO' | tail -${2:-40}; }
+if [ "${1:-all}" = llama-mixed ]; then
+  timeout 250 python3 bench/vllm_gpu.py --model-dir $P/models/llama31-8b --eager --rounds 0 --schemas $P/schemas-b.jsonl --mixed-rounds 2 --out $OUT/llama8b-mixed.json > $OUT/llama8b-mixed.log 2>&1; echo "llama mixed rc=$? at $((SECONDS-t0)) s"
+  show $OUT/llama8b-mixed.log 30; exit 0
+fi
 timeout 240 python3 bench/vllm_gpu.py --model-dir $P/models/smollm2 --schemas $P/schemas-b.jsonl --rounds 3 --mixed-rounds 2 --out $OUT/smollm2.json > $OUT/smollm2.log 2>&1; echo "smollm2 rc=$? at $((SECONDS-t0)) s"
 show $OUT/smollm2.log; tail -5 $OUT/smollm2.log | cut -c1-300
 timeout 190 python3 bench/vllm_gpu.py --model-dir $P/models/llama31-8b --n 128 --eager --rounds 2 --schemas $P/schemas-b.jsonl --mixed-rounds 1 --out $OUT/llama8b.json > $OUT/llama8b.log 2>&1; echo "llama rc=$? at $((SECONDS-t0)) s"
