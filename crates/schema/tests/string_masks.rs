@@ -39,6 +39,23 @@ fn cases() -> Vec<(serde_json::Value, &'static str)> {
             json!({"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 12000}}),
             r#"["a","日本","long string with spaces"]"#,
         ),
+        // Unanchored patterns: a search that moves between partial-match states on any
+        // character (a closed set, `mask::Closed`), with escapes and non-ASCII text on the
+        // way, a match cut short and started again, and a match found then more text.
+        (
+            obj(
+                json!({"type": "string", "pattern": "[a-fA-F0-9]{8}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}"}),
+            ),
+            r#"{"a":"x\"é 12ab-9 日本 123e4567-e89b-12d3 tail ü","b":"q"}"#,
+        ),
+        (
+            obj(json!({"type": "string", "pattern": "[a-z\\d_\\.-]+@([a-z\\d_\\.-]+\\.)+[a-z]+"})),
+            r#"{"a":"mail: Jo <jo.doe@mail.example.org> \u00e9 ok"}"#,
+        ),
+        (
+            json!({"type": "array", "items": {"type": "string", "pattern": "^dev|alpha|beta$", "maxLength": 40}}),
+            r#"["dev-1","an alpha release","Ωbeta"]"#,
+        ),
     ]
 }
 

@@ -54,7 +54,7 @@ use super::automaton::{Automaton, StackId, StateId, Stepper, DEAD, OVERFLOW};
 use super::error::CompileError;
 use super::index::TokenIndex;
 use super::lower::{lower, lower_with, ByteGrammar, ByteSet, Deferred};
-use super::mask::{repeat_split, same_within, walk_from, Accel, Chain, ContextIndependentMask, ContextIndependentSubtree};
+use super::mask::{repeat_split, same_within, walk_from, Accel, Chain, Closed, ContextIndependentMask, ContextIndependentSubtree};
 use super::slots::Slots;
 use crate::{Grammar, Limits};
 use formwork_vocab::{TokenId, TokenMask, Vocabulary};
@@ -145,6 +145,9 @@ struct CiCache {
     /// `context_independent_mask`); with whether the search for one met a state that
     /// depends on context (if not, the full state's search would fail the same way).
     plain: Mutex<FxHashMap<StateId, bool>>,
+    /// Truncated states searched for a closed set (`mask::Closed`): the accelerator of the
+    /// set found, for each of its states; `None` for a state whose search failed.
+    closed: Mutex<FxHashMap<StateId, Option<Arc<Accel>>>>,
     /// Bytes of the first three.
     budget: Budget,
 }

@@ -26,6 +26,8 @@ pub struct TokenIndex {
     classes: Mutex<FxHashMap<ClassKey, Option<Arc<ClassIndex>>>>,
     /// The same with counts, for chains (see [`counted_index`](Self::counted_index)).
     counted: Mutex<FxHashMap<ClassKey, Option<Arc<CountedIndex>>>>,
+    /// The same with whole tokens, for closed sets (see [`closed_index`](Self::closed_index)).
+    closed: Mutex<FxHashMap<ClassKey, Option<Arc<ClassIndex>>>>,
     /// Per byte `b`: the text tokens whose first byte is `b` (built with the index).
     first_byte: std::sync::OnceLock<Vec<TokenMask>>,
     /// Indexed by trie node: the length of the longest token in its subtree (saturated).
@@ -46,7 +48,8 @@ pub struct TokenIndex {
 }
 
 /// For a byte class `C`: the tokens made only of bytes in `C`, and a trie of the other
-/// tokens' suffixes from their first byte outside `C`. Tokens whose first byte already
+/// tokens' suffixes from their first byte outside `C` (for a closed set, `mask::Closed`:
+/// the other tokens whole, see [`TokenIndex::closed_index`]). Tokens whose first byte already
 /// leaves `C` (most of the vocabulary for a small class) are not copied: they are the
 /// main trie's subtrees under the first bytes not in `enters`, walked there.
 #[derive(Debug)]
@@ -54,7 +57,7 @@ pub(crate) struct ClassIndex {
     /// Text tokens whose every byte is in `C`.
     pub all_in: TokenMask,
     /// Suffixes (from the first byte not in `C`) of the other text tokens that start with
-    /// a byte in `enters`.
+    /// a byte in `enters` (in a closed index: those tokens whole).
     pub exits: TokenTrie,
     /// First bytes whose tokens are in `all_in` or `exits`: the bytes of `C` (and, with
     /// UTF-8, every byte from 0x80, so that a character is never split).
@@ -141,6 +144,7 @@ impl TokenIndex {
             trie,
             classes: Mutex::new(FxHashMap::default()),
             counted: Mutex::new(FxHashMap::default()),
+            closed: Mutex::new(FxHashMap::default()),
             first_byte: std::sync::OnceLock::new(),
             subtree_max,
             sigs,
@@ -230,16 +234,10 @@ impl TokenIndex {
             + self.subtree_max.capacity() * 2
             + (self.by_len.capacity() + self.longer_than.capacity()) * 4
             + self.sigs.capacity() * std::mem::size_of::<TokenSig>()
-            + self
-                .classes
-                .lock()
-                .map(|c| {
-                    c.values()
-                        .flatten()
-                        .map(|x| x.memory_usage())
-                        .sum::<usize>()
-                })
-                .unwrap_or(0)
+            + [&self.classes, &self.closed]
+                .iter()
+                .map(|m| m.lock().map(|c| c.values().flatten().map(|x| x.memory_usage()).sum::<usize>()).unwrap_or(0))
+                .sum::<usize>()
             + self
                 .counted
                 .lock()
@@ -297,6 +295,27 @@ impl TokenIndex {
             let fits = self.scan_class(&c, utf8, |t, s| match s {
                 Scanned::In { .. } => all_in.insert(t),
                 Scanned::Exit { suffix, .. } => items.push((suffix, t)),
+            });
+            fits.then(|| {
+                let exits = TokenTrie::from_items(&mut items, v.len());
+                Arc::new(ClassIndex { all_in, exits, enters: enters_of(&c, utf8) })
+            })
+        })
+    }
+
+    /// The closed index of `c` (built on first use, then shared), on the terms of
+    /// [`class_index`](Self::class_index): a [`ClassIndex`] whose `exits` trie holds the
+    /// tokens that leave the class whole, not their suffixes, since from a closed set of
+    /// states (`mask::Closed`) the state where a token leaves the class depends on all of
+    /// its bytes before.
+    pub(crate) fn closed_index(&self, c: ByteSet, utf8: bool) -> Option<Arc<ClassIndex>> {
+        memo(&self.closed, (c, utf8), || {
+            let v = &self.vocab;
+            let mut all_in = TokenMask::new(v.len());
+            let mut items: Vec<(&[u8], TokenId)> = Vec::new();
+            let fits = self.scan_class(&c, utf8, |t, s| match s {
+                Scanned::In { .. } => all_in.insert(t),
+                Scanned::Exit { .. } => items.push((v.token_bytes(t), t)),
             });
             fits.then(|| {
                 let exits = TokenTrie::from_items(&mut items, v.len());

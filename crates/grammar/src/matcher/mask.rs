@@ -16,6 +16,15 @@
 //! state with the same top frames, so a new nesting context costs only the uncertain checks
 //! (tokens that close the current rule, typically a few hundred).
 //!
+//! ## Closed sets
+//! A state that does not loop, but from which every character of a large class leads to a
+//! state of a small set `K` that again takes every such character into `K` (the search of an
+//! unanchored `pattern`: partial matches come and go, but no character kills the string),
+//! allows every token made of that class whatever path it takes through `K`; only the
+//! other tokens (holding a quote, a backslash, a control byte or a piece of a character)
+//! are walked, whole, from the state ([`Closed`]). The set is found once and remembered for
+//! each of its states, which are the states of the string's next positions.
+//!
 //! ## First-byte dispatch
 //! A state that does not loop itself, but whose first bytes mostly lead to one state that
 //! loops on them (just after an object key's opening quote: any letter but the first letters
@@ -151,22 +160,43 @@ pub(crate) struct Accel {
 }
 
 impl Accel {
+    /// The tokens it allows without a walk.
+    pub(crate) fn covers(&self) -> usize {
+        self.class.all_in.count_ones()
+    }
+
     /// The accelerator for state `s`, when its loop class is large enough.
     pub(crate) fn for_state(
         aut: &mut Stepper<'_>,
         index: &super::index::TokenIndex,
         s: StateId,
     ) -> Option<std::sync::Arc<Accel>> {
+        let c = Self::loop_class(aut, s);
+        Self::with_class(aut, index, s, c)
+    }
+
+    /// The loop class of `s`: `{b : δ(s, b) = s}`.
+    pub(crate) fn loop_class(aut: &mut Stepper<'_>, s: StateId) -> super::lower::ByteSet {
         let (info, entry) = (aut.info(s), aut.entry(s));
-        if info.first.len() < MIN_CLASS {
-            return None;
-        }
         let mut c = super::lower::ByteSet::default();
+        if info.first.len() < MIN_CLASS {
+            return c;
+        }
         for b in 0..=255u8 {
             if info.first.contains(b) && aut.step_from(entry, s, b) == s {
                 c.insert(b);
             }
         }
+        c
+    }
+
+    /// The accelerator for state `s` on its loop class `c`, when `c` is large enough.
+    pub(crate) fn with_class(
+        aut: &mut Stepper<'_>,
+        index: &super::index::TokenIndex,
+        s: StateId,
+        c: super::lower::ByteSet,
+    ) -> Option<std::sync::Arc<Accel>> {
         if c.len() < MIN_CLASS {
             return None;
         }
@@ -175,6 +205,170 @@ impl Accel {
             class: index.class_index(c, utf8)?,
         }))
     }
+}
+
+/// Most states a closed set may hold (see [`Closed`]).
+const MAX_CLOSED: usize = 64;
+/// First states of a closed-set search that, each moving on the whole class to one next
+/// state, make it a counter and end the search (see [`Closed::for_state`]).
+const CHAIN_PROBE: usize = 3;
+
+/// The closed-set accelerator of a state `S` that does not loop on a class `C`, but whose
+/// steps on `C` never leave a set `K` of live states: every state of `K` takes every byte
+/// of `C` to a state of `K` (none rejected, none in the context), and, with UTF-8, every
+/// valid multi-byte character too. A string body under an unanchored `pattern` is the
+/// common case: before the match is found the search moves between partial-match states,
+/// but any character keeps it alive. Then every token made only of `C` (and, with UTF-8,
+/// of whole characters) is allowed, whatever its path through `K`, and only the others
+/// need stepping: `mask(S) = all_in(C) ∪ walk(the other tokens, whole, from S)` — a trie of
+/// a few thousand tokens (those holding `"`, `\`, a control byte or a piece of a
+/// character) instead of the whole vocabulary. Unlike [`Accel`], the state where a token
+/// leaves `C` depends on its bytes before, so the other tokens are walked whole
+/// ([`TokenIndex::closed_index`](super::index::TokenIndex::closed_index)).
+///
+/// Finding `K` steps every state of it on every byte of `C`: bounded by [`MAX_CLOSED`]
+/// states, and given up as soon as `C` falls under [`MIN_CLASS`] bytes. A byte found to
+/// leave `K` from some state is dropped from `C` (the states already reached through it
+/// stay in `K`: a larger `K` only makes the condition stricter, never wrong).
+#[derive(Debug)]
+pub(crate) struct Closed;
+
+impl Closed {
+    /// The closed index for state `s` as an accelerator, when `s` has a closed set on a
+    /// class of at least [`MIN_CLASS`] ASCII bytes.
+    /// Returns the accelerator with the states of `K` (each of which it serves as well:
+    /// from a state of `K` every step on the class stays in `K`).
+    pub(crate) fn for_state(
+        aut: &mut Stepper<'_>,
+        index: &super::index::TokenIndex,
+        s: StateId,
+    ) -> Option<(std::sync::Arc<Accel>, Vec<StateId>)> {
+        let info = aut.info(s);
+        if info.first.len() < MIN_CLASS {
+            return None;
+        }
+        let mut c = super::lower::ByteSet::default();
+        for b in 0..0x80u8 {
+            if info.first.contains(b) {
+                c.insert(b);
+            }
+        }
+        if c.len() < MIN_CLASS {
+            return None;
+        }
+        let mut utf8 = true;
+        let mut counting = 0;
+        let mut set = vec![s];
+        let mut seen: rustc_hash::FxHashSet<StateId> = std::iter::once(s).collect();
+        let mut i = 0;
+        while i < set.len() {
+            let k = set[i];
+            i += 1;
+            aut.step_all(k);
+            let e = aut.entry(k);
+            // The successors of `k` on the class: one state (not `k`) for each of the first
+            // states makes a counter, which a chain ([`Chain`]) serves without this search.
+            let (mut only, mut many) = (None, false);
+            for b in 0..0x80u8 {
+                if !c.contains(b) {
+                    continue;
+                }
+                let x = aut.step_from(e, k, b);
+                if x == DEAD
+                    || x == OVERFLOW
+                    || aut.is_ctx(x)
+                    || (!seen.contains(&x) && narrow(aut.info(x).first, &c))
+                {
+                    c.remove(b);
+                    continue;
+                }
+                match only {
+                    None => only = Some(x),
+                    Some(y) if y != x => many = true,
+                    _ => {}
+                }
+                if seen.insert(x) {
+                    set.push(x);
+                }
+            }
+            if i <= CHAIN_PROBE && !many && only != Some(k) {
+                counting += 1;
+                if counting == CHAIN_PROBE {
+                    return None;
+                }
+            }
+            if c.len() < MIN_CLASS || set.len() > MAX_CLOSED {
+                return None;
+            }
+            if utf8 && !utf8_into(aut, k, &mut seen, &mut set) {
+                utf8 = false;
+            }
+            if set.len() > MAX_CLOSED {
+                return None;
+            }
+        }
+        Some((
+            std::sync::Arc::new(Accel {
+                class: index.closed_index(c, utf8)?,
+            }),
+            set,
+        ))
+    }
+}
+
+/// Does a state whose first bytes are `first` take less than half of class `c`? Such a
+/// state (an escape after `\\`, the end of a string) would shrink the class for all of `K`,
+/// so [`Closed::for_state`] drops the byte leading to it instead.
+fn narrow(first: super::lower::ByteSet, c: &super::lower::ByteSet) -> bool {
+    let both: u32 = first
+        .0
+        .iter()
+        .zip(&c.0)
+        .map(|(a, b)| (a & b).count_ones())
+        .sum();
+    both * 2 < c.len()
+}
+
+/// Does every valid multi-byte UTF-8 character lead from `s` to a live state outside the
+/// context, one state per lead byte and continuation range? Those states are added to
+/// `set` (when not `seen`). `false` as soon as one character does not.
+fn utf8_into(
+    aut: &mut Stepper<'_>,
+    s: StateId,
+    seen: &mut rustc_hash::FxHashSet<StateId>,
+    set: &mut Vec<StateId>,
+) -> bool {
+    for &((lo, hi), rest) in UTF8_SEQUENCES {
+        for lead in lo..=hi {
+            let x = match aut.char_step(s, lead, rest) {
+                Some(x) => x,
+                None => {
+                    let mut x = aut.step(s, lead);
+                    for &(a, b) in rest {
+                        if x == DEAD || x == OVERFLOW {
+                            return false;
+                        }
+                        aut.step_all(x);
+                        let next = aut.step(x, a);
+                        for byte in a..=b {
+                            if aut.step(x, byte) != next {
+                                return false;
+                            }
+                        }
+                        x = next;
+                    }
+                    x
+                }
+            };
+            if x == DEAD || x == OVERFLOW || aut.is_ctx(x) {
+                return false;
+            }
+            if seen.insert(x) {
+                set.push(x);
+            }
+        }
+    }
+    true
 }
 
 /// Does every valid multi-byte UTF-8 character lead from `s` back to `s`?

@@ -1,7 +1,7 @@
 //! How a mask is computed on a miss: the bounded-repetition shortcut through the canonical
-//! state, else the truncated state's context-independent mask (accelerated, by first-byte
-//! dispatch, by chain, or walked) plus the checks of its uncertain tokens from the state
-//! itself. See `mask` for each technique; this file decides which one a state gets and
+//! state, else the truncated state's context-independent mask (accelerated by its loop or
+//! a closed set, by first-byte dispatch, by chain, or walked) plus the checks of its
+//! uncertain tokens from the state itself. See `mask` for each technique; this file decides which one a state gets and
 //! caches the results.
 
 use super::*;
@@ -110,11 +110,14 @@ impl CompiledGrammar {
     }
 
     /// The context-independent mask of state `t` (cached by state), and the trie nodes
-    /// walked to build it (0 on a hit). A state that loops on many bytes is built with its
-    /// accelerator; one that does not, but whose first bytes lead to a looping state, by
-    /// first-byte dispatch ([`dispatch_ci`](Self::dispatch_ci)); one that counts through a
-    /// class to a loop by its chain (`mask::Chain`); any other by a plain walk. Unless `nested` (inside another one's computation), one that another thread is
-    /// computing is waited for ([`claim`](Self::claim)).
+    /// walked to build it (0 on a hit). A state that loops on enough bytes to allow half of
+    /// the vocabulary is built with its accelerator; one that does not, but whose first
+    /// bytes lead to a looping state, by first-byte dispatch
+    /// ([`dispatch_ci`](Self::dispatch_ci)); one in a closed set (`mask::Closed`, see
+    /// [`closed_of`](Self::closed_of)) with that set's accelerator; one that counts through
+    /// a class to a loop by its chain (`mask::Chain`); any other by a plain walk. Unless
+    /// `nested` (inside another one's computation), one that another thread is computing is
+    /// waited for ([`claim`](Self::claim)).
     pub(super) fn ci_of(&self, st: &mut Stepper<'_>, t: StateId, nested: bool) -> (Arc<ContextIndependentMask>, usize) {
         self.ci_of_walk(st, t, nested, true).expect("a plain walk is allowed")
     }
@@ -139,20 +142,27 @@ impl CompiledGrammar {
         };
         st.step_all(t);
         st.take_ctx_seen();
-        let c = match Accel::for_state(st, &self.index, t) {
-            Some(a) => ContextIndependentMask::build(st, &self.index, t, Some(&a)),
-            None => match self.dispatch_ci(st, t) {
+        let loops = Accel::for_state(st, &self.index, t);
+        let looped = loops.as_ref().map_or(0, |a| a.covers());
+        let c = if looped >= self.index.vocab().len() / 2 {
+            ContextIndependentMask::build(st, &self.index, t, loops.as_deref())
+        } else {
+            match self.dispatch_ci(st, t) {
                 Some(c) => c,
-                None => match Chain::for_state(st, &self.index, t, self.deep_min_budget()) {
-                    Some(ch) => ContextIndependentMask::build_chain(st, &self.index, t, &ch),
-                    None if !plain => {
-                        let met = st.take_ctx_seen();
-                        locked(&cache.plain).insert(t, met);
-                        return None;
-                    }
-                    None => ContextIndependentMask::build(st, &self.index, t, None),
+                // A closed set, if one allows more than the loop does.
+                None => match self.closed_of(st, t).filter(|c| c.covers() > looped).or(loops) {
+                    Some(a) => ContextIndependentMask::build(st, &self.index, t, Some(&a)),
+                    None => match Chain::for_state(st, &self.index, t, self.deep_min_budget()) {
+                        Some(ch) => ContextIndependentMask::build_chain(st, &self.index, t, &ch),
+                        None if !plain => {
+                            let met = st.take_ctx_seen();
+                            locked(&cache.plain).insert(t, met);
+                            return None;
+                        }
+                        None => ContextIndependentMask::build(st, &self.index, t, None),
+                    },
                 },
-            },
+            }
         };
         let walked = c.walked;
         let c = Arc::new(c);
@@ -160,6 +170,48 @@ impl CompiledGrammar {
             return Some((c, walked));
         }
         Some((cache.ci.set(t, c).clone(), walked))
+    }
+
+    /// The accelerator of the closed set `t` belongs to (see [`Closed`]), when one was
+    /// found; searched for at most once per state (and remembered for every state of the
+    /// set found: the next positions of the same stretch), and only when the trie's
+    /// subtrees under `t`'s first bytes hold a quarter of its nodes or more: a search steps
+    /// every state of the set on every byte of the class (tens of µs), which only a large
+    /// walk repays.
+    fn closed_of(&self, st: &mut Stepper<'_>, t: StateId) -> Option<Arc<Accel>> {
+        if let Some(known) = locked(&self.ci.closed).get(&t) {
+            return known.clone();
+        }
+        let trie = self.index.trie();
+        let first = st.info(t).first;
+        let (mut under, mut i, n) = (0, 1, trie.end(0));
+        while i < n {
+            let end = trie.end(i);
+            if first.contains(trie.byte(i)) {
+                under += end - i;
+            }
+            i = end;
+        }
+        if under < trie.len() / 4 {
+            return None;
+        }
+        let found = Closed::for_state(st, &self.index, t);
+        let mut map = locked(&self.ci.closed);
+        match found {
+            Some((a, set)) => {
+                for k in set {
+                    let slot = map.entry(k).or_insert(None);
+                    if slot.is_none() {
+                        *slot = Some(a.clone());
+                    }
+                }
+                Some(a)
+            }
+            None => {
+                map.entry(t).or_insert(None);
+                None
+            }
+        }
     }
 
     /// The context-independent mask of `t` by first-byte dispatch, when `t` is not a loop

@@ -20,6 +20,10 @@ impl ByteSet {
     pub fn insert(&mut self, b: u8) {
         self.0[(b >> 6) as usize] |= 1 << (b & 63);
     }
+    /// Removes `b`.
+    pub fn remove(&mut self, b: u8) {
+        self.0[(b >> 6) as usize] &= !(1 << (b & 63));
+    }
     /// Adds `lo..=hi` (nothing when `lo > hi`), a word at a time.
     pub fn insert_range(&mut self, lo: u8, hi: u8) {
         if lo > hi {
