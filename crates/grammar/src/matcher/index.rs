@@ -288,19 +288,7 @@ impl TokenIndex {
     /// again: their exit trie would cost several ms to build (sorting tens of thousands of
     /// suffixes) and save little over walking the main trie.
     pub(crate) fn class_index(&self, c: ByteSet, utf8: bool) -> Option<Arc<ClassIndex>> {
-        memo(&self.classes, (c, utf8), || {
-            let v = &self.vocab;
-            let mut all_in = TokenMask::new(v.len());
-            let mut items: Vec<(&[u8], TokenId)> = Vec::new();
-            let fits = self.scan_class(&c, utf8, |t, s| match s {
-                Scanned::In { .. } => all_in.insert(t),
-                Scanned::Exit { suffix, .. } => items.push((suffix, t)),
-            });
-            fits.then(|| {
-                let exits = TokenTrie::from_items(&mut items, v.len());
-                Arc::new(ClassIndex { all_in, exits, enters: enters_of(&c, utf8) })
-            })
-        })
+        memo(&self.classes, (c, utf8), || self.build_class_index(&c, utf8, false))
     }
 
     /// The closed index of `c` (built on first use, then shared), on the terms of
@@ -309,18 +297,21 @@ impl TokenIndex {
     /// states (`mask::Closed`) the state where a token leaves the class depends on all of
     /// its bytes before.
     pub(crate) fn closed_index(&self, c: ByteSet, utf8: bool) -> Option<Arc<ClassIndex>> {
-        memo(&self.closed, (c, utf8), || {
-            let v = &self.vocab;
-            let mut all_in = TokenMask::new(v.len());
-            let mut items: Vec<(&[u8], TokenId)> = Vec::new();
-            let fits = self.scan_class(&c, utf8, |t, s| match s {
-                Scanned::In { .. } => all_in.insert(t),
-                Scanned::Exit { .. } => items.push((v.token_bytes(t), t)),
-            });
-            fits.then(|| {
-                let exits = TokenTrie::from_items(&mut items, v.len());
-                Arc::new(ClassIndex { all_in, exits, enters: enters_of(&c, utf8) })
-            })
+        memo(&self.closed, (c, utf8), || self.build_class_index(&c, utf8, true))
+    }
+
+    /// A class index of `c`, its exits trie holding suffixes or, with `whole`, whole tokens.
+    fn build_class_index(&self, c: &ByteSet, utf8: bool, whole: bool) -> Option<Arc<ClassIndex>> {
+        let v = &self.vocab;
+        let mut all_in = TokenMask::new(v.len());
+        let mut items: Vec<(&[u8], TokenId)> = Vec::new();
+        let fits = self.scan_class(c, utf8, |t, s| match s {
+            Scanned::In { .. } => all_in.insert(t),
+            Scanned::Exit { suffix, .. } => items.push((if whole { v.token_bytes(t) } else { suffix }, t)),
+        });
+        fits.then(|| {
+            let exits = TokenTrie::from_items(&mut items, v.len());
+            Arc::new(ClassIndex { all_in, exits, enters: enters_of(c, utf8) })
         })
     }
 
