@@ -307,12 +307,7 @@ impl Closed {
                 return None;
             }
         }
-        Some((
-            std::sync::Arc::new(Accel {
-                class: index.closed_index(c, utf8)?,
-            }),
-            set,
-        ))
+        Some((std::sync::Arc::new(Accel { class: index.closed_index(c, utf8)? }), set))
     }
 }
 
@@ -320,12 +315,7 @@ impl Closed {
 /// state (an escape after `\\`, the end of a string) would shrink the class for all of `K`,
 /// so [`Closed::for_state`] drops the byte leading to it instead.
 fn narrow(first: super::lower::ByteSet, c: &super::lower::ByteSet) -> bool {
-    let both: u32 = first
-        .0
-        .iter()
-        .zip(&c.0)
-        .map(|(a, b)| (a & b).count_ones())
-        .sum();
+    let both: u32 = first.0.iter().zip(&c.0).map(|(a, b)| (a & b).count_ones()).sum();
     both * 2 < c.len()
 }
 
@@ -338,27 +328,11 @@ fn utf8_into(
     seen: &mut rustc_hash::FxHashSet<StateId>,
     set: &mut Vec<StateId>,
 ) -> bool {
+    let mut stepped = false;
     for &((lo, hi), rest) in UTF8_SEQUENCES {
         for lead in lo..=hi {
-            let x = match aut.char_step(s, lead, rest) {
-                Some(x) => x,
-                None => {
-                    let mut x = aut.step(s, lead);
-                    for &(a, b) in rest {
-                        if x == DEAD || x == OVERFLOW {
-                            return false;
-                        }
-                        aut.step_all(x);
-                        let next = aut.step(x, a);
-                        for byte in a..=b {
-                            if aut.step(x, byte) != next {
-                                return false;
-                            }
-                        }
-                        x = next;
-                    }
-                    x
-                }
+            let Some(x) = char_target(aut, s, lead, rest, &mut stepped) else {
+                return false;
             };
             if x == DEAD || x == OVERFLOW || aut.is_ctx(x) {
                 return false;
@@ -383,40 +357,42 @@ fn utf8_to(aut: &mut Stepper<'_>, s: StateId, to: StateId) -> bool {
     let mut stepped = false;
     for &((lo, hi), rest) in UTF8_SEQUENCES {
         for lead in lo..=hi {
-            // Most characters are decided from the grammar's elements, with no state built
-            // in the middle of one.
-            if let Some(x) = aut.char_step(s, lead, rest) {
-                if x != to {
-                    return false;
-                }
-                continue;
-            }
-            // Each state's transitions at once: bytes taken by the same stacks share a closure.
-            if !stepped {
-                aut.step_all(s);
-                stepped = true;
-            }
-            let mut x = aut.step(s, lead);
-            for &(a, b) in rest {
-                if x == DEAD || x == OVERFLOW {
-                    break;
-                }
-                aut.step_all(x);
-                let next = aut.step(x, a);
-                for byte in a..=b {
-                    if aut.step(x, byte) != next {
-                        return false;
-                    }
-                }
-                x = next;
-            }
-            // A character rejected part way is rejected whole.
-            if x != to {
+            if char_target(aut, s, lead, rest, &mut stepped) != Some(to) {
                 return false;
             }
         }
     }
     true
+}
+
+/// The state to which every valid character with lead byte `lead` (continuation byte
+/// ranges `rest`) leads from `s`, or `None` when two of them lead to different states. A
+/// character rejected part way gives [`DEAD`] (or [`OVERFLOW`]). Most characters are
+/// decided from the grammar's elements, with no state built in the middle of one; the
+/// others are stepped level by level, after `s`'s transitions are built at once
+/// (`stepped`: already done), since bytes taken by the same stacks share a closure.
+#[inline(always)]
+fn char_target(aut: &mut Stepper<'_>, s: StateId, lead: u8, rest: &[(u8, u8)], stepped: &mut bool) -> Option<StateId> {
+    if let Some(x) = aut.char_step(s, lead, rest) {
+        return Some(x);
+    }
+    if !*stepped {
+        aut.step_all(s);
+        *stepped = true;
+    }
+    let mut x = aut.step(s, lead);
+    for &(a, b) in rest {
+        if x == DEAD || x == OVERFLOW {
+            break;
+        }
+        aut.step_all(x);
+        let next = aut.step(x, a);
+        if (a..=b).any(|byte| aut.step(x, byte) != next) {
+            return None;
+        }
+        x = next;
+    }
+    Some(x)
 }
 
 /// Are states `a` and `b` the same for a walk: within `depth` bytes, every byte either
