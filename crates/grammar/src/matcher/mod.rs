@@ -24,8 +24,10 @@
 //!    outside `C` — a few thousand trie steps instead of the whole vocabulary. A state that
 //!    does not loop but counts through `C` (a string before its `minLength`, under a large
 //!    `maxLength`) uses a chain: the same, with the exit suffixes kept by how many
-//!    characters of `C` precede them, each walked from the state after that many. Whole
-//!    masks are cached per state.
+//!    characters of `C` precede them, each walked from the state after that many. A state
+//!    that neither loops nor counts, but whose steps on `C` stay within a small set of live
+//!    states (an unanchored pattern's search), uses a closed set: the tokens made only of
+//!    `C`, plus a walk of the other tokens whole. Whole masks are cached per state.
 //! 4. **Sharing**: a [`CompiledGrammar`] holds the automaton and the mask caches, so all
 //!    requests using the grammar share the warm-up (the built-in JSON grammar compiled once
 //!    per vocabulary is warm after the first few requests) — without a lock around them:

@@ -1,8 +1,8 @@
 //! How a mask is computed on a miss: the bounded-repetition shortcut through the canonical
 //! state, else the truncated state's context-independent mask (accelerated by its loop or
 //! a closed set, by first-byte dispatch, by chain, or walked) plus the checks of its
-//! uncertain tokens from the state itself. See `mask` for each technique; this file decides which one a state gets and
-//! caches the results.
+//! uncertain tokens from the state itself. See `mask` for each technique; this file decides
+//! which one a state gets and caches the results.
 
 use super::*;
 
