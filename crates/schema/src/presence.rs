@@ -17,9 +17,11 @@
 //! non-object, while `oneOf` of two or more branches and `not` allow none (a `type:
 //! object` part is added for those).
 //!
-//! Used only where objects are unordered groups (`KeyOrder::Any`, no key forced first),
-//! with at most [`MAX_KEYS`] keys named by the conditions of one conjunction; elsewhere the
-//! combinators are distributed as before.
+//! Used where no key is forced first, with at most [`MAX_KEYS`] keys named by the
+//! conditions of one conjunction; elsewhere the combinators are distributed as before. In
+//! any key order the clauses go to the object's unordered member group; in listed order the
+//! object's rules decide the members one by one and carry what is left of the clauses
+//! ([`Residual`]), so that a member is offered only when the object can still end.
 
 use crate::conjunct::{Conjunct, Consumed};
 use serde_json::Value;
@@ -245,6 +247,96 @@ pub(crate) fn by_index(clauses: &[Clause], index_of: impl Fn(&str) -> Option<u32
         .collect()
 }
 
+/// What is left of a group's presence clauses (over member indices) once a listed-order
+/// object has decided its members before some index, present or absent: each clause's
+/// terms that still can hold, over the members not decided yet. A clause some term of which
+/// already holds is gone. Kept canonical (sorted, without repeats), so that two paths to the
+/// same member with the same prospects share one rule (see `compile::object`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Residual(Vec<Vec<(Vec<u32>, Vec<u32>)>>);
+
+impl Residual {
+    /// The clauses before any member is decided; `None` when one can never hold.
+    pub(crate) fn new(clauses: &[Vec<formwork_grammar::Presence>]) -> Option<Residual> {
+        Self::canonical(clauses.iter().map(|c| c.iter().map(|t| (t.present.clone(), t.absent.clone())).collect()).collect())
+    }
+
+    fn canonical(clauses: Vec<Vec<(Vec<u32>, Vec<u32>)>>) -> Option<Residual> {
+        let mut out = Vec::new();
+        for mut c in clauses {
+            for (p, a) in c.iter_mut() {
+                p.sort_unstable();
+                p.dedup();
+                a.sort_unstable();
+                a.dedup();
+            }
+            // A term needing a member both present and absent never holds.
+            c.retain(|(p, a)| !p.iter().any(|x| a.binary_search(x).is_ok()));
+            if c.is_empty() {
+                return None;
+            }
+            if c.iter().any(|(p, a)| p.is_empty() && a.is_empty()) {
+                continue;
+            }
+            c.sort_unstable();
+            c.dedup();
+            out.push(c);
+        }
+        out.sort_unstable();
+        out.dedup();
+        Some(Residual(out))
+    }
+
+    /// No clause left.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The clauses once member `i` is known `present` or absent; `None` when one can no
+    /// longer hold.
+    pub(crate) fn decide(&self, i: u32, present: bool) -> Option<Residual> {
+        let clauses = self
+            .0
+            .iter()
+            .map(|c| {
+                c.iter()
+                    .filter(|(p, a)| if present { !a.contains(&i) } else { !p.contains(&i) })
+                    .map(|(p, a)| (p.iter().copied().filter(|&x| x != i).collect(), a.iter().copied().filter(|&x| x != i).collect()))
+                    .collect()
+            })
+            .collect();
+        Self::canonical(clauses)
+    }
+
+    /// Does every clause hold when no undecided member comes?
+    pub(crate) fn ends(&self) -> bool {
+        self.0.iter().all(|c| c.iter().any(|(p, _)| p.is_empty()))
+    }
+
+    /// Can the undecided members make every clause hold, with the `required` ones present
+    /// and at most `room` present in all (`None`: any number), of which `required_after`
+    /// are the required ones still to come? Tries every subset of the optional members the
+    /// clauses name (at most 2^[`MAX_KEYS`]).
+    pub(crate) fn feasible(&self, required: impl Fn(u32) -> bool, required_after: u64, room: Option<u64>) -> bool {
+        if room.is_some_and(|r| required_after > r) {
+            return false;
+        }
+        let mut named: Vec<u32> = self.0.iter().flatten().flat_map(|(p, a)| p.iter().chain(a)).copied().collect();
+        named.sort_unstable();
+        named.dedup();
+        let forced: Vec<u32> = named.iter().copied().filter(|&m| required(m)).collect();
+        let free: Vec<u32> = named.iter().copied().filter(|&m| !required(m)).collect();
+        let spare = room.map_or(u64::MAX, |r| r - required_after);
+        (0u32..1 << free.len()).any(|set| {
+            if u64::from(set.count_ones()) > spare {
+                return false;
+            }
+            let on = |m: u32| forced.contains(&m) || free.iter().position(|&f| f == m).is_some_and(|k| set >> k & 1 == 1);
+            self.0.iter().all(|c| c.iter().any(|(p, a)| p.iter().all(|&m| on(m)) && a.iter().all(|&m| !on(m))))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,6 +349,30 @@ mod tests {
         assert_eq!(required_only(&json!({"required": ["a"], "properties": {}})), None);
         assert_eq!(required_only(&json!({"description": "no required"})), None);
         assert_eq!(required_only(&json!(true)), None);
+    }
+
+    #[test]
+    fn residual_clauses_follow_decisions() {
+        use formwork_grammar::Presence;
+        let t = |present: &[u32], absent: &[u32]| Presence { present: present.to_vec(), absent: absent.to_vec() };
+        // At least one of 0; 1 and 2. And not 3.
+        let r = Residual::new(&[vec![t(&[0], &[]), t(&[1, 2], &[])], vec![t(&[], &[3])]]).unwrap();
+        assert!(!r.ends(), "an empty object has neither 0 nor 1 and 2");
+        assert!(r.feasible(|_| false, 0, None));
+        assert!(!r.feasible(|_| false, 0, Some(0)), "no room for a member");
+        let skip0 = r.decide(0, false).unwrap();
+        assert!(!skip0.feasible(|_| false, 0, Some(1)), "1 and 2 need room for two");
+        assert!(skip0.feasible(|_| false, 0, Some(2)));
+        let with0 = r.decide(0, true).unwrap();
+        assert!(with0.ends(), "0 present and 3 absent: both clauses hold");
+        assert!(with0.decide(3, true).is_none(), "3 may never come");
+        // Member 3 required: nothing can hold.
+        assert!(!r.feasible(|m| m == 3, 1, None));
+        // Decided to the end, the clauses are gone.
+        let done = with0.decide(1, false).and_then(|r| r.decide(2, true)).and_then(|r| r.decide(3, false)).unwrap();
+        assert!(done.is_empty() && done.ends());
+        // Two paths to the same prospects are one residual.
+        assert_eq!(r.decide(1, true).and_then(|r| r.decide(2, false)), r.decide(1, false).and_then(|r| r.decide(2, true)));
     }
 
     #[test]

@@ -672,9 +672,26 @@ fn closed_object_branches_negate_additional_properties_within_their_keys() {
 }
 
 /// Conditions on which keys an object has (`anyOf`/`oneOf` of `required` lists, `not:
-/// {required}`, dependencies) are checked by the object's member group instead of
-/// distributing the object: the grammar accepts exactly what the validator does, for every
-/// set of keys, in any order and in listed order (where they are still distributed).
+/// {required}`, dependencies) are checked by the object's member group (any order) or its
+/// member-by-member rules (listed order) instead of distributing the object: the grammar
+/// accepts exactly what the validator does, for every set of keys.
+/// Every order of `items`.
+fn permutations<'a>(items: &[&'a str]) -> Vec<Vec<&'a str>> {
+    if items.len() <= 1 {
+        return vec![items.to_vec()];
+    }
+    let mut out = Vec::new();
+    for i in 0..items.len() {
+        let mut rest = items.to_vec();
+        let first = rest.remove(i);
+        for mut p in permutations(&rest) {
+            p.insert(0, first);
+            out.push(p);
+        }
+    }
+    out
+}
+
 #[test]
 fn presence_conditions_agree_with_the_validator() {
     // Every subset of five keys (values 1), a few with a string value, and non-objects.
@@ -715,12 +732,27 @@ fn presence_conditions_agree_with_the_validator() {
     ];
     for schema in schemas {
         assert_agrees_with_validator(&schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
-        // Listed order fixes the keys' order (a narrowing), and distributes as before:
-        // nothing the validator rejects is accepted.
+        // Listed order fixes the keys' order (a narrowing) and decides the members one by
+        // one, carrying what is left of the conditions: nothing the validator rejects is
+        // accepted, and every set of keys it accepts is accepted in some order (the listed
+        // one); non-objects exactly as the validator says.
         let listed = SchemaOptions { key_order: KeyOrder::Listed, ..Default::default() };
         let g = compile(&schema, &listed).unwrap();
         for s in &instances {
-            assert!(!accepts(&g, s.as_bytes(), &listed.limits).unwrap() || validate_with(&schema, s, &listed).is_ok(), "{schema} in listed order accepts {s}");
+            let valid = validate_with(&schema, s, &listed).is_ok();
+            let Some(members) = s.strip_prefix('{').and_then(|x| x.strip_suffix('}')) else {
+                assert_eq!(accepts(&g, s.as_bytes(), &listed.limits).unwrap(), valid, "{schema} in listed order on {s}");
+                continue;
+            };
+            let members: Vec<&str> = if members.is_empty() { Vec::new() } else { members.split(',').collect() };
+            let mut some = false;
+            for order in permutations(&members) {
+                let text = format!("{{{}}}", order.join(","));
+                let ok = accepts(&g, text.as_bytes(), &listed.limits).unwrap();
+                assert!(!ok || valid, "{schema} in listed order accepts {text}");
+                some |= ok;
+            }
+            assert_eq!(some, valid, "{schema} in listed order: {s} in some order");
         }
         // In any order, the conditions stay with the object (one group, no copies).
         let g = compile(&schema, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() }).unwrap();
@@ -740,6 +772,30 @@ fn presence_conditions_agree_with_the_validator() {
     assert_agrees_with_validator(&schema, &subsets, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
     let g = compile(&schema, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() }).unwrap();
     assert!(formwork_grammar::gbnf::print(&g).contains("; present "), "twelve keys still take the clauses");
+    // In listed order (the keys' listed order is the subsets' order): exact on every subset,
+    // and no dead ends: after every member the grammar takes, a comma is taken only when
+    // the object can still end, and what it takes can always be completed.
+    let listed = SchemaOptions { key_order: KeyOrder::Listed, ..Default::default() };
+    assert_agrees_with_validator(&schema, &subsets, &listed);
+    let g = compile(&schema, &listed).unwrap();
+    let bytes: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let vocab = std::sync::Arc::new(formwork_vocab::Vocabulary::from_strings(&bytes, &[]));
+    let cg = formwork_grammar::matcher::CompiledGrammar::new(&g, vocab, &listed.limits).unwrap();
+    let mut viable = 0;
+    for m in 1u32..1 << 12 {
+        let members: Vec<String> = keys.iter().enumerate().filter(|(i, _)| m >> i & 1 == 1).map(|(_, k)| format!("\"{k}\":1")).collect();
+        for k in 1..=members.len() {
+            for tail in ["", ","] {
+                let prefix = format!("{{{}{tail}", members[..k].join(","));
+                let mut matcher = cg.matcher();
+                if matcher.commit_bytes(prefix.as_bytes()).is_ok() {
+                    viable += 1;
+                    assert!(matcher.shortest_completion().is_some(), "a dead end after {prefix}");
+                }
+            }
+        }
+    }
+    assert!(viable > 1000, "{viable} viable prefixes");
     // Nested objects too: `{"o": {...}}` against the nested conditions.
     let schema = json!({"properties": {"o": {"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}}});
     let nested: Vec<String> = instances.iter().map(|i| format!("{{\"o\":{i}}}")).collect();

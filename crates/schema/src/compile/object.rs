@@ -17,6 +17,7 @@ use crate::resolve::escape_ptr;
 use crate::json_types::as_count;
 use crate::layout::unordered;
 use foldhash::HashSet;
+use std::collections::HashMap;
 use formwork_grammar::Expr;
 use serde_json::Value;
 
@@ -214,11 +215,8 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> Com
         let presence = crate::presence::by_index(&presence, |k| members.iter().position(|m| m.0 == k).map(|i| i as u32));
         return Ok(unordered(seps, &members, extra, minp, maxp, presence));
     }
-    if !presence.is_empty() {
-        // `Compiler::conjunction` keeps presence conditions only where objects are groups.
-        return Err(unsupported("required", "conditions on which keys are present, in a listed-order object", parts[0].at.clone()));
-    }
-    build(cx, seps, &members, extra, minp, maxp, &parts[0].at)
+    let presence = crate::presence::by_index(&presence, |k| members.iter().position(|m| m.0 == k).map(|i| i as u32));
+    build(cx, seps, &members, extra, minp, maxp, &presence, &parts[0].at)
 }
 
 /// The additional members of an object whose `patternProperties` are in part `pp`: the keys
@@ -310,84 +308,147 @@ fn closed_by_others(parts: &[Conjunct], pp: &Conjunct) -> bool {
     parts.iter().any(|p| !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties") == Some(&Value::Bool(false)))
 }
 
-fn build(cx: &mut Compiler, seps: &Seps, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, at: &str) -> CompileResult<Expr> {
+/// Most rules one listed-order object may take (members × property counts × what is left
+/// of its presence clauses).
+const MAX_OBJECT_RULES: usize = 20_000;
+
+#[allow(clippy::too_many_arguments)]
+fn build(cx: &mut Compiler, seps: &Seps, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, presence: &[Vec<formwork_grammar::Presence>], at: &str) -> CompileResult<Expr> {
     let cap: u64 = match maxp {
         Some(m) => m + 1,
         None => minp.max(1),
     };
     let n_members = members.len();
-    if (n_members as u64 + 1) * (cap + 1) > 20_000 {
-        return Err(crate::exprs::err(
-            crate::SchemaErrorKind::Limit { limit: "max_rules", why: "an object with too many properties × property-count states".into() },
-            at,
-        ));
+    let too_many = || crate::exprs::err(crate::SchemaErrorKind::Limit { limit: "max_rules", why: "an object with too many properties × property-count states".into() }, at);
+    if (n_members as u64 + 1) * (cap + 1) > MAX_OBJECT_RULES as u64 {
+        return Err(too_many());
     }
     cx.uid += 1;
     let uid = cx.uid;
-    // Two rule families over (next listed member i, members so far n):
-    // - `after(i, n)`: the object may end here (no required member left, n ≥ minProperties),
-    //   or a separator comes and then `member(i, n)`;
-    // - `member(i, n)`: a member now: listed member i (then `after(i + 1, n + 1)`), or, when it
-    //   is optional, a later one (`member(i + 1, n)`); past the listed ones, an additional one.
+    // Two rule families over (next listed member i, members so far n, what is left r of the
+    // presence clauses, see `presence::Residual`):
+    // - `after(i, n, r)`: the object may end here (no required member left, n ≥
+    //   minProperties, every clause holds without more members), or a separator comes and
+    //   then `member(i, n, r)`;
+    // - `member(i, n, r)`: a member now: listed member i (then `after(i + 1, n + 1, r')`), or,
+    //   when it is optional, a later one (`member(i + 1, n, r'')`); past the listed ones, an
+    //   additional one. With presence clauses a choice is offered only when the clauses can
+    //   still hold after it, so the object never enters a state it cannot end from.
     // The separator is written once, before the choice of key, so between two members the
     // parser follows one path, not one per member that may come next.
-    let after_name = |i: usize, n: u64| format!("obj{uid}-{i}-{n}");
-    let member_name = |i: usize, n: u64| format!("obj{uid}-{i}-{n}-m");
+    let after_name = |i: usize, n: u64, r: usize| if r == 0 { format!("obj{uid}-{i}-{n}") } else { format!("obj{uid}-{i}-{n}-r{r}") };
+    let member_name = |i: usize, n: u64, r: usize| format!("{}-m", after_name(i, n, r));
     // Before member n: the first member's separator (pretty: a newline), then commas.
     let sep = |n: u64| if n == 0 { seps.first.clone() } else { seps.comma.clone() };
     let kv = |k: &Expr, v: &Expr| Expr::seq([k.clone(), seps.colon.clone(), v.clone()]);
     let key_lits: Vec<Expr> = members.iter().map(|(k, _, _)| Expr::lit(serde_json::to_string(k).unwrap_or_default())).collect();
-    // Indexed by i: is some member from i on required?
+    // Indexed by i: is some member from i on required, and how many are?
     let mut required_from = vec![false; n_members + 1];
+    let mut required_after = vec![0u64; n_members + 1];
     for i in (0..n_members).rev() {
         required_from[i] = members[i].2 || required_from[i + 1];
+        required_after[i] = required_after[i + 1] + u64::from(members[i].2);
     }
     let next = |n: u64| (n + 1).min(cap);
     let room = |n: u64| maxp.is_none_or(|m| n < m);
-    // Reachable rules only: walk forward from after(0, 0). `false` = after, `true` = member.
-    let mut todo = vec![(false, 0usize, 0u64)];
+    let Some(r0) = crate::presence::Residual::new(presence) else { return Ok(nothing()) };
+    let conditional = !r0.is_empty();
+    let mut plans = Plans { residuals: vec![r0], ids: HashMap::new(), members: HashMap::new() };
+    plans.ids.insert(plans.residuals[0].clone(), 0);
+    let feasible = |plans: &Plans, r: usize, from: usize, n: u64| {
+        let res = &plans.residuals[r];
+        res.is_empty() || res.feasible(|m| members[m as usize].2, required_after[from], maxp.map(|m| m.saturating_sub(n)))
+    };
+    if !feasible(&plans, 0, 0, 0) {
+        return Ok(nothing());
+    }
+    // The choices of `member(i, n, r)`: member i present (with what is left after it), and
+    // member i left out (the same), each `None` when not offered.
+    let choices = |plans: &mut Plans, i: usize, n: u64, r: usize| -> (Option<usize>, Option<usize>) {
+        let present = room(n).then(|| plans.residuals[r].decide(i as u32, true)).flatten().map(|x| plans.intern(x)).filter(|&x| feasible(plans, x, i + 1, n + 1));
+        let absent = (!members[i].2).then(|| plans.residuals[r].decide(i as u32, false)).flatten().map(|x| plans.intern(x)).filter(|&x| feasible(plans, x, i + 1, n));
+        (present, absent)
+    };
+    // Does `member(i, n, r)` offer anything (with presence clauses, a member left out may
+    // leave nothing to offer)?
+    fn offers(plans: &mut Plans, choices: &dyn Fn(&mut Plans, usize, u64, usize) -> (Option<usize>, Option<usize>), n_members: usize, extras: bool, room: &dyn Fn(u64) -> bool, i: usize, n: u64, r: usize) -> bool {
+        if i >= n_members {
+            return extras && room(n);
+        }
+        if let Some(&known) = plans.members.get(&(i, n, r)) {
+            return known;
+        }
+        let (present, absent) = choices(plans, i, n, r);
+        let yes = present.is_some() || absent.is_some_and(|x| offers(plans, choices, n_members, extras, room, i + 1, n, x));
+        plans.members.insert((i, n, r), yes);
+        yes
+    }
+    let extras = !extra.is_empty();
+    // Reachable rules only: walk forward from after(0, 0, r0). `false` = after, `true` = member.
+    let mut todo = vec![(false, 0usize, 0u64, 0usize)];
     let mut done = std::collections::HashSet::new();
-    while let Some((is_member, i, n)) = todo.pop() {
-        if !done.insert((is_member, i, n)) {
+    while let Some((is_member, i, n, r)) = todo.pop() {
+        if !done.insert((is_member, i, n, r)) {
             continue;
+        }
+        if done.len() > MAX_OBJECT_RULES {
+            return Err(too_many());
         }
         let mut alts = Vec::new();
         if !is_member {
-            if !required_from[i] && n >= minp {
+            if !required_from[i] && n >= minp && plans.residuals[r].ends() {
                 // The end: after a member, the last separator (pretty: newline, indent).
                 alts.push(if n == 0 { Expr::empty() } else { seps.last.clone() });
             }
-            if room(n) && (i < n_members || !extra.is_empty()) {
-                alts.push(Expr::seq([sep(n), Expr::Rule(cx.b.rule_id(&member_name(i, n)))]));
-                todo.push((true, i, n));
+            let more = if conditional { offers(&mut plans, &choices, n_members, extras, &room, i, n, r) } else { room(n) && (i < n_members || extras) };
+            if more {
+                alts.push(Expr::seq([sep(n), Expr::Rule(cx.b.rule_id(&member_name(i, n, r)))]));
+                todo.push((true, i, n, r));
             }
             let body = alt_of(alts);
-            cx.b.define(&after_name(i, n), body);
+            cx.b.define(&after_name(i, n, r), body);
             continue;
         }
         if i < n_members {
-            let (_, v, req) = &members[i];
-            if room(n) {
-                let id = cx.b.rule_id(&after_name(i + 1, next(n)));
-                alts.push(Expr::seq([kv(&key_lits[i], v), Expr::Rule(id)]));
-                todo.push((false, i + 1, next(n)));
+            let (present, absent) = choices(&mut plans, i, n, r);
+            if let Some(x) = present {
+                let id = cx.b.rule_id(&after_name(i + 1, next(n), x));
+                alts.push(Expr::seq([kv(&key_lits[i], &members[i].1), Expr::Rule(id)]));
+                todo.push((false, i + 1, next(n), x));
             }
-            if !req {
-                alts.push(Expr::Rule(cx.b.rule_id(&member_name(i + 1, n))));
-                todo.push((true, i + 1, n));
+            if let Some(x) = absent.filter(|&x| !conditional || offers(&mut plans, &choices, n_members, extras, &room, i + 1, n, x)) {
+                alts.push(Expr::Rule(cx.b.rule_id(&member_name(i + 1, n, x))));
+                todo.push((true, i + 1, n, x));
             }
-        } else if !extra.is_empty() {
-            if room(n) {
-                let id = cx.b.rule_id(&after_name(i, next(n)));
-                alts.push(Expr::seq([alt_of(extra.iter().map(|(k, v)| kv(k, v)).collect()), Expr::Rule(id)]));
-                todo.push((false, i, next(n)));
-            }
+        } else if extras && room(n) {
+            let id = cx.b.rule_id(&after_name(i, next(n), r));
+            alts.push(Expr::seq([alt_of(extra.iter().map(|(k, v)| kv(k, v)).collect()), Expr::Rule(id)]));
+            todo.push((false, i, next(n), r));
         }
         let body = alt_of(alts);
-        cx.b.define(&member_name(i, n), body);
+        cx.b.define(&member_name(i, n, r), body);
     }
-    let start = cx.b.rule_id(&after_name(0, 0));
+    let start = cx.b.rule_id(&after_name(0, 0, 0));
     Ok(Expr::seq([Expr::lit("{"), seps.outer_open.clone(), Expr::Rule(start), seps.outer_close.clone(), Expr::lit("}")]))
+}
+
+/// What `build` learns as it goes: the residual clauses met so far (by id), and whether each
+/// `member(i, n, r)` offers anything.
+struct Plans {
+    residuals: Vec<crate::presence::Residual>,
+    ids: HashMap<crate::presence::Residual, usize>,
+    members: HashMap<(usize, u64, usize), bool>,
+}
+
+impl Plans {
+    fn intern(&mut self, r: crate::presence::Residual) -> usize {
+        if let Some(&id) = self.ids.get(&r) {
+            return id;
+        }
+        self.residuals.push(r.clone());
+        self.ids.insert(r, self.residuals.len() - 1);
+        self.residuals.len() - 1
+    }
 }
 
 #[allow(dead_code)]
