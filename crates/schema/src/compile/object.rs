@@ -337,7 +337,7 @@ fn build(cx: &mut Compiler, seps: &Seps, members: &[(String, Expr, bool)], extra
     // The separator is written once, before the choice of key, so between two members the
     // parser follows one path, not one per member that may come next.
     let after_name = |i: usize, n: u64, r: usize| if r == 0 { format!("obj{uid}-{i}-{n}") } else { format!("obj{uid}-{i}-{n}-r{r}") };
-    let member_name = |i: usize, n: u64, r: usize| format!("{}-m", after_name(i, n, r));
+    let member_name = |i: usize, n: u64, r: usize| if r == 0 { format!("obj{uid}-{i}-{n}-m") } else { format!("obj{uid}-{i}-{n}-r{r}-m") };
     // Before member n: the first member's separator (pretty: a newline), then commas.
     let sep = |n: u64| if n == 0 { seps.first.clone() } else { seps.comma.clone() };
     let kv = |k: &Expr, v: &Expr| Expr::seq([k.clone(), seps.colon.clone(), v.clone()]);
@@ -354,7 +354,9 @@ fn build(cx: &mut Compiler, seps: &Seps, members: &[(String, Expr, bool)], extra
     let Some(r0) = crate::presence::Residual::new(presence) else { return Ok(nothing()) };
     let conditional = !r0.is_empty();
     let mut plans = Plans { residuals: vec![r0], ids: HashMap::new(), members: HashMap::new() };
-    plans.ids.insert(plans.residuals[0].clone(), 0);
+    if conditional {
+        plans.ids.insert(plans.residuals[0].clone(), 0);
+    }
     let feasible = |plans: &Plans, r: usize, from: usize, n: u64| {
         let res = &plans.residuals[r];
         res.is_empty() || res.feasible(|m| members[m as usize].2, required_after[from], maxp.map(|m| m.saturating_sub(n)))
@@ -365,6 +367,9 @@ fn build(cx: &mut Compiler, seps: &Seps, members: &[(String, Expr, bool)], extra
     // The choices of `member(i, n, r)`: member i present (with what is left after it), and
     // member i left out (the same), each `None` when not offered.
     let choices = |plans: &mut Plans, i: usize, n: u64, r: usize| -> (Option<usize>, Option<usize>) {
+        if plans.residuals[r].is_empty() {
+            return (room(n).then_some(r), (!members[i].2).then_some(r));
+        }
         let present = room(n).then(|| plans.residuals[r].decide(i as u32, true)).flatten().map(|x| plans.intern(x)).filter(|&x| feasible(plans, x, i + 1, n + 1));
         let absent = (!members[i].2).then(|| plans.residuals[r].decide(i as u32, false)).flatten().map(|x| plans.intern(x)).filter(|&x| feasible(plans, x, i + 1, n));
         (present, absent)
