@@ -236,7 +236,7 @@ impl Compiler<'_> {
             parts.push(Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: 0, at: String::new(), real: false, derived: false, consumed: Consumed::empty() });
         }
         // Conditions on which keys an object has stay with the object (see `presence`).
-        if self.force_first.is_none() && !parts.iter().any(|p| p.get("x-formwork-first").is_some()) {
+        {
             let (flags, object) = crate::presence::plan(&parts);
             if flags.iter().any(|f| !f.is_empty()) {
                 for (p, f) in parts.iter_mut().zip(flags) {

@@ -17,11 +17,11 @@
 //! non-object, while `oneOf` of two or more branches and `not` allow none (a `type:
 //! object` part is added for those).
 //!
-//! Used where no key is forced first, with at most [`MAX_KEYS`] keys named by the
-//! conditions of one conjunction; elsewhere the combinators are distributed as before. In
-//! any key order the clauses go to the object's unordered member group; in listed order the
-//! object's rules decide the members one by one and carry what is left of the clauses
-//! ([`Residual`]), so that a member is offered only when the object can still end.
+//! Used with at most [`MAX_KEYS`] keys named by the conditions of one conjunction; beyond
+//! that the combinators are distributed as before. In any key order the clauses go to the
+//! object's unordered member group; in listed order (and for an object with a key forced
+//! first) the object's rules decide the members one by one and carry what is left of the
+//! clauses ([`Residual`]), so that a member is offered only when the object can still end.
 
 use crate::conjunct::{Conjunct, Consumed};
 use serde_json::Value;

@@ -796,6 +796,25 @@ fn presence_conditions_agree_with_the_validator() {
         }
     }
     assert!(viable > 1000, "{viable} viable prefixes");
+    // A key forced first (the object then keeps its listed order): the conditions stay with
+    // it too. Every set of keys with `a` first, in every order of the rest, against the
+    // validator.
+    let schema = json!({"properties": {"a": {}, "b": {}, "c": {}, "d": {}}, "required": ["a"],
+        "anyOf": [{"required": ["b"]}, {"required": ["c"]}], "dependentRequired": {"b": ["d"]}, "not": {"required": ["c", "d"]}});
+    let first = SchemaOptions { force_first_key: Some("a".into()), ..Default::default() };
+    let g = compile(&schema, &first).unwrap();
+    for m in 0u32..8 {
+        let rest: Vec<String> = ["b", "c", "d"].iter().enumerate().filter(|(i, _)| m >> i & 1 == 1).map(|(_, k)| format!("\"{k}\":1")).collect();
+        let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+        let valid = validate_with(&schema, &format!("{{\"a\":1{}{}}}", if rest.is_empty() { "" } else { "," }, rest.join(",")), &first).is_ok();
+        let some = permutations(&rest).iter().any(|order| {
+            let text = format!("{{\"a\":1{}{}}}", if order.is_empty() { "" } else { "," }, order.join(","));
+            let ok = accepts(&g, text.as_bytes(), &first.limits).unwrap();
+            assert!(!ok || valid, "{schema} with a first accepts {text}");
+            ok
+        });
+        assert_eq!(some, valid, "{schema} with a first: {rest:?}");
+    }
     // Nested objects too: `{"o": {...}}` against the nested conditions.
     let schema = json!({"properties": {"o": {"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}}});
     let nested: Vec<String> = instances.iter().map(|i| format!("{{\"o\":{i}}}")).collect();
