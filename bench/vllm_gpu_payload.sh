@@ -13,9 +13,25 @@
 # travels without FlashAttention 2 (Hopper runs FlashAttention 3), the MoE kernels and the Rust
 # front end, none of which a dense model in the offline LLM class loads.
 # Needs ~2 GB of scratch in $TMPDIR and the Python venv of crates/python/tests/run.sh (maturin).
+#
+#   bash bench/vllm_gpu_payload.sh            # build it all (downloads ~300 MB)
+#   bash bench/vllm_gpu_payload.sh --refresh  # keep .gpu's vLLM and dependencies; rebuild
+#                                             # formwork's wheel and copy the device script
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+venv="${FORMWORK_PY_VENV:-${FORMWORK_HOME:-$HOME/.cache/formwork}/python-package-venv}"
+if [[ "${1:-}" == --refresh ]]; then
+    if [[ ! -f .gpu/p1/vllm.part.aa || ! -f .gpu/p2/vllm.part.ab || ! -f .gpu/p2/deps-site.tar.xz ]]; then
+        echo "vllm_gpu_payload.sh: no payload in .gpu to refresh; run it without --refresh first" >&2
+        exit 2
+    fi
+    rm -f .gpu/p2/formwork-*.whl
+    "$venv/bin/maturin" build --release --quiet -m crates/python/Cargo.toml -o .gpu/p2
+    cp bench/vllm_gpu_device.sh .gpu/p2/run.sh
+    du -sh .gpu/p1 .gpu/p2
+    exit 0
+fi
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 plat=(--only-binary=:all: --python-version 3.12 --implementation cp --no-deps)
 for n in 5 17 24 26 27 28 31 34 35; do plat+=(--platform "manylinux_2_${n}_x86_64"); done
@@ -33,7 +49,6 @@ python3 -m pip download -q "${plat[@]}" -d "$work/deps" -r bench/vllm_gpu_deps.t
 python3 -m pip install -q "${plat[@]}" --no-compile --target "$work/dsite" "$work"/deps/*.whl
 tar -C "$work/dsite" -cf - . | xz -T0 -6 > .gpu/p2/deps-site.tar.xz
 
-venv="${FORMWORK_PY_VENV:-${FORMWORK_HOME:-$HOME/.cache/formwork}/python-package-venv}"
 "$venv/bin/maturin" build --release --quiet -m crates/python/Cargo.toml -o .gpu/p2
 
 python3 - <<'PY'
