@@ -24,11 +24,12 @@ fn main() {
     let vocab = std::sync::Arc::new(formwork_vocab::Vocabulary::from_tokenizer_json_file(&tok, None).expect("tokenizer"));
     let index = TokenIndex::for_vocab(&vocab);
     let limits = Limits::default();
-    let (mut top, mut repeat, mut files) = (5usize, 1usize, Vec::new());
+    let (mut top, mut repeat, mut files, mut lazy) = (5usize, 1usize, Vec::new(), false);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--top" => top = args.next().and_then(|s| s.parse().ok()).expect("--top N"),
             "--repeat" => repeat = args.next().and_then(|s| s.parse().ok()).expect("--repeat R"),
+            "--lazy" => lazy = true,
             _ => files.push(a),
         }
     }
@@ -38,9 +39,22 @@ fn main() {
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         let schema = v.get("schema").cloned().unwrap_or(v.clone());
         let opts = formwork_schema::SchemaOptions { key_order: formwork_schema::KeyOrder::Any, ..Default::default() };
-        let Ok(g) = formwork_schema::compile(&schema, &opts) else {
-            println!("{file}: refused");
-            continue;
+        let (g, lg) = if lazy {
+            match formwork_schema::compile_lazy(&schema, &opts) {
+                Ok((g, _)) => (None, Some(g)),
+                Err(_) => {
+                    println!("{file}: refused");
+                    continue;
+                }
+            }
+        } else {
+            match formwork_schema::compile(&schema, &opts) {
+                Ok(g) => (Some(g), None),
+                Err(_) => {
+                    println!("{file}: refused");
+                    continue;
+                }
+            }
         };
         let docs: Vec<Vec<TokenId>> = v["tests"]
             .as_array()
@@ -53,7 +67,12 @@ fn main() {
         let mut rows: Vec<(f64, u64, usize, usize, usize)> = Vec::new();
         let mut cg = None;
         for r in 0..repeat {
-            let Ok(c) = CompiledGrammar::with_index(&g, index.clone(), &limits) else { break };
+            let c = match (&g, &lg) {
+                (Some(g), _) => CompiledGrammar::with_index(g, index.clone(), &limits),
+                (_, Some(_)) => CompiledGrammar::lazy(formwork_schema::compile_lazy(&schema, &opts).expect("compiled before").0, index.clone(), &limits),
+                _ => unreachable!(),
+            };
+            let Ok(c) = c else { break };
             let mut mask = TokenMask::new(vocab.len());
             // The k-th mask of this repeat (the same walk every time).
             let mut k = 0;
@@ -98,7 +117,7 @@ fn main() {
             let before: Vec<u8> = docs[d][..step].iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect();
             let tail = String::from_utf8_lossy(&before[before.len().saturating_sub(40)..]).into_owned();
             println!(
-                "  {us:>8.0} µs cold  {nodes:>7} nodes  {built:>5} states built  | plain walk warm {warm:>7.0} µs {plain:>7} nodes | test {d} step {step} after {tail:?}"
+                "  {us:>8.0} µs cold  {nodes:>7} nodes  {built:>5} states built | plain walk warm {warm:>7.0} µs {plain:>7} nodes | test {d} step {step} after {tail:?}"
             );
         }
     }

@@ -24,77 +24,179 @@ pub struct TokenIndex {
     trie: TokenTrie,
     /// `None` for a class not worth an index (see [`class_index`](Self::class_index)).
     classes: Mutex<FxHashMap<ClassKey, Option<Arc<ClassIndex>>>>,
-    /// The same with counts, for chains (see [`counted_index`](Self::counted_index)).
-    counted: Mutex<FxHashMap<ClassKey, Option<Arc<CountedIndex>>>>,
-    /// The same with whole tokens, for closed sets (see [`closed_index`](Self::closed_index)).
-    closed: Mutex<FxHashMap<ClassKey, Option<Arc<ClassIndex>>>>,
     /// Per byte `b`: the text tokens whose first byte is `b` (built with the index).
     first_byte: std::sync::OnceLock<Vec<TokenMask>>,
     /// Indexed by trie node: the length of the longest token in its subtree (saturated).
     subtree_max: Vec<u16>,
+    /// Indexed by trie node: the ASCII bytes on the edges below it (a 128-bit set), so that
+    /// a walk can pass over a subtree whose tokens all stay in a class ([`Pruner`]).
+    below: Vec<[u64; 2]>,
+    /// Indexed by trie node: the [`TokenFlags`] of the tokens in its subtree (itself
+    /// included), or'ed.
+    below_flags: Vec<u8>,
+    /// Indexed by token id: its [`TokenFlags`] (0 for tokens not in the trie).
+    token_flags: Vec<u8>,
     /// Text tokens, longest first.
     by_len: Vec<TokenId>,
-    /// What a class scan needs to know of each text token without reading its bytes, by
-    /// first byte (then by id): the tokens starting with byte `b` are
-    /// `sigs[sig_groups[b]..sig_groups[b + 1]]`, so a scan reads the groups of the bytes
-    /// entering its class, in order.
-    sigs: Vec<TokenSig>,
-    sig_groups: [u32; 257],
     /// Indexed by `k`: how many text tokens are longer than `k` bytes (a prefix of `by_len`).
     longer_than: Vec<u32>,
+    /// When the suffix tries and counts of class indexes are built ([`ClassBuilds`], as a
+    /// `u8`).
+    class_builds: std::sync::atomic::AtomicU8,
     /// The smallest `k` for which at most an eighth of the trie's nodes lead to tokens
     /// longer than `k` bytes (see [`split_min_budget`](Self::split_min_budget)).
     split_min: u32,
 }
 
-/// For a byte class `C`: the tokens made only of bytes in `C`, and a trie of the other
-/// tokens' suffixes from their first byte outside `C` (for a closed set, `mask::Closed`:
-/// the other tokens whole, see [`TokenIndex::closed_index`]). Tokens whose first byte already
-/// leaves `C` (most of the vocabulary for a small class) are not copied: they are the
-/// main trie's subtrees under the first bytes not in `enters`, walked there.
+/// For a byte class `C`: the tokens made only of bytes in `C` (with UTF-8, of bytes in `C`
+/// and whole, valid multi-byte characters). A walk that allows them whatever it would find
+/// passes over every trie subtree holding only such tokens ([`Pruner`]), so it steps only
+/// the nodes on the way to the other tokens (those holding `"`, `\`, a control byte...).
 #[derive(Debug)]
 pub(crate) struct ClassIndex {
-    /// Text tokens whose every byte is in `C`.
+    /// Text tokens whose every byte is in `C` (with UTF-8: or in a valid character).
     pub all_in: TokenMask,
-    /// Suffixes (from the first byte not in `C`) of the other text tokens that start with
-    /// a byte in `enters` (in a closed index: those tokens whole).
-    pub exits: TokenTrie,
-    /// First bytes whose tokens are in `all_in` or `exits`: the bytes of `C` (and, with
-    /// UTF-8, every byte from 0x80, so that a character is never split).
-    pub enters: ByteSet,
+    /// The class and whether valid multi-byte characters count as inside it.
+    class: ByteSet,
+    utf8: bool,
+    /// For a self-loop (`mask::Accel`): a trie of the suffixes, from their first byte
+    /// outside `C`, of the tokens that start in `C` and leave it. From a state that loops on
+    /// `C` a token's bytes before that point lead back to the state, so these suffixes are
+    /// all a walk needs to step, and tokens that leave at the same place share nodes (a
+    /// third to a sixth of the nodes of the pruned walk on the Llama 3.1 trie). Sorting them
+    /// costs 0.5–3 ms on a 128k vocabulary, so it is built on a thread of its own after
+    /// the first use ([`TokenIndex::class_suffixes`]); until then walks are pruned.
+    suffixes: std::sync::OnceLock<TokenTrie>,
+    /// Whether the suffix trie's build has started.
+    building: std::sync::atomic::AtomicBool,
+    /// At least the most characters of `C` a token starts with (exact for ASCII tokens):
+    /// the longest chain a chain needs.
+    pub max_prefix: usize,
+    /// For a chain: see [`Counted`].
+    counted: std::sync::OnceLock<Counted>,
+    counting: std::sync::atomic::AtomicBool,
 }
 
 impl ClassIndex {
     pub(crate) fn memory_usage(&self) -> usize {
-        self.all_in.memory_usage() + self.exits.memory_usage()
+        self.all_in.memory_usage()
+            + self.suffixes.get().map_or(0, |t| t.memory_usage())
+            + self.counted.get().map_or(0, |c| c.all_in_by_count.len() * 8 + c.exits.memory_usage())
+    }
+
+    /// The first bytes of the tokens in `all_in` or in the suffix trie: the bytes of `C`
+    /// (with UTF-8, and every byte from 0x80).
+    pub(crate) fn enters(&self) -> ByteSet {
+        enters_of(&self.class, self.utf8)
+    }
+
+    /// The skip test of a walk over `index`'s trie that allows [`all_in`](Self::all_in) on
+    /// its own: see [`Pruner`].
+    pub(crate) fn pruner<'a>(&self, index: &'a TokenIndex) -> Pruner<'a> {
+        Pruner::new(index, &self.class, self.utf8)
     }
 }
 
-/// A [`ClassIndex`] that also counts characters, for a chain (`mask::Chain`): a state that
-/// does not loop on `C` but moves, on every character of `C`, to one next state, and so on
-/// (a string body before its `minLength`; the first character of a length-bounded one).
-/// A token's fate there depends on how many characters of `C` it starts with, so the
-/// tokens are kept by that count.
+/// When a class index's suffix trie and counts ([`Counted`]) are built: the first mask
+/// that uses a class walks the main trie pruned, and these make later ones cheaper.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ClassBuilds {
+    /// On a thread of their own, started by the first use (the default): no mask waits
+    /// for them.
+    Background = 0,
+    /// On first use, in the mask that needs them.
+    Now = 1,
+    /// Never: every mask walks pruned (for tests and comparisons).
+    Never = 2,
+}
+
+/// Bits of a token's [`TokenIndex::token_flags`] (and of a node's, or'ed over its subtree).
+struct TokenFlags;
+
+impl TokenFlags {
+    /// Some byte from 0x80.
+    const HIGH: u8 = 1;
+    /// Not valid, complete UTF-8.
+    const INVALID: u8 = 2;
+}
+
+/// Which trie subtrees a walk may pass over because all their tokens are in a class `C`
+/// ([`ClassIndex::all_in`], which the walk's caller allows on its own): a node whose path
+/// from the root stays in `C` (with UTF-8, high bytes count as in: the tokens' validity is
+/// in the node's flags) and whose subtree has no ASCII byte outside `C` on its edges and,
+/// with UTF-8, no token that is not valid UTF-8; without UTF-8, no high byte at all when
+/// `C` holds some (a conservative test: it only walks more). Called once per node the walk
+/// reaches, in depth-first order (so the path's state is kept by depth); O(1).
+pub(crate) struct Pruner<'a> {
+    below: &'a [[u64; 2]],
+    flags: &'a [u8],
+    nodes: &'a [formwork_vocab::Node],
+    /// The ASCII bytes outside `C`.
+    out: [u64; 2],
+    /// `C` itself, for high bytes without UTF-8.
+    class: ByteSet,
+    utf8: bool,
+    /// Flags that keep a subtree from being passed over.
+    stop: u8,
+    /// By depth: does the path to the node at that depth stay in `C`?
+    inside: Vec<bool>,
+}
+
+impl<'a> Pruner<'a> {
+    fn new(index: &'a TokenIndex, c: &ByteSet, utf8: bool) -> Pruner<'a> {
+        // Without UTF-8 a high byte below stops, whether or not `C` holds it (conservative
+        // when it does: the walk steps what it could have passed over).
+        let stop = if utf8 { TokenFlags::INVALID } else { TokenFlags::HIGH };
+        let mut inside = vec![false; index.trie.max_depth() + 2];
+        inside[0] = true;
+        Pruner {
+            below: &index.below,
+            flags: &index.below_flags,
+            nodes: index.trie.nodes(),
+            out: [!c.0[0], !c.0[1]],
+            class: *c,
+            utf8,
+            stop,
+            inside,
+        }
+    }
+
+    /// Does the path to node `i` at `depth` stay in `C`? Records it for `i`'s children.
+    #[inline(always)]
+    fn enter(&mut self, i: usize, depth: usize) -> bool {
+        let b = self.nodes[i][0] as u8;
+        let in_b = if b >= 0x80 && self.utf8 { true } else { self.class.contains(b) };
+        let inside = self.inside[depth - 1] && in_b;
+        self.inside[depth] = inside;
+        inside
+    }
+
+    /// Is every token in the subtree of node `i` (at `depth` below the root) in `C`, so
+    /// that the walk may pass over it?
+    #[inline(always)]
+    pub(crate) fn skip(&mut self, i: usize, depth: usize) -> bool {
+        self.enter(i, depth)
+            && self.below[i][0] & self.out[0] == 0
+            && self.below[i][1] & self.out[1] == 0
+            && self.flags[i] & self.stop == 0
+    }
+}
+
+/// What a chain (`mask::Chain`) needs of a [`ClassIndex`] besides its tokens: a state
+/// that does not loop on `C` but moves, on every character of `C`, to one next state, and so
+/// on (a string body before its `minLength`; the first character of a length-bounded one).
+/// A token's fate there depends on how many characters of `C` it starts with, so the tokens
+/// are kept by that count. Built on a thread of its own after the class index's first use
+/// in a chain ([`TokenIndex::class_counted`]); until then chains walk the main trie pruned.
 #[derive(Debug)]
-pub(crate) struct CountedIndex {
-    /// Text tokens whose every character is in `C`.
-    pub all_in: TokenMask,
-    /// The same tokens with their character counts, most characters first.
+pub(crate) struct Counted {
+    /// The tokens of [`ClassIndex::all_in`] with their character counts, most first.
     pub all_in_by_count: Vec<(u16, TokenId)>,
-    /// The other text tokens that start with a byte in `enters`: the root's child `k`
+    /// The other text tokens that start with a byte the class enters: the root's child `k`
     /// holds, below it, the suffixes (from the first byte outside `C`) of the tokens that
     /// have `k` characters of `C` before it.
     pub exits: TokenTrie,
-    /// As [`ClassIndex::enters`].
-    pub enters: ByteSet,
-    /// The most characters of `C` any token starts with (the chain length needed).
-    pub max_count: usize,
-}
-
-impl CountedIndex {
-    pub(crate) fn memory_usage(&self) -> usize {
-        self.all_in.memory_usage() + self.all_in_by_count.len() * 8 + self.exits.memory_usage()
-    }
 }
 
 fn registry() -> &'static Mutex<Vec<Weak<TokenIndex>>> {
@@ -130,25 +232,27 @@ impl TokenIndex {
                 *n += 1;
             }
         }
-        let mut sigs: Vec<TokenSig> = vocab.ids().filter_map(|t| TokenSig::of(&vocab, t)).collect();
-        sigs.sort_by_key(|s| (s.first, s.token));
-        let mut sig_groups = [0u32; 257];
-        for s in &sigs {
-            sig_groups[s.first as usize + 1] += 1;
+        let mut token_flags = vec![0u8; vocab.len()];
+        for t in vocab.ids().filter(|&t| vocab.is_text(t)) {
+            let b = vocab.token_bytes(t);
+            if !b.is_ascii() {
+                token_flags[t.index()] |= TokenFlags::HIGH;
+                if std::str::from_utf8(b).is_err() {
+                    token_flags[t.index()] |= TokenFlags::INVALID;
+                }
+            }
         }
-        for b in 0..256 {
-            sig_groups[b + 1] += sig_groups[b];
-        }
+        let (below, below_flags) = below_of(&trie, &token_flags);
         let ix = Arc::new(TokenIndex {
             vocab,
             trie,
+            below,
+            below_flags,
+            token_flags,
             classes: Mutex::new(FxHashMap::default()),
-            counted: Mutex::new(FxHashMap::default()),
-            closed: Mutex::new(FxHashMap::default()),
             first_byte: std::sync::OnceLock::new(),
             subtree_max,
-            sigs,
-            sig_groups,
+            class_builds: std::sync::atomic::AtomicU8::new(ClassBuilds::Background as u8),
             by_len,
             longer_than,
             split_min,
@@ -172,6 +276,12 @@ impl TokenIndex {
         let ix = Self::new(vocab.clone());
         reg.push(Arc::downgrade(&ix));
         ix
+    }
+
+    /// Sets when the suffix tries and counts of class indexes are built (see
+    /// [`ClassBuilds`]); the masks are the same either way.
+    pub fn set_class_builds(&self, mode: ClassBuilds) {
+        self.class_builds.store(mode as u8, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The vocabulary.
@@ -233,195 +343,132 @@ impl TokenIndex {
                 .unwrap_or(0)
             + self.subtree_max.capacity() * 2
             + (self.by_len.capacity() + self.longer_than.capacity()) * 4
-            + self.sigs.capacity() * std::mem::size_of::<TokenSig>()
-            + [&self.classes, &self.closed]
-                .iter()
-                .map(|m| m.lock().map(|c| c.values().flatten().map(|x| x.memory_usage()).sum::<usize>()).unwrap_or(0))
-                .sum::<usize>()
+            + self.below.capacity() * 16
+            + self.below_flags.capacity()
+            + self.token_flags.capacity()
             + self
-                .counted
+                .classes
                 .lock()
                 .map(|c| c.values().flatten().map(|x| x.memory_usage()).sum::<usize>())
                 .unwrap_or(0)
-    }
-
-    /// The counted class index of `c` (built on first use, then shared; see
-    /// [`CountedIndex`]), on the terms of [`class_index`](Self::class_index): `None` when
-    /// more than a quarter of the text tokens enter the class and leave it again, or when a
-    /// token starts with more than 255 characters of it.
-    pub(crate) fn counted_index(&self, c: ByteSet, utf8: bool) -> Option<Arc<CountedIndex>> {
-        memo(&self.counted, (c, utf8), || {
-            let n = self.vocab.len();
-            let mut all_in = TokenMask::new(n);
-            let mut all_in_by_count = Vec::new();
-            // The exit keys (a count byte, then the suffix) end to end in one buffer.
-            let mut keys: Vec<u8> = Vec::new();
-            let mut keyed: Vec<(u32, u32, TokenId)> = Vec::new();
-            let mut max_count = 0;
-            let fits = self.scan_class(&c, utf8, |t, s| match s {
-                Scanned::In { count } => {
-                    max_count = max_count.max(count);
-                    all_in.insert(t);
-                    all_in_by_count.push((count.min(u16::MAX as usize) as u16, t));
-                }
-                Scanned::Exit { suffix, count } => {
-                    max_count = max_count.max(count);
-                    let start = keys.len() as u32;
-                    keys.push(count.min(255) as u8);
-                    keys.extend_from_slice(suffix);
-                    keyed.push((start, keys.len() as u32, t));
-                }
-            });
-            (fits && max_count <= 255).then(|| {
-                let mut items: Vec<(&[u8], TokenId)> = keyed.iter().map(|&(a, b, t)| (&keys[a as usize..b as usize], t)).collect();
-                let exits = TokenTrie::from_items(&mut items, n);
-                all_in_by_count.sort_unstable_by_key(|&(n, _)| std::cmp::Reverse(n));
-                Arc::new(CountedIndex { all_in, all_in_by_count, exits, enters: enters_of(&c, utf8), max_count })
-            })
-        })
     }
 
     /// The class index of `c` (built on first use, then shared). With `utf8`, every
     /// complete, valid multi-byte UTF-8 character also counts as inside the class.
     ///
     /// `None` when more than a quarter of the text tokens enter the class and leave it
-    /// again: their exit trie would cost several ms to build (sorting tens of thousands of
-    /// suffixes) and save little over walking the main trie.
+    /// again: a walk would then pass over little.
     pub(crate) fn class_index(&self, c: ByteSet, utf8: bool) -> Option<Arc<ClassIndex>> {
-        memo(&self.classes, (c, utf8), || self.build_class_index(&c, utf8, false))
+        memo(&self.classes, (c, utf8), || self.build_class_index(&c, utf8))
     }
 
-    /// The closed index of `c` (built on first use, then shared), on the terms of
-    /// [`class_index`](Self::class_index): a [`ClassIndex`] whose `exits` trie holds the
-    /// tokens that leave the class whole, not their suffixes, since from a closed set of
-    /// states (`mask::Closed`) the state where a token leaves the class depends on all of
-    /// its bytes before.
-    pub(crate) fn closed_index(&self, c: ByteSet, utf8: bool) -> Option<Arc<ClassIndex>> {
-        memo(&self.closed, (c, utf8), || self.build_class_index(&c, utf8, true))
+    /// The suffix trie of `ix` (see [`ClassIndex::suffixes`]) when it is built; otherwise
+    /// `None`, and its build is started on a thread of its own (once), or, with `now`,
+    /// done here.
+    pub(crate) fn class_suffixes<'i>(&self, ix: &'i Arc<ClassIndex>, now: bool) -> Option<&'i TokenTrie> {
+        self.in_background(ix, now, |ix| &ix.suffixes, |ix| &ix.building, suffix_trie)
     }
 
-    /// A class index of `c`, its exits trie holding suffixes or, with `whole`, whole tokens.
-    fn build_class_index(&self, c: &ByteSet, utf8: bool, whole: bool) -> Option<Arc<ClassIndex>> {
-        let v = &self.vocab;
-        let mut all_in = TokenMask::new(v.len());
-        let mut items: Vec<(&[u8], TokenId)> = Vec::new();
-        let fits = self.scan_class(c, utf8, |t, s| match s {
-            Scanned::In { .. } => all_in.insert(t),
-            Scanned::Exit { suffix, .. } => items.push((if whole { v.token_bytes(t) } else { suffix }, t)),
-        });
-        fits.then(|| {
-            let exits = TokenTrie::from_items(&mut items, v.len());
-            Arc::new(ClassIndex { all_in, exits, enters: enters_of(c, utf8) })
-        })
+    /// The [`Counted`] part of `ix`, on the terms of [`class_suffixes`](Self::class_suffixes).
+    pub(crate) fn class_counted<'i>(&self, ix: &'i Arc<ClassIndex>, now: bool) -> Option<&'i Counted> {
+        self.in_background(ix, now, |ix| &ix.counted, |ix| &ix.counting, counted_of)
     }
 
-    /// Hands `f` every text token whose first byte enters class `c` (see [`enters_of`]),
-    /// as [`Scanned`]: inside the class, or leaving it (where: [`first_exit_counted`]).
-    /// Returns false, early, once more than a quarter of the text tokens have left the
-    /// class (an index not worth building).
-    ///
-    /// Most tokens are answered by their [`TokenSig`] alone (a subset test each, over the
-    /// contiguous groups of the bytes that enter the class, so a small class reads few);
-    /// only the tokens that leave the class, or whose bytes the signature does not settle,
-    /// have their bytes read. Best of 10 on this machine (`class_index_build_times` below),
-    /// before → after: the JSON string body 0.56 → 0.08–0.13 ms on SmolLM2, 2.2 → 0.7 ms on
-    /// Llama 3.1; a word class 0.38 → 0.05 and 1.45 → 0.17 ms; a class refused as not worth
-    /// an index 0.62 → 0.14 and 2.0 → 0.36 ms.
-    fn scan_class<'v>(&'v self, c: &ByteSet, utf8: bool, mut f: impl FnMut(TokenId, Scanned<'v>)) -> bool {
-        let v = &self.vocab;
-        let max_exits = self.by_len.len() / 4;
-        let (out0, out1) = (!c.0[0], !c.0[1]);
-        let enters = enters_of(c, utf8);
-        let groups = || {
-            (0..=255u8)
-                .filter(|&b| enters.contains(b))
-                .flat_map(|b| &self.sigs[self.sig_groups[b as usize] as usize..self.sig_groups[b as usize + 1] as usize])
-        };
-        // First the tokens that surely leave (an ASCII byte outside, or with UTF-8 a byte
-        // that starts no valid character): a class that loses too many is refused without
-        // reading any token's bytes.
-        let sure = groups().filter(|s| !s.inside(out0, out1) || (utf8 && s.kind == SigKind::Other)).count();
-        if sure > max_exits {
-            return false;
+    /// The value of the cell `slot(ix)` if built; else `None`, after starting its build
+    /// by `build` on a thread of its own unless `started(ix)` says one was; with `now`,
+    /// built here instead.
+    fn in_background<'i, T: Send + Sync + 'static>(
+        &self,
+        ix: &'i Arc<ClassIndex>,
+        now: bool,
+        slot: fn(&ClassIndex) -> &std::sync::OnceLock<T>,
+        started: fn(&ClassIndex) -> &std::sync::atomic::AtomicBool,
+        build: fn(&Vocabulary, &ClassIndex) -> T,
+    ) -> Option<&'i T> {
+        use std::sync::atomic::Ordering;
+        if let Some(t) = slot(ix).get() {
+            return Some(t);
         }
-        let mut exits = 0usize;
-        for sig in groups() {
-            if sig.inside(out0, out1) && (sig.kind == SigKind::Ascii || (utf8 && sig.kind == SigKind::Utf8)) {
-                f(sig.token, Scanned::In { count: sig.chars as usize });
+        let mode = self.class_builds.load(Ordering::Relaxed);
+        if mode == ClassBuilds::Never as u8 && !now {
+            return None;
+        }
+        if now || mode == ClassBuilds::Now as u8 {
+            let _ = slot(ix).set(build(&self.vocab, ix));
+            return slot(ix).get();
+        }
+        if !started(ix).swap(true, Ordering::AcqRel) {
+            let (vocab, ix) = (self.vocab.clone(), ix.clone());
+            let spawned = std::thread::Builder::new().name("formwork-class-index".into()).spawn(move || {
+                let _ = slot(&ix).set(build(&vocab, &ix));
+            });
+            if spawned.is_err() {
+                // No thread to be had: walks stay pruned.
+                tracing::debug!("could not start a thread for a class index");
+            }
+        }
+        None
+    }
+
+    /// Finds the tokens of `c` by the same pruned walk a mask makes ([`Pruner`]), without
+    /// an automaton: a subtree passed over gives all its tokens (one slice), and a node
+    /// reached gives its own when its path stays in `c` (and, with UTF-8, they are valid).
+    /// The rest (every token below a node whose path leaves `c`, or not valid) is counted
+    /// as leaving. O(nodes on the way to the tokens that leave, plus tokens in `c`).
+    fn build_class_index(&self, c: &ByteSet, utf8: bool) -> Option<Arc<ClassIndex>> {
+        let t = &self.trie;
+        let enters = enters_of(c, utf8);
+        let mut all_in = TokenMask::new(self.vocab.len());
+        let words = all_in.words_mut();
+        let mut set = |tok: TokenId| words[tok.index() / 64] |= 1 << (tok.index() % 64);
+        let mut p = Pruner::new(self, c, utf8);
+        let (mut leave, most) = (0usize, self.by_len.len() / 4);
+        let mut max_prefix = 0usize;
+        let n = t.len();
+        let mut i = 1;
+        while i < n {
+            let depth = t.depth(i);
+            if depth == 1 && !enters.contains(t.byte(i)) {
+                i = t.end(i);
                 continue;
             }
-            let bytes = v.token_bytes(sig.token);
-            match first_exit_counted(bytes, c, utf8) {
-                (None, count) => f(sig.token, Scanned::In { count }),
-                (Some(k), count) => {
-                    f(sig.token, Scanned::Exit { suffix: &bytes[k..], count });
-                    exits += 1;
-                    if exits > max_exits {
-                        return false;
-                    }
+            if p.skip(i, depth) {
+                for &tok in t.tokens_below(i) {
+                    set(tok);
+                }
+                max_prefix = max_prefix.max(self.subtree_max[i] as usize);
+                i = t.end(i);
+                continue;
+            }
+            if !p.inside[depth] {
+                leave += t.tokens_below(i).len();
+                if leave > most {
+                    return None;
+                }
+                max_prefix = max_prefix.max(depth - 1);
+                i = t.end(i);
+                continue;
+            }
+            max_prefix = max_prefix.max(depth);
+            for &tok in t.tokens_at(i) {
+                if utf8 && self.token_flags[tok.index()] & TokenFlags::INVALID != 0 {
+                    leave += 1;
+                } else {
+                    set(tok);
                 }
             }
+            i += 1;
         }
-        true
-    }
-}
-
-/// A token as [`TokenIndex::scan_class`] sees it.
-enum Scanned<'v> {
-    /// Every character of the token is in the class; `count` characters.
-    In { count: usize },
-    /// The token leaves the class: `suffix` is its bytes from the first one outside (see
-    /// [`first_exit_counted`]), after `count` characters of the class.
-    Exit { suffix: &'v [u8], count: usize },
-}
-
-/// What a class scan needs to know of a text token without reading its bytes: the ASCII
-/// bytes it holds (a 128-bit set) and what else it holds.
-#[derive(Clone, Copy, Debug)]
-struct TokenSig {
-    ascii: [u64; 2],
-    token: TokenId,
-    /// Characters (bytes, when ASCII), saturated; for [`SigKind::Ascii`] and
-    /// [`SigKind::Utf8`] only.
-    chars: u16,
-    kind: SigKind,
-    first: u8,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SigKind {
-    /// ASCII bytes only.
-    Ascii,
-    /// Valid UTF-8 with some multi-byte characters.
-    Utf8,
-    /// Some byte starts no valid, complete character.
-    Other,
-}
-
-impl TokenSig {
-    /// Are all of the token's ASCII bytes in the class whose complement is `out0`, `out1`?
-    #[inline]
-    fn inside(&self, out0: u64, out1: u64) -> bool {
-        self.ascii[0] & out0 == 0 && self.ascii[1] & out1 == 0
-    }
-
-    /// `None` for a token that is not text, or is empty.
-    fn of(v: &Vocabulary, token: TokenId) -> Option<TokenSig> {
-        let b = v.token_bytes(token);
-        let &first = b.first().filter(|_| v.is_text(token))?;
-        let mut ascii = [0u64; 2];
-        for &x in b.iter().filter(|&&x| x < 0x80) {
-            ascii[(x >> 6) as usize] |= 1 << (x & 63);
-        }
-        let (kind, chars) = if b.is_ascii() {
-            (SigKind::Ascii, b.len())
-        } else {
-            match std::str::from_utf8(b) {
-                Ok(s) => (SigKind::Utf8, s.chars().count()),
-                Err(_) => (SigKind::Other, 0),
-            }
-        };
-        Some(TokenSig { ascii, token, chars: chars.min(u16::MAX as usize) as u16, kind, first })
+        (leave <= most).then(|| Arc::new(ClassIndex {
+                all_in,
+                class: *c,
+                utf8,
+                suffixes: Default::default(),
+                building: Default::default(),
+                max_prefix,
+                counted: Default::default(),
+                counting: Default::default(),
+            }))
     }
 }
 
@@ -480,6 +527,83 @@ fn first_exit_counted(b: &[u8], c: &ByteSet, utf8: bool) -> (Option<usize>, usiz
         count += 1;
     }
     (None, count)
+}
+
+/// The suffix trie of class index `ix` (see [`ClassIndex::suffixes`]): every text token
+/// whose first byte enters the class and that is not in `all_in`, from its first byte
+/// outside the class.
+fn suffix_trie(vocab: &Vocabulary, ix: &ClassIndex) -> TokenTrie {
+    let enters = ix.enters();
+    let mut items: Vec<(&[u8], TokenId)> = Vec::new();
+    for t in vocab.ids().filter(|&t| vocab.is_text(t) && !ix.all_in.contains(t)) {
+        let b = vocab.token_bytes(t);
+        if b.first().is_some_and(|&x| enters.contains(x)) {
+            if let (Some(k), _) = first_exit_counted(b, &ix.class, ix.utf8) {
+                items.push((&b[k..], t));
+            }
+        }
+    }
+    TokenTrie::from_items(&mut items, vocab.len())
+}
+
+/// The [`Counted`] part of class index `ix`: every text token whose first byte enters the
+/// class, by the characters of the class it starts with.
+fn counted_of(vocab: &Vocabulary, ix: &ClassIndex) -> Counted {
+    let enters = ix.enters();
+    let mut all_in_by_count = Vec::new();
+    // The exit keys (a count byte, then the suffix) end to end in one buffer.
+    let mut keys: Vec<u8> = Vec::new();
+    let mut keyed: Vec<(u32, u32, TokenId)> = Vec::new();
+    for t in vocab.ids().filter(|&t| vocab.is_text(t)) {
+        let b = vocab.token_bytes(t);
+        if !b.first().is_some_and(|&x| enters.contains(x)) {
+            continue;
+        }
+        match first_exit_counted(b, &ix.class, ix.utf8) {
+            (None, count) => all_in_by_count.push((count.min(u16::MAX as usize) as u16, t)),
+            (Some(k), count) => {
+                let start = keys.len() as u32;
+                keys.push(count.min(255) as u8);
+                keys.extend_from_slice(&b[k..]);
+                keyed.push((start, keys.len() as u32, t));
+            }
+        }
+    }
+    let mut items: Vec<(&[u8], TokenId)> = keyed.iter().map(|&(a, b, t)| (&keys[a as usize..b as usize], t)).collect();
+    let exits = TokenTrie::from_items(&mut items, vocab.len());
+    all_in_by_count.sort_unstable_by_key(|&(n, _)| std::cmp::Reverse(n));
+    Counted { all_in_by_count, exits }
+}
+
+/// Indexed by node of `t`: the ASCII bytes on the edges strictly below it, and the flags of
+/// the tokens in its subtree (itself included), or'ed (see [`Pruner`]).
+fn below_of(t: &TokenTrie, token_flags: &[u8]) -> (Vec<[u64; 2]>, Vec<u8>) {
+    let n = t.len();
+    let mut below = vec![[0u64; 2]; n];
+    let mut flags = vec![0u8; n];
+    for (i, f) in flags.iter_mut().enumerate() {
+        *f = t.tokens_at(i).iter().fold(0, |a, tok| a | token_flags[tok.index()]);
+    }
+    // Children come after their parent, whose index is the last node one level up.
+    let mut last = vec![0usize; t.max_depth() + 2];
+    let mut parent = vec![0u32; n];
+    for (i, p) in parent.iter_mut().enumerate().skip(1) {
+        let d = t.depth(i);
+        *p = last[d - 1] as u32;
+        last[d] = i;
+    }
+    for i in (1..n).rev() {
+        let p = parent[i] as usize;
+        let b = t.byte(i);
+        let mut x = below[i];
+        if b < 0x80 {
+            x[(b >> 6) as usize] |= 1 << (b & 63);
+        }
+        below[p][0] |= x[0];
+        below[p][1] |= x[1];
+        flags[p] |= flags[i];
+    }
+    (below, flags)
 }
 
 /// Indexed by node of `t`: the length of the longest token in its subtree (saturated).
@@ -546,36 +670,73 @@ mod tests {
         vec![(without, true), (without, false), (digits, false), (word, true), (no_e, true), (high, false), (high, true)]
     }
 
-    /// The signature scan hands over exactly what reading each token's bytes gives, and
-    /// gives up exactly when more than a quarter of the text tokens leave the class.
+    /// A class index holds exactly the tokens every byte (or, with UTF-8, character) of
+    /// which is in the class, and is refused exactly when more than a quarter of the text
+    /// tokens enter the class and leave it; its suffix trie holds the others from where
+    /// they leave; and the pruned walk passes over no subtree with a token outside.
     #[test]
-    fn scan_class_agrees_with_reading_each_token() {
+    fn class_index_agrees_with_reading_each_token() {
         for tok in [SharedTokenizer::Smollm2, SharedTokenizer::Llama3] {
             let ix = TokenIndex::new(tok.vocab());
             let v = ix.vocab().clone();
             for (c, utf8) in classes() {
                 let enters = enters_of(&c, utf8);
-                let mut want: Vec<(TokenId, Option<Vec<u8>>, usize)> = Vec::new();
-                let mut n_text = 0;
+                let (mut inside, mut leave, mut n_text) = (Vec::new(), Vec::new(), 0);
+                let (mut by_count, mut keyed) = (Vec::new(), Vec::new());
                 for t in v.ids().filter(|&t| v.is_text(t)) {
                     n_text += 1;
                     let b = v.token_bytes(t);
                     if b.first().is_some_and(|&x| enters.contains(x)) {
-                        let (exit, count) = first_exit_counted(b, &c, utf8);
-                        want.push((t, exit.map(|k| b[k..].to_vec()), count));
+                        match first_exit_counted(b, &c, utf8) {
+                            (None, n) => {
+                                inside.push(t);
+                                by_count.push((n as u16, t));
+                            }
+                            (Some(k), n) => {
+                                leave.push((b[k..].to_vec(), t));
+                                keyed.push(([&[n as u8][..], &b[k..]].concat(), t));
+                            }
+                        }
                     }
                 }
-                let mut got = Vec::new();
-                let fits = ix.scan_class(&c, utf8, |t, s| match s {
-                    Scanned::In { count } => got.push((t, None, count)),
-                    Scanned::Exit { suffix, count } => got.push((t, Some(suffix.to_vec()), count)),
-                });
-                let exits = want.iter().filter(|w| w.1.is_some()).count();
-                assert_eq!(fits, exits * 4 <= n_text, "{tok:?} {c:?} {utf8}");
-                if fits {
-                    want.sort();
-                    got.sort();
-                    assert_eq!(got, want, "{tok:?} {c:?} {utf8}");
+                let got = ix.class_index(c, utf8);
+                assert_eq!(got.is_some(), leave.len() * 4 <= n_text, "{tok:?} {c:?} {utf8}");
+                let Some(got) = got else { continue };
+                let all: Vec<TokenId> = v.ids().filter(|&t| got.all_in.contains(t)).collect();
+                assert_eq!(all, inside, "{tok:?} {c:?} {utf8}");
+                assert!(by_count.iter().all(|&(n, _)| n as usize <= got.max_prefix), "{tok:?} {c:?} {utf8}");
+                let items = |trie: &TokenTrie| {
+                    let mut out: Vec<(Vec<u8>, TokenId)> = Vec::new();
+                    let mut path: Vec<u8> = Vec::new();
+                    for i in 1..trie.len() {
+                        path.truncate(trie.depth(i) - 1);
+                        path.push(trie.byte(i));
+                        out.extend(trie.tokens_at(i).iter().map(|&t| (path.clone(), t)));
+                    }
+                    out.sort();
+                    out
+                };
+                leave.sort();
+                assert_eq!(items(ix.class_suffixes(&got, true).unwrap()), leave, "{tok:?} {c:?} {utf8}");
+                let counted = ix.class_counted(&got, true).unwrap();
+                keyed.sort();
+                assert_eq!(items(&counted.exits), keyed, "{tok:?} {c:?} {utf8}");
+                let mut got_by_count = counted.all_in_by_count.clone();
+                assert!(got_by_count.windows(2).all(|w| w[0].0 >= w[1].0), "most characters first");
+                got_by_count.sort();
+                by_count.sort();
+                assert_eq!(got_by_count, by_count, "{tok:?} {c:?} {utf8}");
+                // Every subtree the pruned walk passes over holds only tokens of the class.
+                let mut p = got.pruner(&ix);
+                let t = ix.trie();
+                let mut i = 1;
+                while i < t.len() {
+                    if p.skip(i, t.depth(i)) {
+                        assert!(t.tokens_below(i).iter().all(|&x| got.all_in.contains(x)), "{tok:?} {c:?} {utf8} node {i}");
+                        i = t.end(i);
+                    } else {
+                        i += 1;
+                    }
                 }
             }
         }
@@ -595,7 +756,6 @@ mod tests {
                     let mut built = false;
                     for _ in 0..10 {
                         ix.classes.lock().unwrap().clear();
-                        ix.counted.lock().unwrap().clear();
                         let t = std::time::Instant::now();
                         built = f();
                         best = best.min(t.elapsed().as_secs_f64() * 1e3);
@@ -603,8 +763,9 @@ mod tests {
                     (built, best)
                 };
                 let (plain, a) = best(&|| ix.class_index(c, utf8).is_some());
-                let (counted, b) = best(&|| ix.counted_index(c, utf8).is_some());
-                println!("{tok:?} class {i} utf8={utf8:<5} index {plain:<5} {a:>7.3} ms  counted {counted:<5} {b:>7.3} ms (best of 10)");
+                let (_, b) = best(&|| ix.class_index(c, utf8).is_some_and(|x| ix.class_suffixes(&x, true).is_some()));
+                let (_, d) = best(&|| ix.class_index(c, utf8).is_some_and(|x| ix.class_counted(&x, true).is_some()));
+                println!("{tok:?} class {i} utf8={utf8:<5} index {plain:<5} {a:>7.3} ms, with suffixes {b:>7.3} ms, with counts {d:>7.3} ms (best of 10)");
             }
         }
     }

@@ -157,6 +157,9 @@ const MIN_CLASS: u32 = 16;
 #[derive(Debug)]
 pub(crate) struct Accel {
     class: std::sync::Arc<super::index::ClassIndex>,
+    /// Whether the state loops on the class (else it is a closed set's, [`Closed`], whose
+    /// tokens are walked whole).
+    looping: bool,
 }
 
 impl Accel {
@@ -203,6 +206,7 @@ impl Accel {
         let utf8 = utf8_loops(aut, s);
         Some(std::sync::Arc::new(Accel {
             class: index.class_index(c, utf8)?,
+            looping: true,
         }))
     }
 }
@@ -307,7 +311,7 @@ impl Closed {
                 return None;
             }
         }
-        Some((std::sync::Arc::new(Accel { class: index.closed_index(c, utf8)? }), set))
+        Some((std::sync::Arc::new(Accel { class: index.class_index(c, utf8)?, looping: false }), set))
     }
 }
 
@@ -435,8 +439,10 @@ const MAX_CHAIN: usize = 64;
 /// that starts with `k` characters of `C` and then leaves it at byte `i` is consumed from
 /// `t` exactly as its suffix from `i` is from `S_min(k,n)`; so `mask(t)` = the tokens all in
 /// `C` (whose end state is some live `Sₖ`) ∪ the exit suffixes walked from `Sₖ`, by count
-/// ([`CountedIndex`](super::index::CountedIndex)) ∪ the main trie's subtrees under the
-/// bytes that do not enter `C` — a few thousand trie steps instead of the whole trie.
+/// ([`Counted`](super::index::Counted)) ∪ the main trie's subtrees under the bytes that do
+/// not enter `C` — a few thousand trie steps instead of the whole trie. Until the counted
+/// index is built (on a thread of its own, after the class's first chain), the main trie is
+/// walked from `t`, passing over the subtrees whose tokens are all in `C` and short enough.
 ///
 /// A bounded repetition's states never repeat (`Sₖ` counts), so the chain goes through
 /// canonical states (see `canon`): `Sₖ` is replaced by its canonical state when the
@@ -444,7 +450,7 @@ const MAX_CHAIN: usize = 64;
 /// characters, and a canonical state loops.
 #[derive(Debug)]
 pub(crate) struct Chain {
-    class: std::sync::Arc<super::index::CountedIndex>,
+    class: std::sync::Arc<super::index::ClassIndex>,
     /// `states[k]`: the state after `k` characters of `C` (`states[0] = t`); the last one
     /// stands for every larger count, unless `dead`.
     states: Vec<StateId>,
@@ -488,13 +494,16 @@ impl Chain {
             return None;
         }
         let utf8 = utf8_to(aut, t, x1);
-        let counted = index.counted_index(class, utf8)?;
+        let counted = index.class_index(class, utf8)?;
+        if counted.max_prefix > 255 {
+            return None;
+        }
         let longest = index.max_token_len();
         let mut states = vec![t, x1];
         let mut dead = false;
         loop {
             let j = states.len() - 1;
-            if j >= counted.max_count {
+            if j >= counted.max_prefix {
                 break;
             }
             // Every token has at most `longest - j` bytes left after `j` characters.
@@ -583,22 +592,26 @@ impl ContextIndependentMask {
         match accel {
             Some(a) => {
                 ci.mask.words_mut().copy_from_slice(a.class.all_in.words());
-                // Tokens leaving the class at their first byte: the main trie.
-                ci.walked = walk_ci(
-                    aut,
-                    index.trie(),
-                    t,
-                    Some(&a.class.enters),
-                    &mut ci.mask,
-                    &mut ci.nodes,
-                );
-                let exits = &a.class.exits;
-                let mut nodes = Vec::new();
-                ci.walked += walk_ci(aut, exits, t, None, &mut ci.mask, &mut nodes);
-                for (node, _) in nodes {
-                    let node = node as usize;
-                    for i in node..exits.end(node) {
-                        ci.tokens.extend_from_slice(exits.tokens_at(i));
+                match a.looping.then(|| index.class_suffixes(&a.class, false)).flatten() {
+                    Some(exits) => {
+                        // Tokens leaving the class at their first byte: the main trie.
+                        ci.walked = walk_ci(aut, index.trie(), t, Some(&a.class.enters()), &mut ci.mask, &mut ci.nodes);
+                        // The others from where they leave it, which `t`'s loop leads back to.
+                        let mut nodes = Vec::new();
+                        ci.walked += walk_ci(aut, exits, t, None, &mut ci.mask, &mut nodes);
+                        for (node, _) in nodes {
+                            let node = node as usize;
+                            for i in node..exits.end(node) {
+                                ci.tokens.extend_from_slice(exits.tokens_at(i));
+                            }
+                        }
+                    }
+                    None => {
+                        // The walk passes over the subtrees that hold only the class's
+                        // tokens, and steps the rest from `t`.
+                        let mut p = a.class.pruner(index);
+                        let words = ci.mask.words_mut();
+                        ci.walked = walk_below(aut, index.trie(), 0, &[], t, |i, d| p.skip(i, d), |tok, _| words[tok.index() / 64] |= 1 << (tok.index() % 64), &mut ci.nodes);
                     }
                 }
             }
@@ -614,9 +627,35 @@ impl ContextIndependentMask {
     pub(crate) fn build_chain(aut: &mut Stepper<'_>, index: &super::index::TokenIndex, t: StateId, ch: &Chain) -> ContextIndependentMask {
         let mut ci = ContextIndependentMask::empty(index.vocab().len());
         let ix = &ch.class;
+        let Some(counted) = index.class_counted(ix, false) else {
+            // Not built yet: the main trie from `t`, passing over the subtrees whose tokens
+            // are all in the class and (when the chain ends) shorter than it, which are
+            // allowed whatever their path.
+            let (sub, trie, limit) = (index.subtree_max(), index.trie(), ch.states.len());
+            if !ch.dead {
+                ci.mask.words_mut().copy_from_slice(ix.all_in.words());
+            }
+            let mut p = ix.pruner(index);
+            let mut passed = Vec::new();
+            let words = ci.mask.words_mut();
+            let skip = |i: usize, d: usize| {
+                let all_in = p.skip(i, d) && (!ch.dead || (sub[i] as usize) < limit);
+                if all_in && ch.dead {
+                    passed.push(i);
+                }
+                all_in
+            };
+            ci.walked = walk_below(aut, trie, 0, &[], t, skip, |tok, _| words[tok.index() / 64] |= 1 << (tok.index() % 64), &mut ci.nodes);
+            for i in passed {
+                for &tok in trie.tokens_below(i) {
+                    ci.mask.insert(tok);
+                }
+            }
+            return ci;
+        };
         ci.mask.words_mut().copy_from_slice(ix.all_in.words());
         if ch.dead {
-            for &(n, tok) in &ix.all_in_by_count {
+            for &(n, tok) in &counted.all_in_by_count {
                 if (n as usize) < ch.states.len() {
                     break;
                 }
@@ -624,9 +663,9 @@ impl ContextIndependentMask {
             }
         }
         // Tokens whose first byte does not enter the class: the main trie, from `t`.
-        ci.walked = walk_ci(aut, index.trie(), t, Some(&ix.enters), &mut ci.mask, &mut ci.nodes);
+        ci.walked = walk_ci(aut, index.trie(), t, Some(&ix.enters()), &mut ci.mask, &mut ci.nodes);
         // The others by count: each root child's subtree from the state after that count.
-        let exits = &ix.exits;
+        let exits = &counted.exits;
         let mut nodes = Vec::new();
         let mut i = 1;
         while i < exits.len() {

@@ -93,7 +93,7 @@ pub use cache::GrammarCache;
 pub use compiled::{accepts, CompiledGrammar};
 pub use matching::{MatchStats, Matcher};
 pub use error::{CompileError, MatchError};
-pub use index::TokenIndex;
+pub use index::{ClassBuilds, TokenIndex};
 
 #[cfg(test)]
 mod tests;
