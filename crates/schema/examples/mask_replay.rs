@@ -35,6 +35,8 @@ fn main() {
     }
     // Every mask of every file (µs, best of the repeats), for the summary.
     let mut all: Vec<f64> = Vec::new();
+    // Trie nodes walked by all first (cold) masks.
+    let mut nodes_total = 0u64;
     for file in files {
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         let schema = v.get("schema").cloned().unwrap_or(v.clone());
@@ -103,6 +105,7 @@ fn main() {
         };
         rows.sort_by(|a, b| b.0.total_cmp(&a.0));
         all.extend(rows.iter().map(|r| r.0));
+        nodes_total += rows.iter().map(|r| r.1).sum::<u64>();
         println!("{file}");
         for &(us, nodes, built, d, step) in rows.iter().take(top) {
             // The same state again, walked plainly over the transitions built by now.
@@ -125,7 +128,7 @@ fn main() {
     if !all.is_empty() {
         let pct = |p: f64| all[((all.len() - 1) as f64 * p).round() as usize];
         println!(
-            "{} masks: total {:.1} ms, p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs",
+            "{} masks: total {:.1} ms, p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs, {nodes_total} trie nodes walked",
             all.len(),
             all.iter().sum::<f64>() / 1e3,
             pct(0.5),

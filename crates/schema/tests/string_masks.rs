@@ -3,9 +3,11 @@
 //! accelerator), strings that run out (a chain into a dead end), patterns and formats,
 //! non-ASCII text and keys (lead bytes joining a first-byte dispatch group), and states
 //! whose loop only the full state shows (a URI's host, where the truncated state runs into
-//! the context). Brute force: each token's bytes stepped through a second copy of the
-//! grammar that never computes a mask. Both key orders, since any-order objects truncate
-//! states at their group frames.
+//! the context), and strings under a length bound and a pattern at once. Brute
+//! force: each token's bytes stepped through a second copy of the grammar that never
+//! computes a mask. Both key orders, since any-order objects truncate states at their group
+//! frames. Class indexes are exercised with their suffix tries and counts built at once and
+//! never built (every mask walking the main trie pruned).
 
 mod common;
 
@@ -55,6 +57,20 @@ fn cases() -> Vec<(serde_json::Value, &'static str)> {
         (
             json!({"type": "array", "items": {"type": "string", "pattern": "^dev|alpha|beta$", "maxLength": 40}}),
             r#"["dev-1","an alpha release","Ωbeta"]"#,
+        ),
+        // A length bound times a search: the states after `k` characters
+        // differ by what was matched, and the last ones run into the bound.
+        (
+            json!({"type": "array", "items": {"type": "string", "minLength": 12, "maxLength": 12, "pattern": "[0-9a-fA-F]+"}}),
+            r#"["0123456789ab","zz\"é-q_x!1yy","xxxxxxxxxxxa"]"#,
+        ),
+        (
+            obj(json!({"type": "string", "maxLength": 24, "format": "email"})),
+            r#"{"a":"jo.doe@mail.example.io","b":"x"}"#,
+        ),
+        (
+            obj(json!({"type": "string", "minLength": 3, "maxLength": 20, "pattern": "^[^\\s]*[.]"})),
+            r#"{"a":"ab日.cd \" ë"}"#,
         ),
     ]
 }
