@@ -22,8 +22,9 @@
 //! unanchored `pattern`: partial matches come and go, but no character kills the string),
 //! allows every token made of that class whatever path it takes through `K`; only the
 //! other tokens (holding a quote, a backslash, a control byte or a piece of a character)
-//! are walked, whole, from the state ([`Closed`]). The set is found once and remembered for
-//! each of its states, which are the states of the string's next positions.
+//! are walked, whole, from the state ([`Closed`]): the main trie, passing over the subtrees
+//! of the class's tokens (`index::Pruner`). The set is found once and remembered for each of
+//! its states, which are the states of the string's next positions.
 //!
 //! ## First-byte dispatch
 //! A state that does not loop itself, but whose first bytes mostly lead to one state that
@@ -153,7 +154,9 @@ const MIN_CLASS: u32 = 16;
 
 /// The self-loop accelerator of a state `S` whose loop class `C = {b : δ(S, b) = S}` is
 /// large (a JSON string body): `mask(S) = all_in(C) ∪ walk(exit suffixes, S)`, because a
-/// token's bytes up to its first byte outside `C` lead from `S` back to `S`.
+/// token's bytes up to its first byte outside `C` lead from `S` back to `S`. Until the
+/// suffix trie is built (on a thread, see `index`), the main trie is walked from `S`,
+/// passing over the subtrees of `C`'s tokens.
 #[derive(Debug)]
 pub(crate) struct Accel {
     class: std::sync::Arc<super::index::ClassIndex>,
