@@ -85,8 +85,8 @@ pub(crate) struct ClassIndex {
     suffixes: std::sync::OnceLock<TokenTrie>,
     /// Whether the suffix trie's build has started.
     building: std::sync::atomic::AtomicBool,
-    /// At least the most characters of `C` a token starts with (exact for ASCII tokens):
-    /// the longest chain a chain needs.
+    /// At least the most characters of `C` a token starts with (a bound: the longest token
+    /// starting with a byte that enters `C`): the longest chain a chain needs.
     pub max_prefix: usize,
     /// For a chain: see [`Counted`].
     counted: std::sync::OnceLock<Counted>,
@@ -121,8 +121,6 @@ struct ClassMasks {
     has: Vec<TokenMask>,
     high: TokenMask,
     invalid: TokenMask,
-    /// Indexed by byte: the tokens in the trie that start with it.
-    first_count: [u32; 256],
 }
 
 impl ClassMasks {
@@ -133,13 +131,13 @@ impl ClassMasks {
             has: vec![TokenMask::new(n); 128],
             high: TokenMask::new(n),
             invalid: TokenMask::new(n),
-            first_count: [0; 256],
         };
         for t in vocab.ids().filter(|&t| vocab.is_text(t)) {
             let b = vocab.token_bytes(t);
-            let Some(&first) = b.first() else { continue };
+            if b.is_empty() {
+                continue;
+            }
             m.text.insert(t);
-            m.first_count[first as usize] += 1;
             let mut seen = [0u64; 2];
             for &x in b.iter().filter(|&&x| x < 0x80) {
                 if seen[(x >> 6) as usize] & (1 << (x & 63)) == 0 {
@@ -489,7 +487,7 @@ impl TokenIndex {
         // cheaper for a small class; without UTF-8, high bytes of the class are bytes like
         // any other, which only the walk handles.
         let enters = enters_of(c, utf8);
-        let entering: usize = (0..=255u8).filter(|&b| enters.contains(b)).map(|b| self.masks.first_count[b as usize] as usize).sum();
+        let entering = self.entering(&enters);
         let by_masks = entering * 8 > self.by_len.len() && (utf8 || c.0[2] | c.0[3] == 0);
         let (all_in, max_prefix) = if by_masks { self.class_by_masks(c, utf8)? } else { self.class_by_walk(c, utf8)? };
         Some(Arc::new(ClassIndex {
@@ -522,7 +520,7 @@ impl TokenIndex {
         }
         out(all_in.words_mut(), if utf8 { &m.invalid } else { &m.high });
         let enters = enters_of(c, utf8);
-        let entering: usize = (0..=255u8).filter(|&b| enters.contains(b)).map(|b| m.first_count[b as usize] as usize).sum();
+        let entering = self.entering(&enters);
         if entering - all_in.count_ones() > self.by_len.len() / 4 {
             return None;
         }
@@ -537,6 +535,19 @@ impl TokenIndex {
             i = t.end(i);
         }
         Some((all_in, longest))
+    }
+
+    /// How many tokens start with a byte of `enters` (the root's subtrees under them).
+    fn entering(&self, enters: &ByteSet) -> usize {
+        let t = &self.trie;
+        let (mut n, mut i) = (0, 1);
+        while i < t.len() {
+            if enters.contains(t.byte(i)) {
+                n += t.tokens_below(i).len();
+            }
+            i = t.end(i);
+        }
+        n
     }
 
     /// [`class_by_masks`](Self::class_by_masks) by a pruned walk of the trie, for any class.
