@@ -3,7 +3,9 @@
 //! ECMA-specific classes are rewritten first (`\d` is ASCII `[0-9]`, `\w` ASCII word
 //! characters, `\s` the ECMA whitespace set, `.` excludes the four line terminators); then the
 //! HIR is lowered: literals and classes to [`enc_class`], concatenation, alternation and
-//! repetition to the same IR forms. Lookaround and backreferences do not parse (refused);
+//! repetition to the same IR forms. Lookaheads right after a leading `^` are split off into
+//! patterns of their own before this ([`split_lookaheads`]); other lookaround and
+//! backreferences do not parse (refused);
 //! word boundaries and anchors anywhere but the ends are refused. An unanchored side is
 //! padded with "any characters". `minLength`/`maxLength` combine with a pattern when the
 //! pattern's length range already lies inside them, or by tightening its one variable-length
@@ -32,6 +34,81 @@ fn parse(src: &str) -> Result<Hir, String> {
             last
         }
     })
+}
+
+/// A pattern that starts with lookaheads, `^(?=A)(?!B)C`, as the patterns a string must
+/// match and those it must not: `^(?:A)` and `^C` it must match, `^(?:B)` not. With `^`
+/// the pattern can only match at the start, where `(?=A)` asks that some prefix match `A`
+/// (what the search for `^(?:A)` asks) and `(?!B)` that none match `B`; so the language
+/// is the intersection of the first two and the complement of the third, which the
+/// product automaton of several patterns computes exactly
+/// (`string_body_all_but`). `None` when the pattern does not have that form: no leading
+/// `^` and lookahead, an alternation at the top (the lookaheads would bind to its first
+/// branch only), a lookahead or lookbehind anywhere else, or parentheses that do not
+/// balance. Those stay refused as before.
+pub(crate) fn split_lookaheads(src: &str) -> Option<(Vec<String>, Vec<String>)> {
+    let rest = src.strip_prefix('^')?;
+    let (mut musts, mut must_nots) = (vec![], vec![]);
+    let mut rest = rest;
+    while let Some(neg) = rest.strip_prefix("(?=").map(|_| false).or_else(|| rest.strip_prefix("(?!").map(|_| true)) {
+        let close = group_end(rest)?;
+        let body = &rest[3..close];
+        (if neg { &mut must_nots } else { &mut musts }).push(format!("^(?:{body})"));
+        rest = &rest[close + 1..];
+    }
+    if musts.is_empty() && must_nots.is_empty() {
+        return None;
+    }
+    let main = format!("^{rest}");
+    let parts = || musts.iter().chain(&must_nots).chain(std::iter::once(&main));
+    if parts().any(|p| ["(?=", "(?!", "(?<=", "(?<!"].iter().any(|l| p.contains(l))) || top_level_alternation(src) {
+        return None;
+    }
+    musts.push(main);
+    Some((musts, must_nots))
+}
+
+/// The index of the `)` that closes the group opening at `s[0]`, skipping escapes and
+/// character classes (where parentheses are literal).
+fn group_end(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let (mut depth, mut i, mut class) = (0usize, 0, false);
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'[' if !class => class = true,
+            b']' if class => class = false,
+            b'(' if !class => depth += 1,
+            b')' if !class => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Whether `s` has a `|` outside every group and class.
+fn top_level_alternation(s: &str) -> bool {
+    let b = s.as_bytes();
+    let (mut depth, mut i, mut class) = (0i32, 0, false);
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'[' if !class => class = true,
+            b']' if class => class = false,
+            b'(' if !class => depth += 1,
+            b')' if !class => depth -= 1,
+            b'|' if !class && depth == 0 => return true,
+            _ => {}
+        }
+        i += 1;
+    }
+    false
 }
 
 /// Code-point length range.
@@ -253,10 +330,10 @@ fn string_body_all_but_uncached(cx: &mut Compiler, regs: &[(String, String, &'st
     let positive = (1u32 << bodies.len()) - 1;
     // A negative pattern must be exact: one formwork cannot lower is refused, and in lenient
     // mode left out (which widens; a widened negative body would narrow instead).
-    for (src, at, _) in negs {
-        match try_plain_body(cx, src, 0, None, "not", at) {
+    for (src, at, kw) in negs {
+        match try_plain_body(cx, src, 0, None, kw, at) {
             Ok((b, _)) => bodies.push(b),
-            Err(why) => cx.refuse("not", format!("the negation of {why}"), at.clone())?,
+            Err(why) => cx.refuse(kw, format!("the negation of {why}"), at.clone())?,
         }
     }
     let refs: Vec<&Expr> = bodies.iter().collect();
@@ -593,6 +670,26 @@ pub(crate) mod tests {
     #[test]
     fn lookaround_does_not_parse() {
         assert!(parse("(?=a)b").is_err());
+    }
+
+    #[test]
+    fn leading_lookaheads_split_into_patterns() {
+        let split = |s: &str| split_lookaheads(s);
+        assert_eq!(
+            split(r"^(?=[^=]+$)(?!\s+$)(.|\n)+$"),
+            Some((vec![r"^(?:[^=]+$)".to_string(), r"^(.|\n)+$".to_string()], vec![r"^(?:\s+$)".to_string()]))
+        );
+        // Parentheses inside classes and escaped ones do not close the group.
+        assert_eq!(
+            split(r"^(?![ \t\n]*\(default(.*)\))[\s\S]*"),
+            Some((vec![r"^[\s\S]*".to_string()], vec![r"^(?:[ \t\n]*\(default(.*)\))".to_string()]))
+        );
+        assert_eq!(split(r"^(?=[)(])x"), Some((vec![r"^(?:[)(])".to_string(), "^x".to_string()], vec![])));
+        // Not that form: no anchor, no lookahead, an alternation at the top, lookarounds
+        // elsewhere, unbalanced.
+        for s in [r"(?=a)b", r"^ab", r"^(?=a)b|c", r"^(?!a)b(?=c)", r"^(?<!a)b", r"^(?=a(?!b))c", r"^(?=a"] {
+            assert_eq!(split(s), None, "{s}");
+        }
     }
 
     #[test]

@@ -21,9 +21,10 @@ struct StrKw {
     max: Option<u64>,
     patterns: Vec<(String, String)>,
     formats: Vec<(String, String)>,
-    /// Patterns the string must not match (a negated `pattern` or `format`, from
-    /// `x-formwork-not-pattern`, which only negations write).
-    not_patterns: Vec<(String, String)>,
+    /// Patterns the string must not match, with the keyword they come from: a negated
+    /// `pattern` or `format` (`x-formwork-not-pattern`, which only negations write), or a
+    /// pattern's negative lookahead (see [`crate::regex::split_lookaheads`]).
+    not_patterns: Vec<(String, String, &'static str)>,
 }
 
 fn collect(cx: &mut Compiler, parts: &[Conjunct]) -> CompileResult<StrKw> {
@@ -39,14 +40,23 @@ fn collect(cx: &mut Compiler, parts: &[Conjunct]) -> CompileResult<StrKw> {
         }
         if let Some(v) = p.get("pattern") {
             let s = v.as_str().ok_or_else(|| invalid("pattern", "must be a string", p.kw_ptr("pattern")))?;
-            if !k.patterns.iter().any(|(q, _)| q == s) {
-                k.patterns.push((s.to_string(), p.kw_ptr("pattern")));
+            // Leading lookaheads become patterns of their own, to match or not to match.
+            let (musts, must_nots) = crate::regex::split_lookaheads(s).unwrap_or_else(|| (vec![s.to_string()], vec![]));
+            for s in musts {
+                if !k.patterns.iter().any(|(q, _)| *q == s) {
+                    k.patterns.push((s, p.kw_ptr("pattern")));
+                }
+            }
+            for s in must_nots {
+                if !k.not_patterns.iter().any(|(q, _, _)| *q == s) {
+                    k.not_patterns.push((s, p.kw_ptr("pattern"), "pattern"));
+                }
             }
         }
         if let Some(Value::Array(v)) = p.get("x-formwork-not-pattern") {
             for s in v.iter().filter_map(Value::as_str) {
-                if !k.not_patterns.iter().any(|(q, _)| q == s) {
-                    k.not_patterns.push((s.to_string(), p.at.clone()));
+                if !k.not_patterns.iter().any(|(q, _, _)| q == s) {
+                    k.not_patterns.push((s.to_string(), p.at.clone(), "not"));
                 }
             }
         }
@@ -89,13 +99,14 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], excluded: &[Value])
     if !k.not_patterns.is_empty() {
         // Patterns it must not match (negations): one product automaton, accepting where
         // every positive pattern and the length bounds accept and no negative one does.
-        let negs: Vec<(String, String, &'static str)> = k.not_patterns.iter().map(|(p, at)| (p.clone(), at.clone(), "not")).collect();
+        let negs = k.not_patterns;
         if excl.is_empty() && regs.len() + negs.len() <= 8 {
             if let Some(body) = crate::regex::string_body_all_but(cx, &regs, &negs, k.min, k.max)? {
                 return Ok(seq_of(vec![q.clone(), body, q]));
             }
         }
-        cx.refuse("not", "a negated pattern or format together with excluded values, many patterns, or over the automaton size bounds", negs[0].1.clone())?;
+        let what = if negs[0].2 == "pattern" { "a negative lookahead" } else { "a negated pattern or format" };
+        cx.refuse(negs[0].2, format!("{what} together with excluded values, many patterns, or over the automaton size bounds"), negs[0].1.clone())?;
     }
     if !excl.is_empty() {
         if !regs.is_empty() || k.min > 0 || k.max.is_some() {
