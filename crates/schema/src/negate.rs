@@ -192,6 +192,41 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     alts.push(json!({"type": "array", "contains": n}));
                 }
             }
+            // The tuple form (no `prefixItems` beside it): some position `j` it lists holds an
+            // item its schema rejects, i.e. an array of at least `j + 1` items whose item `j`
+            // matches the negation (the positions before and after it stay free).
+            "items" if x.is_array() && !o.contains_key("prefixItems") => {
+                let schemas = x.as_array().cloned().unwrap_or_default();
+                for (j, sub) in schemas.into_iter().enumerate() {
+                    let n = nested(walk, |walk| neg_value(cx, at, sub, depth + 1, walk))?;
+                    if n == Value::Bool(false) {
+                        continue;
+                    }
+                    let mut tuple = vec![Value::Bool(true); j];
+                    tuple.push(n);
+                    alts.push(json!({"type": "array", "minItems": j + 1, "items": tuple}));
+                }
+            }
+            // No item matches (with `minContains: 0` it asks nothing, so nothing; a count
+            // above one has no form).
+            "contains" if !o.contains_key("maxContains") && o.get("minContains").is_none_or(|m| m.as_u64().is_some_and(|m| m <= 1)) => {
+                if o.get("minContains").and_then(Value::as_u64) != Some(0) {
+                    let n = nested(walk, |walk| neg_value(cx, at, x.clone(), depth + 1, walk))?;
+                    alts.push(json!({"type": "array", "items": n}));
+                }
+            }
+            "minContains" | "maxContains" if o.contains_key("contains") => {} // read with `contains`
+            // Beside a tuple of `n` schemas: `false` allows no item after them, so its
+            // negation is more than `n` items; `true` allows every item, so nothing. (A
+            // schema would need "some item after position `n` fails it", which has no form.)
+            // Without a tuple it applies to nothing, so it adds nothing.
+            "additionalItems" if !o.get("items").is_some_and(Value::is_array) || x.is_boolean() || x.as_object().is_some_and(|m| m.is_empty()) => {
+                if let (Some(tuple), Value::Bool(false)) = (o.get("items").and_then(Value::as_array), x) {
+                    if !o.contains_key("prefixItems") {
+                        alts.push(json!({"type": "array", "minItems": tuple.len() + 1}));
+                    }
+                }
+            }
             // Branches proven pairwise disjoint: at most one matches, so the negation is that
             // none does. (Overlapping branches would add "two match", which is refused.)
             "oneOf" => {

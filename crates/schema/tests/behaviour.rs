@@ -879,3 +879,56 @@ fn a_pattern_every_key_matches_is_a_complement_of_the_listed_names() {
         );
     }
 }
+
+/// Every array of up to three items drawn from `values`, and a few other values.
+fn small_arrays(values: &[serde_json::Value]) -> Vec<String> {
+    let mut out = vec!["null".to_string(), "3".to_string(), r#""s""#.to_string(), "{}".to_string()];
+    let mut level = vec![Vec::new()];
+    for _ in 0..=3 {
+        let mut next = Vec::new();
+        for a in &level {
+            out.push(serde_json::Value::Array(a.clone()).to_string());
+            for v in values {
+                let mut b = a.clone();
+                b.push(v.clone());
+                next.push(b);
+            }
+        }
+        level = next;
+    }
+    out
+}
+
+#[test]
+fn negations_of_tuple_items_additional_items_and_contains_agree_with_the_validator() {
+    let values = [json!(1), json!("x"), json!(true)];
+    let draft7 = |mut s: serde_json::Value| {
+        s["$schema"] = json!("http://json-schema.org/draft-07/schema#");
+        s
+    };
+    let schemas = [
+        json!({"not": {"items": [{"type": "integer"}, {"type": "string"}]}}),
+        json!({"not": {"items": [{"type": "integer"}], "additionalItems": false}}),
+        json!({"not": {"items": [{}, {"type": "string"}], "additionalItems": true}}),
+        json!({"not": {"items": {"type": "integer"}, "additionalItems": false}}),
+        json!({"not": {"contains": {"type": "string"}}}),
+        // "Must not contain": beside other item constraints.
+        json!({"type": "array", "items": {"type": ["integer", "string"]}, "not": {"contains": {"const": 1}}}),
+        // Overlapping branches: each is negated beside the other.
+        json!({"type": "array", "oneOf": [
+            {"items": [{"type": "integer"}], "additionalItems": false},
+            {"minItems": 1, "items": [{"type": "integer"}, {"type": "string"}]}]}),
+    ];
+    let opts = SchemaOptions::default();
+    for schema in schemas.map(draft7) {
+        let instances = small_arrays(&values);
+        let refs: Vec<&str> = instances.iter().map(String::as_str).collect();
+        assert_agrees_with_validator(&schema, &refs, &opts);
+    }
+    // A schema after the tuple still has no negation formwork can write.
+    let e = compile(&draft7(json!({"not": {"items": [{}], "additionalItems": {"type": "string"}}})), &opts).unwrap_err();
+    assert_eq!(e.keyword(), Some("not"), "{e}");
+    assert!(e.to_string().contains("`additionalItems`"), "{e}");
+    let e = compile(&draft7(json!({"not": {"contains": {}, "minContains": 2}})), &opts).unwrap_err();
+    assert!(e.to_string().contains("`contains`") || e.to_string().contains("`minContains`"), "{e}");
+}
