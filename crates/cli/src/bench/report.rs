@@ -213,6 +213,35 @@ pub(super) fn print_table(title: &str, tallies: &mut [(&'static str, Tally)]) {
                 let e: String = e.chars().take(160).collect();
                 println!("  {f}: {e}");
             }
+            println!("  by keyword: {}", refusals_by_keyword(&t.refusals));
         }
+    }
+}
+
+/// The refusals counted by the keyword their message names (`unsupported keyword `k``),
+/// most first: "oneOf 20, uniqueItems 7, other 1".
+fn refusals_by_keyword(refusals: &[(String, String)]) -> String {
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for (_, e) in refusals {
+        let kw = e.split_once("keyword `").and_then(|(_, rest)| rest.split_once('`')).map_or("other", |(k, _)| k);
+        *counts.entry(kw).or_default() += 1;
+    }
+    let mut v: Vec<(&str, usize)> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    #[test]
+    fn refusals_are_counted_by_the_keyword_they_name() {
+        let r = |e: &str| ("f.json".to_string(), e.to_string());
+        let got = super::refusals_by_keyword(&[
+            r("unsupported keyword `oneOf` at /a: branches 0 and 1 may both match"),
+            r("unsupported keyword `uniqueItems` at /b: enforced only for small domains"),
+            r("unsupported keyword `oneOf` at /c: the negation of `additionalProperties`"),
+            r("grammar limit: too many rules"),
+        ]);
+        assert_eq!(got, "oneOf 2, other 1, uniqueItems 1");
     }
 }
