@@ -68,32 +68,20 @@ pub(crate) fn split_lookaheads(src: &str) -> Option<(Vec<String>, Vec<String>)> 
     Some((musts, must_nots))
 }
 
-/// The index of the `)` that closes the group opening at `s[0]`, skipping escapes and
-/// character classes (where parentheses are literal).
+/// The index of the `)` that closes the group opening at `s[0]`.
 fn group_end(s: &str) -> Option<usize> {
-    let b = s.as_bytes();
-    let (mut depth, mut i, mut class) = (0usize, 0, false);
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 1,
-            b'[' if !class => class = true,
-            b']' if class => class = false,
-            b'(' if !class => depth += 1,
-            b')' if !class => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i);
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    None
+    scan_groups(s, |i, c, depth| (c == b')' && depth == 0).then_some(i))
 }
 
 /// Whether `s` has a `|` outside every group and class.
 fn top_level_alternation(s: &str) -> bool {
+    scan_groups(s, |_, c, depth| (c == b'|' && depth == 0).then_some(())).is_some()
+}
+
+/// Calls `f(index, byte, depth)` for each `(`, `)` and `|` of `s` outside escapes and
+/// character classes (where they are literal), with the group depth around it (a `)` is
+/// outside the group it closes); the first `Some` it returns.
+fn scan_groups<R>(s: &str, mut f: impl FnMut(usize, u8, i32) -> Option<R>) -> Option<R> {
     let b = s.as_bytes();
     let (mut depth, mut i, mut class) = (0i32, 0, false);
     while i < b.len() {
@@ -101,14 +89,22 @@ fn top_level_alternation(s: &str) -> bool {
             b'\\' => i += 1,
             b'[' if !class => class = true,
             b']' if class => class = false,
-            b'(' if !class => depth += 1,
-            b')' if !class => depth -= 1,
-            b'|' if !class && depth == 0 => return true,
+            c @ (b'(' | b')' | b'|') if !class => {
+                if c == b')' {
+                    depth -= 1;
+                }
+                if let Some(r) = f(i, c, depth) {
+                    return Some(r);
+                }
+                if c == b'(' {
+                    depth += 1;
+                }
+            }
             _ => {}
         }
         i += 1;
     }
-    false
+    None
 }
 
 /// Code-point length range.
