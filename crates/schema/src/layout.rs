@@ -150,12 +150,12 @@ fn write(v: &serde_json::Value, style: Whitespace, level: u32, out: &mut String)
     out.push(close);
 }
 
-/// An object as one unordered group: listed members `(name, value, required)` in any order,
-/// each at most once, additional members `(quoted key, value)` among them (also for
+/// An object as one unordered group: listed members `(quoted key, value, required)` in any
+/// order, each at most once, additional members `(quoted key, value)` among them (also for
 /// constant objects, `Compiler::literal`).
-pub(crate) fn unordered(seps: &Seps, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, presence: Vec<Vec<formwork_grammar::Presence>>) -> Expr {
+pub(crate) fn unordered(seps: &Seps, members: &[(Expr, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, presence: Vec<Vec<formwork_grammar::Presence>>) -> Expr {
     let kv = |k: Expr, v: &Expr| Expr::seq([k, seps.colon.clone(), v.clone()]);
-    let listed = members.iter().map(|(k, v, req)| (kv(Expr::lit(serde_json::to_string(k).unwrap_or_default()), v), *req)).collect();
+    let listed = members.iter().map(|(k, v, req)| (kv(k.clone(), v), *req)).collect();
     let extra = (!extra.is_empty()).then(|| alt_of(extra.into_iter().map(|(k, v)| kv(k, &v)).collect()));
     let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     // An empty object must also satisfy the presence clauses with no key present.

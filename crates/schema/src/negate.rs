@@ -295,6 +295,55 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     }
                 }
             }
+            // Outside a closed universe (or beside `patternProperties`): some key the
+            // keyword applies to (not listed in `properties`, matching none of the
+            // `patternProperties`) is present, with a value it rejects: a key witness
+            // ([`SOME_KEY`], which the object compiler expands).
+            "additionalProperties" => {
+                let n = nested(walk, |walk| neg_value(cx, at, x.clone(), depth + 1, walk))?;
+                if n != Value::Bool(false) {
+                    let listed: Vec<&String> = o.get("properties").and_then(Value::as_object).map(|m| m.keys().collect()).unwrap_or_default();
+                    let pats: Vec<&String> = o.get("patternProperties").and_then(Value::as_object).map(|m| m.keys().collect()).unwrap_or_default();
+                    let mut key = json!({"type": "string"});
+                    if !listed.is_empty() {
+                        key["x-formwork-not-values"] = json!(listed);
+                    }
+                    if !pats.is_empty() {
+                        key["x-formwork-not-pattern"] = json!(pats);
+                    }
+                    alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": key, "value": n, "names_out": listed, "patterns_out": pats}}));
+                }
+            }
+            // Some key that matches a pattern has a value its schema rejects.
+            "patternProperties" => {
+                for (pat, sub) in x.as_object().into_iter().flatten() {
+                    let n = nested(walk, |walk| neg_value(cx, at, sub.clone(), depth + 1, walk))?;
+                    if n != Value::Bool(false) {
+                        alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": {"type": "string", "pattern": pat}, "value": n, "patterns_in": [pat]}}));
+                    }
+                }
+            }
+            // Some key fails the schema: one of finitely many names is present, or with
+            // `false` any key is, or else a key witness.
+            "propertyNames" => {
+                let n = nested(walk, |walk| neg_value(cx, at, x.clone(), depth + 1, walk))?;
+                match &n {
+                    Value::Bool(false) => {}
+                    Value::Bool(true) => alts.push(json!({"type": "object", "minProperties": 1})),
+                    _ => match finite_strings(&n) {
+                        Some(names) => {
+                            for k in names {
+                                alts.push(json!({"type": "object", "required": [k]}));
+                            }
+                        }
+                        None => alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": n, "value": true, "unless": x}})),
+                    },
+                }
+            }
+            SOME_KEY => {
+                let kw = x.get("kw").and_then(Value::as_str).unwrap_or("not");
+                return Err(unsupported(kw, "the negation of a negated keyword that needs a key witness", at.at.clone()));
+            }
             // Back from non-integral numbers: integers (the keyword constrains only numbers).
             "x-formwork-non-integral" => alts.push(json!({"type": "integer"})),
             // Back from a negated pattern: strings that match one of them.
@@ -306,8 +355,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
             // An annotation constrains nothing, so it adds nothing to the negation.
             "format" if cx.opts.formats_as_annotations => {}
             "format" if cx.opts.unknown_formats_as_annotations && x.as_str().is_some_and(|f| crate::format::regex_for(f).is_none()) => {}
-            "format" | "items" | "prefixItems" | "additionalItems" | "additionalProperties" | "patternProperties"
-            | "propertyNames" | "contains" | "minContains" | "maxContains" | "uniqueItems" | "multipleOf" | "if"
+            "format" | "items" | "prefixItems" | "additionalItems" | "contains" | "minContains" | "maxContains" | "uniqueItems" | "multipleOf" | "if"
             | "then" | "else" | "dependentRequired" | "dependentSchemas" | "dependencies" | "unevaluatedProperties"
             | "unevaluatedItems" | "$dynamicRef" | "$recursiveRef" => {
                 return Err(unsupported(kw, "its negation is not expressible as a grammar", at.at.clone()));
@@ -320,6 +368,34 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
         1 => alts.pop().unwrap_or(Value::Bool(false)),
         _ => json!({ "anyOf": alts }),
     })
+}
+
+/// The keyword of a key witness: "some key the witness admits is present, with a value
+/// that `value` accepts". It is what the negations of `additionalProperties`,
+/// `patternProperties` and `propertyNames` leave in an object whose keys are not a known
+/// finite set. `key` is a string schema of the keys it admits (for the grammar of keys
+/// outside the object's listed names); which listed names it admits is decided exactly
+/// from `names_out` and `patterns_out` (a key listed by the negated schema or matching one of
+/// its patterns is not additional there), `patterns_in` (the key matches the pattern), or
+/// `unless` (the key fails that `propertyNames` schema). `kw` is the negated keyword, named
+/// in refusals. The object compiler expands it (`compile/object.rs`, `some_keys`).
+pub(crate) const SOME_KEY: &str = "x-formwork-some-key";
+
+/// The strings a schema accepts when they are finitely many and read off its `const` or
+/// `enum` (all its other keywords annotations).
+fn finite_strings(v: &Value) -> Option<Vec<String>> {
+    let o = v.as_object()?;
+    if o.keys().any(|k| !IGNORED.contains(&k.as_str()) && k != "const" && k != "enum" && k != "type") {
+        return None;
+    }
+    if o.contains_key("const") && o.contains_key("enum") {
+        return None;
+    }
+    let vals = consts_of(o)?;
+    if o.get("type").is_some_and(|t| type_bits(t).is_none_or(|b| !b.intersects(JsonTypes::STR))) {
+        return Some(Vec::new());
+    }
+    Some(vals.iter().filter_map(|v| v.as_str().map(String::from)).collect())
 }
 
 /// Runs `f` for a value that describes another instance (a property's value, an item),
@@ -343,7 +419,7 @@ pub(crate) fn closed_keys(cx: &mut Compiler, p: &Conjunct) -> CompileResult<Opti
 }
 
 /// Whether `v` holds a `$ref` keyword anywhere.
-fn contains_ref(v: &Value) -> bool {
+pub(crate) fn contains_ref(v: &Value) -> bool {
     match v {
         Value::Object(o) => o.get("$ref").is_some_and(Value::is_string) || o.values().any(contains_ref),
         Value::Array(a) => a.iter().any(contains_ref),

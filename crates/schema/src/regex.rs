@@ -36,6 +36,26 @@ fn parse(src: &str) -> Result<Hir, String> {
     })
 }
 
+/// The ECMA-262 pattern that matches exactly the strings `names`: their alternation,
+/// anchored at both ends, each with its syntax characters escaped (for excluding strings
+/// in the product automaton of several patterns).
+pub(crate) fn literal_alternation(names: &[String]) -> String {
+    let mut out = String::from("^(?:");
+    for (i, n) in names.iter().enumerate() {
+        if i > 0 {
+            out.push('|');
+        }
+        for c in n.chars() {
+            if "\\^$.*+?()[]{}|/".contains(c) {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+    }
+    out.push_str(")$");
+    out
+}
+
 /// A pattern that starts with lookaheads, `^(?=A)(?!B)C`, as the patterns a string must
 /// match and those it must not: `^(?:A)` and `^C` it must match, `^(?:B)` not. With `^`
 /// the pattern can only match at the start, where `(?=A)` asks that some prefix match `A`

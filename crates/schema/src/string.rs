@@ -85,7 +85,7 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], excluded: &[Value])
     if k.max.is_some_and(|m| m < k.min) {
         return Ok(nothing());
     }
-    let excl: Vec<String> = excluded.iter().filter_map(|v| v.as_str().map(String::from)).collect();
+    let mut excl: Vec<String> = excluded.iter().filter_map(|v| v.as_str().map(String::from)).collect();
     // All regular constraints as (pattern source, pointer), formats first.
     let mut regs: Vec<(String, String, &'static str)> = Vec::new();
     for (f, at) in &k.formats {
@@ -96,25 +96,27 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], excluded: &[Value])
     for (p, at) in &k.patterns {
         regs.push((p.clone(), at.clone(), "pattern"));
     }
-    if !k.not_patterns.is_empty() {
+    let mut negs = k.not_patterns;
+    if !excl.is_empty() && (!regs.is_empty() || !negs.is_empty() || k.min > 0 || k.max.is_some()) {
+        // Excluded strings beside other constraints: one more pattern not to match, the
+        // alternation of the excluded strings, anchored at both ends.
+        negs.push((crate::regex::literal_alternation(&excl), parts[0].at.clone(), "not"));
+        excl.clear();
+    }
+    if !negs.is_empty() {
         // Patterns it must not match (negations): one product automaton, accepting where
         // every positive pattern and the length bounds accept and no negative one does.
-        let negs = k.not_patterns;
-        if excl.is_empty() && regs.len() + negs.len() <= 8 {
+        if regs.len() + negs.len() <= 8 {
             if let Some(body) = crate::regex::string_body_all_but(cx, &regs, &negs, k.min, k.max)? {
                 return Ok(seq_of(vec![q.clone(), body, q]));
             }
         }
-        let what = if negs[0].2 == "pattern" { "a negative lookahead" } else { "a negated pattern or format" };
-        cx.refuse(negs[0].2, format!("{what} together with excluded values, many patterns, or over the automaton size bounds"), negs[0].1.clone())?;
+        let what = if negs[0].2 == "pattern" { "a negative lookahead" } else { "a negated pattern, format or excluded strings" };
+        cx.refuse(negs[0].2, format!("{what} together with more than 8 patterns, or over the automaton size bounds"), negs[0].1.clone())?;
     }
     if !excl.is_empty() {
-        if !regs.is_empty() || k.min > 0 || k.max.is_some() {
-            cx.refuse("not", "excluding particular strings together with pattern/format/length constraints", parts[0].at.clone())?;
-        } else {
-            let body = excluding(cx, &excl, "not")?;
-            return Ok(seq_of(vec![q.clone(), body, q]));
-        }
+        let body = excluding(cx, &excl, "not")?;
+        return Ok(seq_of(vec![q.clone(), body, q]));
     }
     if regs.is_empty() {
         let body = any_chars(cx, k.min, k.max)?;

@@ -16,6 +16,7 @@ use crate::regex::pattern_matches;
 use crate::resolve::escape_ptr;
 use crate::json_types::as_count;
 use crate::layout::unordered;
+use crate::negate::SOME_KEY;
 use foldhash::HashSet;
 use std::collections::HashMap;
 use formwork_grammar::Expr;
@@ -76,6 +77,154 @@ fn order_keys(cx: &mut Compiler, parts: &[Conjunct], names: &mut Vec<String>, re
 /// The object type of the conjunction `parts`, a container laid out with `seps` (its values
 /// are compiled one level deeper: the caller runs this in [`Compiler::nested`]).
 pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> CompileResult<Expr> {
+    let witnesses: Vec<Conjunct> = parts.iter().filter(|p| p.get(SOME_KEY).is_some()).map(|p| p.sub(&format!("/{SOME_KEY}"))).collect();
+    if witnesses.is_empty() {
+        return compile_with(cx, parts, seps, &[]);
+    }
+    some_keys(cx, parts, seps, &witnesses)
+}
+
+/// Most key witnesses one object may carry, and most alternatives they may expand into.
+const MAX_WITNESSES: usize = 4;
+const MAX_WITNESS_ALTERNATIVES: usize = 48;
+
+/// An object with key witnesses ([`SOME_KEY`]: "some key the witness admits is present, with
+/// a value it accepts", left by negations): the union, over every way to meet them, of the
+/// object that way. A witness is met by a listed name it admits (that member required, its
+/// value also the witness's), or by an additional key; witnesses met by additional keys are
+/// grouped (one key may meet several: the partitions of them), each group one required
+/// member whose key and value are the groups' and the object's own for additional keys.
+/// Exact: every instance meets each witness one of these ways.
+fn some_keys(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps, ws: &[Conjunct]) -> CompileResult<Expr> {
+    let kw = witness_kw(&ws[0]);
+    if ws.len() > MAX_WITNESSES {
+        cx.refuse(&kw, format!("its negation needs {} keys of the object to exist at once (at most {MAX_WITNESSES} are supported)", ws.len()), ws[0].at.clone())?;
+        return compile_with(cx, parts, seps, &[]);
+    }
+    let names = listed_names(parts);
+    let mut admitted: Vec<Vec<String>> = Vec::new();
+    for w in ws {
+        let mut a = Vec::new();
+        for k in &names {
+            if admits(cx, w, k)? {
+                a.push(k.clone());
+            }
+        }
+        admitted.push(a);
+    }
+    // Each way: for every witness, `Ok(name)` or `Err(group)`.
+    let mut ways: Vec<Vec<Result<String, usize>>> = vec![Vec::new()];
+    for a in &admitted {
+        let mut next = Vec::new();
+        for way in &ways {
+            for k in a {
+                let mut w = way.clone();
+                w.push(Ok(k.clone()));
+                next.push(w);
+            }
+            let groups = way.iter().filter_map(|x| x.as_ref().err().copied()).max().map_or(0, |g| g + 1);
+            for g in 0..=groups {
+                let mut w = way.clone();
+                w.push(Err(g));
+                next.push(w);
+            }
+        }
+        ways = next;
+        if ways.len() > MAX_WITNESS_ALTERNATIVES {
+            cx.refuse(&kw, format!("its negation (some key present with a value it rejects) has more than {MAX_WITNESS_ALTERNATIVES} ways to be met in this object (listed names × groups of keys)"), ws[0].at.clone())?;
+            return compile_with(cx, parts, seps, &[]);
+        }
+    }
+    let mut alts = Vec::new();
+    for way in ways {
+        let mut v = parts.to_vec();
+        let mut groups: Vec<Vec<Conjunct>> = Vec::new();
+        for (t, x) in way.iter().enumerate() {
+            match x {
+                Ok(k) => {
+                    let value = ws[t].get("value").cloned().unwrap_or(Value::Bool(true));
+                    let s = cx.synth(serde_json::json!({"required": [k], "properties": { k.clone(): value }}), &ws[t], "value");
+                    v.push(s);
+                }
+                Err(g) => {
+                    if groups.len() <= *g {
+                        groups.resize(*g + 1, Vec::new());
+                    }
+                    groups[*g].push(ws[t].clone());
+                }
+            }
+        }
+        let e = compile_with(cx, &v, seps, &groups)?;
+        if !is_nothing(&e) {
+            alts.push(e);
+        }
+    }
+    Ok(alt_of(alts))
+}
+
+/// The keyword a witness comes from (named in refusals).
+fn witness_kw(w: &Conjunct) -> String {
+    w.get("kw").and_then(Value::as_str).unwrap_or("not").to_string()
+}
+
+/// Does witness `w` admit the listed name `k` (exactly)?
+fn admits(cx: &mut Compiler, w: &Conjunct, k: &str) -> CompileResult<bool> {
+    let strs = |key: &str| w.get(key).and_then(Value::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect::<Vec<_>>()).unwrap_or_default();
+    let kw = witness_kw(w);
+    if strs("names_out").iter().any(|n| n == k) {
+        return Ok(false);
+    }
+    for (list, want) in [("patterns_out", false), ("patterns_in", true)] {
+        for pat in strs(list) {
+            match pattern_matches(cx, &pat, k) {
+                Some(m) if m != want => return Ok(false),
+                Some(_) => {}
+                None => return Err(unsupported(&kw, format!("pattern {pat:?} is not supported"), w.at.clone())),
+            }
+        }
+    }
+    if let Some(pn) = w.get("unless") {
+        let key = Value::String(k.to_string());
+        let valid = match pn {
+            Value::Bool(b) => *b,
+            _ => {
+                let opts = crate::SchemaOptions { draft: cx.draft(w), ..Default::default() };
+                let val = (!crate::negate::contains_ref(pn)).then(|| crate::validator_options(pn, &opts).ok()?.build(pn).ok()).flatten();
+                let val = val.ok_or_else(|| unsupported(&kw, "its negation needs to check listed names against a `propertyNames` schema with `$ref`s or that does not build", w.at.clone()))?;
+                val.is_valid(&key)
+            }
+        };
+        return Ok(!valid);
+    }
+    Ok(true)
+}
+
+/// The names an object of the conjunction may list (its `properties` and `required`, and
+/// those its presence conditions name), as [`compile_with`] collects them.
+fn listed_names(parts: &[Conjunct]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut push = |k: &str| {
+        if !names.iter().any(|n| n == k) {
+            names.push(k.to_string());
+        }
+    };
+    for p in parts {
+        for k in p.get("properties").and_then(Value::as_object).into_iter().flat_map(|m| m.keys()) {
+            push(k);
+        }
+        for k in p.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+            push(k);
+        }
+    }
+    for k in crate::presence::keys(&crate::presence::collect(parts)) {
+        push(&k);
+    }
+    names
+}
+
+/// [`compile`], with the key witnesses met by additional keys: `groups` of witnesses, each
+/// one required member of its own.
+fn compile_with(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps, groups: &[Vec<Conjunct>]) -> CompileResult<Expr> {
     let strict = cx.opts.strict;
     // Listed and required names.
     // In order, without repeats (the sets answer "seen?" for objects of many properties).
@@ -193,30 +342,59 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> Com
         let vparts: Vec<Conjunct> = parts.iter().filter(|p| p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
         let value = cx.schema(vparts)?;
         let key = if has_names {
-            if !names.is_empty() {
-                cx.refuse("propertyNames", "propertyNames together with listed properties and additional properties (key exclusion)", parts[0].at.clone())?;
-                None
-            } else {
-                let mut kparts: Vec<Conjunct> = parts.iter().filter(|p| p.get("propertyNames").is_some()).map(|p| p.sub("/propertyNames")).collect();
-                let s = cx.synth(serde_json::json!({"type": "string"}), &parts[0], "propertyNames");
-                kparts.push(s);
-                Some(cx.schema(kparts)?)
-            }
+            let kparts = key_parts(cx, parts, &names);
+            cx.schema(kparts)?
+        } else { Expr::seq([Expr::lit("\""), crate::chars::excluding(cx, &names, "key")?, Expr::lit("\"")]) };
+        if !is_nothing(&value) && !is_nothing(&key) {
+            extra.push((key, value));
+        }
+    }
+    // Key witnesses met by additional keys: one required member per group, its key an
+    // additional key every witness of the group admits, its value what they and the object
+    // allow there.
+    let mut witnessed: Vec<(Expr, Expr)> = Vec::new();
+    if !groups.is_empty() {
+        if !pattern_parts.is_empty() && !closed_by_others(parts, pattern_parts[0]) {
+            let kw = witness_kw(&groups[0][0]);
+            cx.refuse(&kw, "its negation needs an additional key in an object with `patternProperties` (not supported)", groups[0][0].at.clone())?;
+        } else if closed || !pattern_parts.is_empty() {
+            return Ok(nothing()); // no additional key can exist
         } else {
-            Some(Expr::seq([Expr::lit("\""), crate::chars::excluding(cx, &names, "key")?, Expr::lit("\"")]))
-        };
-        if let Some(key) = key {
-            if !is_nothing(&value) && !is_nothing(&key) {
-                extra.push((key, value));
+            for g in groups {
+                let mut kparts = key_parts(cx, parts, &names);
+                kparts.extend(g.iter().map(|w| w.sub("/key")));
+                let mut vparts: Vec<Conjunct> = parts.iter().filter(|p| p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
+                vparts.extend(g.iter().map(|w| w.sub("/value")));
+                let key = cx.schema(kparts)?;
+                let value = cx.schema(vparts)?;
+                if is_nothing(&key) || is_nothing(&value) {
+                    return Ok(nothing());
+                }
+                witnessed.push((key, value));
             }
         }
     }
-    if cx.opts.key_order == crate::KeyOrder::Any && !forced_first {
-        let presence = crate::presence::by_index(&presence, |k| members.iter().position(|m| m.0 == k).map(|i| i as u32));
-        return Ok(unordered(seps, &members, extra, minp, maxp, presence));
-    }
     let presence = crate::presence::by_index(&presence, |k| members.iter().position(|m| m.0 == k).map(|i| i as u32));
-    build(cx, seps, &members, extra, minp, maxp, &presence, &parts[0].at)
+    // Members by their keys (with quotes), the witnessed ones after the listed ones (the
+    // presence clauses index the listed ones).
+    let mut keyed: Vec<(Expr, Expr, bool)> = members.into_iter().map(|(k, v, req)| (Expr::lit(serde_json::to_string(&k).unwrap_or_default()), v, req)).collect();
+    keyed.extend(witnessed.into_iter().map(|(k, v)| (k, v, true)));
+    if cx.opts.key_order == crate::KeyOrder::Any && !forced_first {
+        return Ok(unordered(seps, &keyed, extra, minp, maxp, presence));
+    }
+    build(cx, seps, &keyed, extra, minp, maxp, &presence, &parts[0].at)
+}
+
+/// The schema parts of an additional key (a JSON string): every `propertyNames`, and none of
+/// the listed `names`.
+fn key_parts(cx: &mut Compiler, parts: &[Conjunct], names: &[String]) -> Vec<Conjunct> {
+    let mut kparts: Vec<Conjunct> = parts.iter().filter(|p| p.get("propertyNames").is_some()).map(|p| p.sub("/propertyNames")).collect();
+    let mut v = serde_json::json!({"type": "string"});
+    if !names.is_empty() {
+        v["x-formwork-not-values"] = serde_json::json!(names);
+    }
+    kparts.push(cx.synth(v, &parts[0], "propertyNames"));
+    kparts
 }
 
 /// The additional members of an object whose `patternProperties` are in part `pp`: the keys
@@ -313,7 +491,7 @@ fn closed_by_others(parts: &[Conjunct], pp: &Conjunct) -> bool {
 const MAX_OBJECT_RULES: usize = 20_000;
 
 #[allow(clippy::too_many_arguments)]
-fn build(cx: &mut Compiler, seps: &Seps, members: &[(String, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, presence: &[Vec<formwork_grammar::Presence>], at: &str) -> CompileResult<Expr> {
+fn build(cx: &mut Compiler, seps: &Seps, members: &[(Expr, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, presence: &[Vec<formwork_grammar::Presence>], at: &str) -> CompileResult<Expr> {
     let cap: u64 = match maxp {
         Some(m) => m + 1,
         None => minp.max(1),
@@ -341,7 +519,7 @@ fn build(cx: &mut Compiler, seps: &Seps, members: &[(String, Expr, bool)], extra
     // Before member n: the first member's separator (pretty: a newline), then commas.
     let sep = |n: u64| if n == 0 { seps.first.clone() } else { seps.comma.clone() };
     let kv = |k: &Expr, v: &Expr| Expr::seq([k.clone(), seps.colon.clone(), v.clone()]);
-    let key_lits: Vec<Expr> = members.iter().map(|(k, _, _)| Expr::lit(serde_json::to_string(k).unwrap_or_default())).collect();
+    let key_lits: Vec<Expr> = members.iter().map(|(k, _, _)| k.clone()).collect();
     // Indexed by i: is some member from i on required, and how many are?
     let mut required_from = vec![false; n_members + 1];
     let mut required_after = vec![0u64; n_members + 1];
