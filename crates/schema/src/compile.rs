@@ -250,6 +250,17 @@ impl Compiler<'_> {
                 }
             }
         }
+        // Parts whose types do not meet allow nothing: found before distributing, so that a
+        // branch dead by its type does not distribute the combinators left.
+        let mut met = JsonTypes::all();
+        for p in &parts {
+            if let Some(t) = p.get("type").and_then(crate::json_types::type_bits) {
+                met &= t;
+            }
+        }
+        if met.is_empty() {
+            return Ok(nothing());
+        }
         // Distribute the first combinator found.
         for i in 0..parts.len() {
             let p = parts[i].clone();
@@ -409,13 +420,18 @@ impl Compiler<'_> {
                     }
                 }
             }
-            let width = |c: &Conjunct| c.value().get("anyOf").and_then(Value::as_array).map_or(1, |a| a.len().max(1));
+            // The alternatives of a negation that can meet branch `i`'s types.
+            let width = |c: &Conjunct, types: JsonTypes| {
+                c.value().get("anyOf").and_then(Value::as_array).map_or(1, |a| {
+                    a.iter().filter(|x| x.get("type").and_then(crate::json_types::type_bits).is_none_or(|t| t.intersects(types))).count().max(1)
+                })
+            };
             if why.is_empty() {
                 for &i in &live {
                     let parts_of_i = live
                         .iter()
                         .filter(|&&j| j != i && !disjoint[i][j])
-                        .fold(1usize, |acc, &j| acc.saturating_mul(negs[i][j].as_ref().map_or(1, width)));
+                        .fold(1usize, |acc, &j| acc.saturating_mul(negs[i][j].as_ref().map_or(1, |c| width(c, sigs[i].types))));
                     if parts_of_i > MAX_ONEOF_PARTS {
                         why = format!("; the exact form of branch {i} (it and the negations of the branches it may overlap) distributes into {parts_of_i} parts (at most {MAX_ONEOF_PARTS})");
                         break;

@@ -32,6 +32,9 @@ struct Walk {
     /// object (see [`negate_within`]); `None` below the instance itself (a property's value
     /// is another instance).
     universe: Option<Vec<String>>,
+    /// The document the negation is built in: the synthetic schema resolves its `$ref`s
+    /// against that document's root base.
+    doc: usize,
 }
 
 /// The negation of `p`, as a synthetic part.
@@ -44,7 +47,7 @@ pub(crate) fn negate(cx: &mut Compiler, p: &Conjunct) -> CompileResult<Conjunct>
 /// universe's keys that `p` does not list is present" (with a value its
 /// `additionalProperties` rejects), which has no schema form without the universe.
 pub(crate) fn negate_within(cx: &mut Compiler, p: &Conjunct, universe: Option<Vec<String>>) -> CompileResult<Conjunct> {
-    let mut walk = Walk { visited: 0, refs: Vec::new(), universe };
+    let mut walk = Walk { visited: 0, refs: Vec::new(), universe, doc: p.doc };
     let v = neg_value(cx, p, p.value().clone(), 0, &mut walk)?;
     let mut s = cx.synth(v, p, "not");
     s.at = p.at.clone();
@@ -176,10 +179,12 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 }
             }
             "not" => {
-                // A copy of the original: its `$ref`s resolve against the document the
-                // negation is built in, which is `at`'s only at the top.
-                if !walk.refs.is_empty() && contains_ref(x) {
-                    return Err(unsupported("not", "negating a `not` with `$ref`s inside a `$ref` target", at.at.clone()));
+                // A copy of the original: its `$ref`s resolve against the root base of the
+                // document the negation is built in. Within a `$ref` target of that document
+                // they resolve the same (the `$ref` arm refuses a target whose base is not
+                // the root's); in another document they would not.
+                if at.doc != walk.doc && contains_ref(x) {
+                    return Err(unsupported("not", "negating a `not` with `$ref`s from another document", at.at.clone()));
                 }
                 alts.push(x.clone());
             }
@@ -227,8 +232,8 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     }
                 }
             }
-            // Branches proven pairwise disjoint: at most one matches, so the negation is that
-            // none does. (Overlapping branches would add "two match", which is refused.)
+            // None of the branches matches, or two that may overlap both do (branches proven
+            // disjoint never match together).
             "oneOf" => {
                 let branches: Vec<Value> = x.as_array().cloned().unwrap_or_default();
                 // The disjointness proof reads the branches' `$ref` targets, resolved against
@@ -242,10 +247,15 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 for c in &conj {
                     sigs.push(signature(cx, &[], c)?);
                 }
+                let mut both = Vec::new();
                 for a in 0..sigs.len() {
                     for b in a + 1..sigs.len() {
                         if !sigs[a].empty && !sigs[b].empty && !disjoint(cx, &sigs[a], &sigs[b]) {
-                            return Err(unsupported("oneOf", format!("its negation is not expressible as a grammar (branches {a} and {b} may overlap)"), at.at.clone()));
+                            // Copies of the originals, as for `not` below.
+                            if at.doc != walk.doc && (contains_ref(&branches[a]) || contains_ref(&branches[b])) {
+                                return Err(unsupported("oneOf", format!("its negation (branches {a} and {b} may both match) copies `$ref`s from another document"), at.at.clone()));
+                            }
+                            both.push(json!({"allOf": [branches[a], branches[b]]}));
                         }
                     }
                 }
@@ -254,6 +264,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     all.push(neg_value(cx, at, b, depth + 1, walk)?);
                 }
                 alts.push(json!({ "allOf": all }));
+                alts.extend(both);
             }
             "$ref" => {
                 let root = std::sync::Arc::new(Value::Object(o.clone()));

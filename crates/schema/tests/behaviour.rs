@@ -522,6 +522,19 @@ fn negations_that_need_some_key_agree_with_the_validator() {
         json!({"type": "object", "not": {"propertyNames": false}}),
         // `propertyNames` beside listed properties and additional ones.
         json!({"type": "object", "properties": {"a": {"type": "integer"}}, "propertyNames": {"pattern": "^[a-b]+$"}, "additionalProperties": {"type": "string"}}),
+        // A witness beside the object's own `patternProperties`: in the key regions.
+        json!({"type": "object", "patternProperties": {"^z": {"type": "integer"}}, "not": {"additionalProperties": false}}),
+        json!({"type": "object", "patternProperties": {"b": {}}, "additionalProperties": false, "not": {"patternProperties": {"^a": {"type": "integer"}}}}),
+        // `patternProperties` in several parts, each part's `additionalProperties` for the
+        // keys none of its patterns matches.
+        json!({"type": "object", "allOf": [
+            {"patternProperties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+            {"patternProperties": {"b": {"type": "string"}}}]}),
+        json!({"type": "object", "allOf": [
+            {"patternProperties": {"^a": true}, "additionalProperties": false},
+            {"patternProperties": {"b$": {"type": "integer"}}, "additionalProperties": false}]}),
+        // `patternProperties` with `propertyNames`.
+        json!({"type": "object", "properties": {"b": {}}, "propertyNames": {"maxLength": 1}, "patternProperties": {"^[a-y]": {"type": "integer"}}}),
     ];
     for schema in &schemas {
         assert_agrees_with_validator(schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
@@ -536,9 +549,9 @@ fn negations_that_need_some_key_agree_with_the_validator() {
         }
         assert!(valid_accepted > 0, "{schema} in listed order accepted no valid instance");
     }
-    // A witness the object cannot hold beside its own `patternProperties` stays refused.
-    let refused = json!({"type": "object", "patternProperties": {"^z": {"type": "integer"}}, "not": {"additionalProperties": false}});
-    assert_eq!(compile(&refused, &SchemaOptions::default()).unwrap_err().keyword(), Some("additionalProperties"));
+    // More distinct patterns than the key regions take stay refused, naming the keyword.
+    let refused = json!({"type": "object", "allOf": [{"patternProperties": {"a": {}, "b": {}, "c": {}}}, {"patternProperties": {"d": {}, "z": {}}}]});
+    assert_eq!(compile(&refused, &SchemaOptions::default()).unwrap_err().keyword(), Some("patternProperties"));
 }
 
 /// Asserts that the grammar of `schema` accepts exactly the `instances` the validator
@@ -580,16 +593,18 @@ fn one_of_negations_through_refs_items_and_disjoint_one_ofs_agree_with_the_valid
         // A `oneOf` negated: its branches are disjoint, so none of them matches.
         json!({"oneOf": [{"oneOf": [{"type": "string"}, {"type": "boolean"}]}, {"minimum": 5}]}),
         json!({"oneOf": [{"not": {"oneOf": [{"type": "string", "minLength": 2}, {"type": "array"}]}}, {"type": "string"}]}),
+        // A `oneOf` whose branches overlap, negated: none matches, or two that may overlap both do.
+        json!({"oneOf": [{"not": {"oneOf": [{"type": "string"}, {"minLength": 2}]}}, {"type": "string"}]}),
+        json!({"not": {"oneOf": [{"type": "string"}, {"minLength": 2}, {"type": "integer"}]}}),
     ];
     let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
     for schema in schemas {
         assert_agrees_with_validator(&schema, &instances, &opts);
     }
-    // Still refused, naming the keyword: a recursive target (its negation would not end), a
-    // `oneOf` whose branches may overlap, `items` after positional items.
+    // Still refused, naming the keyword: a recursive target (its negation would not end),
+    // `items` after positional items.
     for (schema, kw) in [
         (json!({"oneOf": [{"$ref": "#/$defs/T"}, {"type": "object"}], "$defs": {"T": {"type": "object", "properties": {"c": {"$ref": "#/$defs/T"}}, "required": ["c"]}}}), "oneOf"),
-        (json!({"oneOf": [{"not": {"oneOf": [{"type": "string"}, {"minLength": 2}]}}, {"type": "string"}]}), "not"),
         (json!({"oneOf": [{"type": "array", "prefixItems": [{"type": "integer"}], "items": {"type": "string"}}, {"type": "array", "maxItems": 1}]}), "oneOf"),
     ] {
         let e = compile(&schema, &opts).unwrap_err();
@@ -981,4 +996,22 @@ fn negations_of_tuple_items_additional_items_and_contains_agree_with_the_validat
     assert!(e.to_string().contains("`additionalItems`"), "{e}");
     let e = compile(&draft7(json!({"not": {"contains": {}, "minContains": 2}})), &opts).unwrap_err();
     assert!(e.to_string().contains("`contains`") || e.to_string().contains("`minContains`"), "{e}");
+}
+
+/// Excluded strings beside a pattern, a length or a negated pattern: one more pattern not to
+/// match (their alternation, escaped), in the same product automaton. Names with regex
+/// syntax characters stay literal.
+#[test]
+fn excluded_strings_beside_patterns_and_lengths_agree_with_the_validator() {
+    let strings = ["", "a", "b", "ab", "a.c", "abc", "a+", "aa", "(a)", "a|b", "ba", "abcd", "x"];
+    let instances_owned: Vec<String> = strings.iter().map(|s| json!(s).to_string()).chain(["1".to_string(), "null".to_string()]).collect();
+    let instances: Vec<&str> = instances_owned.iter().map(String::as_str).collect();
+    let opts = SchemaOptions::default();
+    for schema in [
+        json!({"type": "string", "pattern": "^[a-c.+|()]+$", "not": {"enum": ["ab", "a.c", "a+", "(a)", "a|b"]}}),
+        json!({"type": "string", "minLength": 2, "maxLength": 3, "not": {"const": "abc"}}),
+        json!({"type": "string", "allOf": [{"not": {"pattern": "^b"}}, {"not": {"enum": ["a", "aa"]}}]}),
+    ] {
+        assert_agrees_with_validator(&schema, &instances, &opts);
+    }
 }

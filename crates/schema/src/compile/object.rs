@@ -330,65 +330,92 @@ fn compile_with(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps, groups: &[Ve
     // Additional keys.
     let mut extra: Vec<(Expr, Expr)> = Vec::new(); // (key incl. quotes, value)
     let pattern_parts: Vec<&Conjunct> = parts.iter().filter(|p| p.get("patternProperties").and_then(|x| x.as_object()).is_some_and(|m| !m.is_empty())).collect();
-    let closed = strict || parts.iter().any(|p| p.get("additionalProperties") == Some(&Value::Bool(false)) && pattern_parts.iter().all(|q| q.ptr != p.ptr || q.doc != p.doc));
+    let closed = strict || parts.iter().any(|p| p.get("additionalProperties") == Some(&Value::Bool(false)) && pattern_parts.iter().all(|q| !same_part(p, q)));
     let has_names = parts.iter().any(|p| p.get("propertyNames").is_some());
+    // The additional keys as regions of (key parts, value parts), where the fast paths below
+    // do not apply (several `patternProperties`, or with `propertyNames`) and for key
+    // witnesses; `None` when there is no additional key.
+    let mut regions: Option<Vec<(Vec<Conjunct>, Vec<Conjunct>)>> = None;
     if !pattern_parts.is_empty() {
-        if pattern_parts.len() > 1 || has_names {
-            cx.refuse("patternProperties", "patternProperties in several conjuncts or with propertyNames", pattern_parts[0].kw_ptr("patternProperties"))?;
-        } else if !closed_by_others(parts, pattern_parts[0]) {
+        if closed_by_others_than(parts, &pattern_parts) {
+            // Only listed names.
+        } else if pattern_parts.len() > 1 || has_names || !groups.is_empty() {
+            match key_regions(cx, parts, &pattern_parts, &names)? {
+                Some(r) => regions = Some(r),
+                // Refused in lenient mode: any additional key, any value (wider).
+                None => regions = Some(vec![(key_parts(cx, parts, &[], &names), Vec::new())]),
+            }
+            for (kp, vp) in regions.clone().into_iter().flatten() {
+                let value = cx.schema(vp)?;
+                if is_nothing(&value) {
+                    continue;
+                }
+                let key = cx.schema(kp)?;
+                if !is_nothing(&key) {
+                    extra.push((key, value));
+                }
+            }
+        } else {
             extra = pattern_keys(cx, parts, pattern_parts[0], &names)?;
         }
     } else if !closed {
         let vparts: Vec<Conjunct> = parts.iter().filter(|p| p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
-        let value = cx.schema(vparts)?;
+        let value = cx.schema(vparts.clone())?;
         let key = if has_names {
-            let kparts = key_parts(cx, parts, &names);
+            let kparts = key_parts(cx, parts, &parts.iter().filter(|p| p.get("propertyNames").is_some()).map(|p| p.sub("/propertyNames")).collect::<Vec<_>>(), &names);
             cx.schema(kparts)?
-        } else { Expr::seq([Expr::lit("\""), crate::chars::excluding(cx, &names, "key")?, Expr::lit("\"")]) };
+        } else {
+            Expr::seq([Expr::lit("\""), crate::chars::excluding(cx, &names, "key")?, Expr::lit("\"")])
+        };
         if !is_nothing(&value) && !is_nothing(&key) {
             extra.push((key, value));
         }
-    }
-    // Key witnesses met by additional keys: one required member per group, its key an
-    // additional key every witness of the group admits, its value what they and the object
-    // allow there.
-    let mut witnessed: Vec<(Expr, Expr)> = Vec::new();
-    if !groups.is_empty() {
-        if !pattern_parts.is_empty() && !closed_by_others(parts, pattern_parts[0]) {
-            let kw = witness_kw(&groups[0][0]);
-            cx.refuse(&kw, "its negation needs an additional key in an object with `patternProperties` (not supported)", groups[0][0].at.clone())?;
-        } else if closed || !pattern_parts.is_empty() {
-            return Ok(nothing()); // no additional key can exist
-        } else {
-            for g in groups {
-                let mut kparts = key_parts(cx, parts, &names);
-                kparts.extend(g.iter().map(|w| w.sub("/key")));
-                let mut vparts: Vec<Conjunct> = parts.iter().filter(|p| p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
-                vparts.extend(g.iter().map(|w| w.sub("/value")));
-                let key = cx.schema(kparts)?;
-                let value = cx.schema(vparts)?;
-                if is_nothing(&key) || is_nothing(&value) {
-                    return Ok(nothing());
-                }
-                witnessed.push((key, value));
-            }
+        if !groups.is_empty() {
+            let pn: Vec<Conjunct> = parts.iter().filter(|p| p.get("propertyNames").is_some()).map(|p| p.sub("/propertyNames")).collect();
+            regions = Some(vec![(key_parts(cx, parts, &pn, &names), vparts)]);
         }
     }
+    // Key witnesses met by additional keys: one required member per group, its key an
+    // additional key every witness of the group admits (in any region), its value what they
+    // and the object allow there.
+    let kv = |k: Expr, v: Expr| Expr::seq([k, seps.colon.clone(), v]);
+    let mut witnessed: Vec<Expr> = Vec::new();
+    for g in groups {
+        let mut alts = Vec::new();
+        for (kp, vp) in regions.clone().into_iter().flatten() {
+            let mut vparts = vp;
+            vparts.extend(g.iter().map(|w| w.sub("/value")));
+            let value = cx.schema(vparts)?;
+            if is_nothing(&value) {
+                continue;
+            }
+            let mut kparts = kp;
+            kparts.extend(g.iter().map(|w| w.sub("/key")));
+            let key = cx.schema(kparts)?;
+            if !is_nothing(&key) {
+                alts.push(kv(key, value));
+            }
+        }
+        if alts.is_empty() {
+            return Ok(nothing()); // no additional key can meet the group
+        }
+        witnessed.push(alt_of(alts));
+    }
     let presence = crate::presence::by_index(&presence, |k| members.iter().position(|m| m.0 == k).map(|i| i as u32));
-    // Members by their keys (with quotes), the witnessed ones after the listed ones (the
-    // presence clauses index the listed ones).
-    let mut keyed: Vec<(Expr, Expr, bool)> = members.into_iter().map(|(k, v, req)| (Expr::lit(serde_json::to_string(&k).unwrap_or_default()), v, req)).collect();
-    keyed.extend(witnessed.into_iter().map(|(k, v)| (k, v, true)));
+    // Members as `key: value` (the witnessed ones after the listed ones, which the presence
+    // clauses index).
+    let mut keyed: Vec<(Expr, bool)> = members.into_iter().map(|(k, v, req)| (kv(Expr::lit(serde_json::to_string(&k).unwrap_or_default()), v), req)).collect();
+    keyed.extend(witnessed.into_iter().map(|e| (e, true)));
     if cx.opts.key_order == crate::KeyOrder::Any && !forced_first {
         return Ok(unordered(seps, &keyed, extra, minp, maxp, presence));
     }
     build(cx, seps, &keyed, extra, minp, maxp, &presence, &parts[0].at)
 }
 
-/// The schema parts of an additional key (a JSON string): every `propertyNames`, and none of
-/// the listed `names`.
-fn key_parts(cx: &mut Compiler, parts: &[Conjunct], names: &[String]) -> Vec<Conjunct> {
-    let mut kparts: Vec<Conjunct> = parts.iter().filter(|p| p.get("propertyNames").is_some()).map(|p| p.sub("/propertyNames")).collect();
+/// The schema parts of an additional key (a JSON string): `pn` (the `propertyNames` parts),
+/// and none of the listed `names`.
+fn key_parts(cx: &mut Compiler, parts: &[Conjunct], pn: &[Conjunct], names: &[String]) -> Vec<Conjunct> {
+    let mut kparts = pn.to_vec();
     let mut v = serde_json::json!({"type": "string"});
     if !names.is_empty() {
         v["x-formwork-not-values"] = serde_json::json!(names);
@@ -407,7 +434,7 @@ fn pattern_keys(cx: &mut Compiler, parts: &[Conjunct], pp: &Conjunct, names: &[S
     let map = pp.get("patternProperties").and_then(|x| x.as_object()).cloned().unwrap_or_default();
     let pats: Vec<String> = map.keys().cloned().collect();
     let at = pp.kw_ptr("patternProperties");
-    let others: Vec<Conjunct> = parts.iter().filter(|p| !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
+    let others: Vec<Conjunct> = parts.iter().filter(|p| !same_part(p, pp) && p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
     let value_of = |cx: &mut Compiler, set: u32| {
         let mut v: Vec<Conjunct> = (0..pats.len()).filter(|&k| set & (1 << k) != 0).map(|k| pp.sub(&format!("/patternProperties/{}", escape_ptr(&pats[k])))).collect();
         if set == 0 && pp.get("additionalProperties").is_some() {
@@ -482,16 +509,85 @@ fn pattern_keys(cx: &mut Compiler, parts: &[Conjunct], pp: &Conjunct, names: &[S
     Ok(out)
 }
 
-fn closed_by_others(parts: &[Conjunct], pp: &Conjunct) -> bool {
-    parts.iter().any(|p| !(p.ptr == pp.ptr && p.doc == pp.doc) && p.get("additionalProperties") == Some(&Value::Bool(false)))
+/// The additional keys of an object with `patternProperties` in the parts `pps`, as regions
+/// of (key parts, value parts): one per set of the patterns (of every part) a key matches,
+/// its key a string that matches exactly those, satisfies every `propertyNames` and is none
+/// of the listed `names`; its value satisfies, for every part of `pps`, the schemas of its
+/// patterns in the set, or that part's `additionalProperties` when none of them is. Keys no
+/// pattern matches (not in strict mode) take every part's `additionalProperties`. Other
+/// parts' `additionalProperties` apply to every region. Each key region is compiled as a
+/// string schema (one product automaton of its patterns, the negations of the others and
+/// the names). `None` when refused in lenient mode (more than
+/// [`crate::regex::MAX_REGION_PATTERNS`] distinct patterns).
+#[allow(clippy::type_complexity)]
+fn key_regions(cx: &mut Compiler, parts: &[Conjunct], pps: &[&Conjunct], names: &[String]) -> CompileResult<Option<Vec<(Vec<Conjunct>, Vec<Conjunct>)>>> {
+    let at = pps[0].kw_ptr("patternProperties");
+    // (pattern, its part) over every part, in order, and the distinct patterns.
+    let mut pats: Vec<(String, usize)> = Vec::new();
+    let mut distinct: Vec<String> = Vec::new();
+    for (c, pp) in pps.iter().enumerate() {
+        for pat in pp.get("patternProperties").and_then(Value::as_object).into_iter().flat_map(|m| m.keys()) {
+            pats.push((pat.clone(), c));
+            if !distinct.contains(pat) {
+                distinct.push(pat.clone());
+            }
+        }
+    }
+    if distinct.len() > crate::regex::MAX_REGION_PATTERNS {
+        cx.refuse("patternProperties", format!("{} distinct patterns in several `patternProperties`, with `propertyNames` or with a key witness (at most {})", distinct.len(), crate::regex::MAX_REGION_PATTERNS), at)?;
+        return Ok(None);
+    }
+    let pn: Vec<Conjunct> = parts.iter().filter(|p| p.get("propertyNames").is_some()).map(|p| p.sub("/propertyNames")).collect();
+    let others: Vec<Conjunct> = parts.iter().filter(|p| !pps.iter().any(|q| same_part(p, q)) && p.get("additionalProperties").is_some()).map(|p| p.sub("/additionalProperties")).collect();
+    let first = if cx.opts.strict { 1u32 } else { 0 };
+    let mut out = Vec::new();
+    for set in first..(1u32 << distinct.len()) {
+        let matched = |pat: &str| distinct.iter().position(|d| d == pat).is_some_and(|k| set & (1 << k) != 0);
+        let mut v: Vec<Conjunct> = Vec::new();
+        for (c, pp) in pps.iter().enumerate() {
+            let mine: Vec<&String> = pats.iter().filter(|(pat, o)| *o == c && matched(pat)).map(|(pat, _)| pat).collect();
+            if mine.is_empty() {
+                if pp.get("additionalProperties").is_some() {
+                    v.push(pp.sub("/additionalProperties"));
+                }
+            } else {
+                v.extend(mine.into_iter().map(|pat| pp.sub(&format!("/patternProperties/{}", escape_ptr(pat)))));
+            }
+        }
+        v.extend(others.iter().cloned());
+        let mut k = key_parts(cx, parts, &pn, names);
+        for (j, pat) in distinct.iter().enumerate() {
+            if set & (1 << j) != 0 {
+                k.push(cx.synth(serde_json::json!({"type": "string", "pattern": pat}), pps[0], "patternProperties"));
+            }
+        }
+        let unmatched: Vec<&String> = distinct.iter().enumerate().filter(|(j, _)| set & (1 << j) == 0).map(|(_, p)| p).collect();
+        if !unmatched.is_empty() {
+            k.push(cx.synth(serde_json::json!({"type": "string", "x-formwork-not-pattern": unmatched}), pps[0], "patternProperties"));
+        }
+        out.push((k, v));
+    }
+    Ok(Some(out))
 }
+
+/// Does a part other than `pps` close the object (`additionalProperties: false`)?
+fn closed_by_others_than(parts: &[Conjunct], pps: &[&Conjunct]) -> bool {
+    parts.iter().any(|p| !pps.iter().any(|q| same_part(p, q)) && p.get("additionalProperties") == Some(&Value::Bool(false)))
+}
+
+/// Are `a` and `b` the same part (the same location of the same document; two synthetic
+/// parts are the same only when they share their value)?
+fn same_part(a: &Conjunct, b: &Conjunct) -> bool {
+    std::sync::Arc::ptr_eq(&a.root, &b.root) && a.ptr == b.ptr
+}
+
 
 /// Most rules one listed-order object may take (members × property counts × what is left
 /// of its presence clauses).
 const MAX_OBJECT_RULES: usize = 20_000;
 
 #[allow(clippy::too_many_arguments)]
-fn build(cx: &mut Compiler, seps: &Seps, members: &[(Expr, Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, presence: &[Vec<formwork_grammar::Presence>], at: &str) -> CompileResult<Expr> {
+fn build(cx: &mut Compiler, seps: &Seps, members: &[(Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, presence: &[Vec<formwork_grammar::Presence>], at: &str) -> CompileResult<Expr> {
     let cap: u64 = match maxp {
         Some(m) => m + 1,
         None => minp.max(1),
@@ -519,13 +615,12 @@ fn build(cx: &mut Compiler, seps: &Seps, members: &[(Expr, Expr, bool)], extra: 
     // Before member n: the first member's separator (pretty: a newline), then commas.
     let sep = |n: u64| if n == 0 { seps.first.clone() } else { seps.comma.clone() };
     let kv = |k: &Expr, v: &Expr| Expr::seq([k.clone(), seps.colon.clone(), v.clone()]);
-    let key_lits: Vec<Expr> = members.iter().map(|(k, _, _)| k.clone()).collect();
     // Indexed by i: is some member from i on required, and how many are?
     let mut required_from = vec![false; n_members + 1];
     let mut required_after = vec![0u64; n_members + 1];
     for i in (0..n_members).rev() {
-        required_from[i] = members[i].2 || required_from[i + 1];
-        required_after[i] = required_after[i + 1] + u64::from(members[i].2);
+        required_from[i] = members[i].1 || required_from[i + 1];
+        required_after[i] = required_after[i + 1] + u64::from(members[i].1);
     }
     let next = |n: u64| (n + 1).min(cap);
     let room = |n: u64| maxp.is_none_or(|m| n < m);
@@ -537,7 +632,7 @@ fn build(cx: &mut Compiler, seps: &Seps, members: &[(Expr, Expr, bool)], extra: 
     }
     let feasible = |plans: &Plans, r: usize, from: usize, n: u64| {
         let res = &plans.residuals[r];
-        res.is_empty() || res.feasible(|m| members[m as usize].2, required_after[from], maxp.map(|m| m.saturating_sub(n)))
+        res.is_empty() || res.feasible(|m| members[m as usize].1, required_after[from], maxp.map(|m| m.saturating_sub(n)))
     };
     if !feasible(&plans, 0, 0, 0) {
         return Ok(nothing());
@@ -546,10 +641,10 @@ fn build(cx: &mut Compiler, seps: &Seps, members: &[(Expr, Expr, bool)], extra: 
     // member i left out (the same), each `None` when not offered.
     let choices = |plans: &mut Plans, i: usize, n: u64, r: usize| -> (Option<usize>, Option<usize>) {
         if plans.residuals[r].is_empty() {
-            return (room(n).then_some(r), (!members[i].2).then_some(r));
+            return (room(n).then_some(r), (!members[i].1).then_some(r));
         }
         let present = room(n).then(|| plans.residuals[r].decide(i as u32, true)).flatten().map(|x| plans.intern(x)).filter(|&x| feasible(plans, x, i + 1, n + 1));
-        let absent = (!members[i].2).then(|| plans.residuals[r].decide(i as u32, false)).flatten().map(|x| plans.intern(x)).filter(|&x| feasible(plans, x, i + 1, n));
+        let absent = (!members[i].1).then(|| plans.residuals[r].decide(i as u32, false)).flatten().map(|x| plans.intern(x)).filter(|&x| feasible(plans, x, i + 1, n));
         (present, absent)
     };
     // Does `member(i, n, r)` offer anything (with presence clauses, a member left out may
@@ -596,7 +691,7 @@ fn build(cx: &mut Compiler, seps: &Seps, members: &[(Expr, Expr, bool)], extra: 
             let (present, absent) = choices(&mut plans, i, n, r);
             if let Some(x) = present {
                 let id = cx.b.rule_id(&after_name(i + 1, next(n), x));
-                alts.push(Expr::seq([kv(&key_lits[i], &members[i].1), Expr::Rule(id)]));
+                alts.push(Expr::seq([members[i].0.clone(), Expr::Rule(id)]));
                 todo.push((false, i + 1, next(n), x));
             }
             if let Some(x) = absent.filter(|&x| !conditional || offers(&mut plans, &choices, n_members, extras, &room, i + 1, n, x)) {
