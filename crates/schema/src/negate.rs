@@ -4,6 +4,9 @@
 //! `anyOf[{type:object, properties:{a:false}}, {type:object, properties:{b:false}}]`, and so
 //! on keyword by keyword (a schema is the conjunction of its keywords, so its negation is the
 //! disjunction of theirs). Keywords whose negation is not a schema we can compile are refused.
+//! The negations of `additionalProperties`, `patternProperties` and `propertyNames` need
+//! "some key ... is present", which no standard keyword says: they leave a key witness
+//! ([`SOME_KEY`]) that the object compiler expands.
 
 use crate::compiler::{Compiler, CompileResult};
 use crate::conjunct::Conjunct;

@@ -6,7 +6,15 @@
 //! A listed key's value must satisfy, for every conjunct, its `properties` entry, the
 //! `patternProperties` entries whose pattern matches the key, or else its
 //! `additionalProperties`. Additional keys are generated from a complement trie of the listed
-//! names (so they never repeat a listed key), or from the `patternProperties` patterns.
+//! names (so they never repeat a listed key), or from the `patternProperties` patterns; with
+//! patterns in several parts or beside `propertyNames`, from key regions (one string schema
+//! per set of patterns a key matches, [`key_regions`]).
+//!
+//! Key witnesses (`x-formwork-some-key`, left by the negations of `additionalProperties`,
+//! `patternProperties` and `propertyNames`: "some key it applies to is present with a value
+//! it rejects") are expanded by [`some_keys`] into the union of the ways to meet them: a listed
+//! name (that member required, its value also the witness's) or a required member whose key
+//! is an additional-key region.
 
 use crate::compiler::{Compiler, CompileResult};
 use crate::conjunct::Conjunct;
