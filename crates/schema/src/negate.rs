@@ -325,7 +325,10 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     if !pats.is_empty() {
                         key["x-formwork-not-pattern"] = json!(pats);
                     }
-                    alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": key, "value": n, "names_out": listed, "patterns_out": pats}}));
+                    let props: Map<String, Value> = listed.iter().map(|k| ((*k).clone(), Value::Bool(true))).collect();
+                    let pps: Map<String, Value> = pats.iter().map(|k| ((*k).clone(), Value::Bool(true))).collect();
+                    let std = json!({"not": {"properties": props, "patternProperties": pps, "additionalProperties": x}});
+                    alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": key, "value": n, "names_out": listed, "patterns_out": pats, "std": std}}));
                 }
             }
             // Some key that matches a pattern has a value its schema rejects.
@@ -333,7 +336,8 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 for (pat, sub) in x.as_object().into_iter().flatten() {
                     let n = nested(walk, |walk| neg_value(cx, at, sub.clone(), depth + 1, walk))?;
                     if n != Value::Bool(false) {
-                        alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": {"type": "string", "pattern": pat}, "value": n, "patterns_in": [pat]}}));
+                        let std = json!({"not": {"patternProperties": { pat.clone(): sub }}});
+                        alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": {"type": "string", "pattern": pat}, "value": n, "patterns_in": [pat], "std": std}}));
                     }
                 }
             }
@@ -350,7 +354,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                                 alts.push(json!({"type": "object", "required": [k]}));
                             }
                         }
-                        None => alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": n, "value": true, "unless": x}})),
+                        None => alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": n, "value": true, "unless": x, "std": {"not": {"propertyNames": x}}}})),
                     },
                 }
             }
@@ -394,6 +398,80 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
 /// `unless` (the key fails that `propertyNames` schema). `kw` is the negated keyword, named
 /// in refusals. The object compiler expands it (`compile/object.rs`, `some_keys`).
 pub(crate) const SOME_KEY: &str = "x-formwork-some-key";
+
+/// `v` (a schema a negation or another derivation built) in standard keywords, for a
+/// validator: `x-formwork-not-values` becomes `not: {enum}`, `x-formwork-not-pattern` "not a
+/// string matching one of them", `x-formwork-non-integral` `not: {type: integer}`, and a key
+/// witness the negation it stands for (its `std`), each added under `allOf` beside the rest;
+/// subschemas are translated where they are.
+pub(crate) fn standard(v: &Value) -> Value {
+    use crate::keywords::{ARR_KW, MAP_KW, ONE_KW};
+    let Value::Object(o) = v else { return v.clone() };
+    let mut out = Map::new();
+    let mut extra: Vec<Value> = Vec::new();
+    for (k, x) in o {
+        match k.as_str() {
+            "x-formwork-not-values" => extra.push(json!({"not": {"enum": x}})),
+            "x-formwork-not-pattern" => {
+                let pats: Vec<Value> = x.as_array().into_iter().flatten().map(|p| json!({"type": "string", "pattern": p})).collect();
+                extra.push(json!({"not": {"anyOf": pats}}));
+            }
+            "x-formwork-non-integral" => extra.push(json!({"not": {"type": "integer"}})),
+            SOME_KEY => extra.push(x.get("std").cloned().unwrap_or(Value::Bool(false))),
+            "x-formwork-first" => {}
+            _ if MAP_KW.contains(&k.as_str()) && x.is_object() => {
+                let m: Map<String, Value> = x.as_object().into_iter().flatten().map(|(n, s)| (n.clone(), if s.is_array() { s.clone() } else { standard(s) })).collect();
+                out.insert(k.clone(), Value::Object(m));
+            }
+            _ if ARR_KW.contains(&k.as_str()) && x.is_array() => {
+                out.insert(k.clone(), Value::Array(x.as_array().into_iter().flatten().map(standard).collect()));
+            }
+            _ if ONE_KW.contains(&k.as_str()) => {
+                out.insert(k.clone(), standard(x));
+            }
+            _ => {
+                out.insert(k.clone(), x.clone());
+            }
+        }
+    }
+    if !extra.is_empty() {
+        match out.get_mut("allOf").and_then(Value::as_array_mut) {
+            Some(all) => all.extend(extra),
+            None => {
+                out.insert("allOf".into(), Value::Array(extra));
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// Makes every `$ref` in the schema `v` absolute against `base` (schema positions only: a
+/// `const` or `enum` value is data).
+pub(crate) fn absolute_refs(v: &mut Value, base: &str) {
+    use crate::keywords::{ARR_KW, MAP_KW, ONE_KW};
+    let Value::Object(o) = v else { return };
+    for (k, x) in o.iter_mut() {
+        match k.as_str() {
+            "$ref" => {
+                if let Value::String(r) = x {
+                    *r = crate::resolve::join(base, r);
+                }
+            }
+            _ if MAP_KW.contains(&k.as_str()) => {
+                for s in x.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+                    absolute_refs(s, base);
+                }
+            }
+            _ if ARR_KW.contains(&k.as_str()) && x.is_array() => {
+                for s in x.as_array_mut().into_iter().flatten() {
+                    absolute_refs(s, base);
+                }
+            }
+            _ if ONE_KW.contains(&k.as_str()) => absolute_refs(x, base),
+            _ => {}
+        }
+    }
+}
 
 /// The strings a schema accepts when they are finitely many and read off its `const` or
 /// `enum` (all its other keywords annotations).

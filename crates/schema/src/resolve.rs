@@ -181,7 +181,7 @@ fn has_scheme(s: &str) -> bool {
     false
 }
 
-fn strip_fragment(s: &str) -> &str {
+pub(crate) fn strip_fragment(s: &str) -> &str {
     s.split('#').next().unwrap_or(s)
 }
 

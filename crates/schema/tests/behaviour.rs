@@ -1015,3 +1015,22 @@ fn excluded_strings_beside_patterns_and_lengths_agree_with_the_validator() {
         assert_agrees_with_validator(&schema, &instances, &opts);
     }
 }
+
+/// `enum`/`const` values below a negation (a property or an item of the derived schema) are
+/// checked against the derived part exactly, not only against its simple keywords: before,
+/// `{"a": 10}` passed `not: {properties: {a: {minimum: 5}}}` beside `a: {enum: [1, 10]}`.
+#[test]
+fn enum_values_below_a_negation_are_checked_against_it() {
+    let values = [json!(1), json!(2), json!(10), json!("x"), json!(["zzz"]), json!(["x", "yy"])];
+    let instances_owned = small_objects(&["a", "b"], &values);
+    let instances: Vec<&str> = instances_owned.iter().map(String::as_str).collect();
+    let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
+    for schema in [
+        json!({"properties": {"a": {"enum": [1, 10]}}, "required": ["a"], "not": {"properties": {"a": {"minimum": 5}}}}),
+        json!({"type": "object", "properties": {"a": {"enum": [1, 2, 3]}}, "oneOf": [{"properties": {"a": {"maximum": 2}}}, {"properties": {"a": {"minimum": 2}}}]}),
+        json!({"type": "object", "properties": {"b": {"enum": [1, "x"]}}, "not": {"additionalProperties": {"type": "integer"}}}),
+        json!({"type": "object", "properties": {"a": {"type": "array", "items": {"enum": ["x", "yy", "zzz"]}}}, "required": ["a"], "not": {"properties": {"a": {"items": {"maxLength": 2}}}}}),
+    ] {
+        assert_agrees_with_validator(&schema, &instances, &opts);
+    }
+}

@@ -39,6 +39,21 @@ impl Compiler<'_> {
                         }
                     }
                 }
+                // Any other keyword: the part in standard keywords, through a validator of its
+                // own. (A derived part below the instance's top, a negation's property or
+                // item, has no real part beside it that says the same.)
+                let simple = ["type", "x-formwork-not-values", "x-formwork-non-integral", "x-formwork-not-pattern"];
+                if p.obj().is_some_and(|o| o.keys().any(|k| !simple.contains(&k.as_str()) && !crate::negate::IGNORED.contains(&k.as_str()))) || matches!(p.value(), Value::Bool(false)) {
+                    if !self.validate_derived(p, v)? {
+                        return Ok(false);
+                    }
+                } else if let Some(t) = p.get("type").and_then(crate::json_types::type_bits) {
+                    let vt = crate::json_types::value_type(v);
+                    let ok = t.intersects(vt) || (vt == crate::json_types::JsonTypes::INT && t.intersects(crate::json_types::JsonTypes::FRAC));
+                    if !ok {
+                        return Ok(false);
+                    }
+                }
                 continue;
             }
             let ok = self.validate_at(p, v)?;
@@ -47,6 +62,33 @@ impl Compiler<'_> {
             }
         }
         Ok(true)
+    }
+
+    /// Is `v` valid against the derived part `p` (exact): its value in standard keywords
+    /// ([`crate::negate::standard`]), its `$ref`s made absolute against its document, whose
+    /// root the validator retrieves by that URI. Validators are kept by the schema's text.
+    fn validate_derived(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
+        let doc_uri = self.res.base_at(&crate::resolve::Loc { doc: p.doc, ptr: String::new() });
+        let mut std = crate::negate::standard(p.value());
+        crate::negate::absolute_refs(&mut std, &doc_uri);
+        let text = serde_json::to_string(&std).unwrap_or_default();
+        let key = (usize::MAX, text, Consumed::empty());
+        if let Some(Some(val)) = self.local_validators.get(&key) {
+            return Ok(val.is_valid(v));
+        }
+        let mut wrapped = std;
+        if let Value::Object(o) = &mut wrapped {
+            o.insert("$id".into(), Value::String("urn:formwork:derived".into()));
+        }
+        let mut remotes = self.opts.remotes.clone();
+        remotes.insert(crate::resolve::strip_fragment(&doc_uri).to_string(), (*self.res.docs[p.doc].value).clone());
+        let opts = SchemaOptions { draft: self.draft(p), remotes, ..Default::default() };
+        let val = crate::validator_options(&wrapped, &opts).ok().and_then(|o| o.build(&wrapped).ok()).map(Arc::new);
+        self.local_validators.insert(key, val.clone());
+        match val {
+            Some(val) => Ok(val.is_valid(v)),
+            None => Err(unsupported("enum", "cannot check enum values against a derived schema (a negation) that does not build as a validator", p.at.clone())),
+        }
     }
 
     /// Is `v` valid against `p` alone (exact, through `jsonschema`)?
