@@ -1030,6 +1030,10 @@ fn enum_values_below_a_negation_are_checked_against_it() {
         json!({"type": "object", "properties": {"a": {"enum": [1, 2, 3]}}, "oneOf": [{"properties": {"a": {"maximum": 2}}}, {"properties": {"a": {"minimum": 2}}}]}),
         json!({"type": "object", "properties": {"b": {"enum": [1, "x"]}}, "not": {"additionalProperties": {"type": "integer"}}}),
         json!({"type": "object", "properties": {"a": {"type": "array", "items": {"enum": ["x", "yy", "zzz"]}}}, "required": ["a"], "not": {"properties": {"a": {"items": {"maxLength": 2}}}}}),
+        // The disjointness proof of a negated `oneOf` checks constants against its (derived)
+        // branches themselves, not against the document's root.
+        json!({"type": "object", "properties": {"a": {"not": {"oneOf": [{"const": 1}, {"enum": [1, 2]}]}}}}),
+        json!({"type": "object", "properties": {"a": {"not": {"oneOf": [{"const": 10}, {"enum": [1, 2]}, {"type": "array"}]}}}}),
     ] {
         assert_agrees_with_validator(&schema, &instances, &opts);
     }

@@ -93,6 +93,10 @@ impl Compiler<'_> {
 
     /// Is `v` valid against `p` alone (exact, through `jsonschema`)?
     pub(crate) fn validate_at(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
+        if !p.real {
+            // A derived part is no location of its document: its own validator.
+            return self.validate_derived(p, v);
+        }
         if p.consumed.contains(Consumed::REF_ONLY) {
             // Drafts 4-7: the `$ref` replaced this object, and its target is a part of the
             // same conjunction (checked there).
