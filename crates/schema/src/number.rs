@@ -205,16 +205,15 @@ pub(crate) fn non_integral(cx: &mut Compiler, parts: &[Conjunct], excluded: &[Va
     if k.lo.is_some() || k.hi.is_some() || !k.mult.is_empty() || excluded.iter().any(Value::is_number) {
         cx.refuse("not", "non-integral numbers (a negated `integer`) together with bounds, multiples or excluded numbers", parts[0].at.clone())?;
     }
+    Ok(non_integral_body())
+}
+
+/// Numbers with a fraction that has a non-zero digit (so never equal to an integer), in
+/// plain decimal notation.
+fn non_integral_body() -> Expr {
     let digit = || Expr::class([('0', '9')], false);
     let int_part = Expr::alt([Expr::lit("0"), Expr::seq([Expr::class([('1', '9')], false), Expr::star(digit())])]);
-    Ok(Expr::seq([
-        Expr::opt(Expr::lit("-")),
-        int_part,
-        Expr::lit("."),
-        Expr::star(digit()),
-        Expr::class([('1', '9')], false),
-        Expr::star(digit()),
-    ]))
+    Expr::seq([Expr::opt(Expr::lit("-")), int_part, Expr::lit("."), Expr::star(digit()), Expr::class([('1', '9')], false), Expr::star(digit())])
 }
 
 pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], int_only: bool, excluded: &[Value]) -> CompileResult<Expr> {
@@ -258,6 +257,10 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], int_only: bool, exc
         Expr::seq([ints, zero_fraction()])
     };
     if !frac_allowed {
+        // Excluded integers leave every non-integral number, when nothing else bounds them.
+        if !int_only && !int_mult && k.lo.is_none() && k.hi.is_none() && frac_digits.is_none() {
+            return Ok(alt_of(vec![ints, non_integral_body()]));
+        }
         return Ok(ints);
     }
     if k.lo.is_none() && k.hi.is_none() {
