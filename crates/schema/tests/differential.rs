@@ -39,7 +39,7 @@ fn small_value(r: &mut Rng) -> Value {
 /// A schema of nesting `depth` at most.
 fn schema(r: &mut Rng, depth: u32) -> Value {
     let leaf = depth == 0;
-    let choice = if leaf { r.below(9) } else { r.below(22) };
+    let choice = if leaf { r.below(9) } else { r.below(28) };
     match choice {
         0 => json!({"type": r.pick(&["null", "boolean", "integer", "number", "string", "array", "object"])}),
         1 => json!({"type": [r.pick(&["string", "integer"]), r.pick(&["object", "array", "null"])]}),
@@ -84,7 +84,13 @@ fn schema(r: &mut Rng, depth: u32) -> Value {
         18 => json!({"oneOf": [schema(r, depth - 1), schema(r, depth - 1)]}),
         19 => json!({"allOf": [schema(r, depth - 1), schema(r, depth - 1)]}),
         20 => json!({"items": schema(r, depth - 1)}),
-        _ => json!({"minProperties": r.pick(&[1, 2])}),
+        21 => json!({"minProperties": r.pick(&[1, 2])}),
+        22 => json!({"if": schema(r, depth - 1), "then": schema(r, depth - 1), "else": schema(r, depth - 1)}),
+        23 => json!({"dependentRequired": { r.pick(&KEYS): [r.pick(&KEYS)] }}),
+        24 => json!({"contains": schema(r, depth - 1)}),
+        25 => json!({"maxItems": r.pick(&[0, 1]), "uniqueItems": true, "items": {"enum": [1, "a", 2]}}),
+        26 => json!({"exclusiveMaximum": r.pick(&[1, 2, 10]), "multipleOf": r.pick(&[1, 2, 5])}),
+        _ => json!({"dependentSchemas": { r.pick(&KEYS): schema(r, depth - 1) }}),
     }
 }
 
@@ -108,15 +114,19 @@ fn instances() -> Vec<String> {
 
 #[test]
 fn random_schemas_never_accept_what_the_validator_rejects() {
-    // More schemas or another seed for exploring: FORMWORK_DIFF_N, FORMWORK_DIFF_SEED.
+    // More schemas, another seed, deeper schemas or listed key order for exploring:
+    // FORMWORK_DIFF_N, FORMWORK_DIFF_SEED, FORMWORK_DIFF_DEPTH, FORMWORK_DIFF_LISTED (which
+    // rejects valid instances whose keys are out of order, so only the first assertion holds).
     let n: usize = std::env::var("FORMWORK_DIFF_N").ok().and_then(|s| s.parse().ok()).unwrap_or(1500);
     let seed: u64 = std::env::var("FORMWORK_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x9E37_79B9_7F4A_7C15);
     let mut r = Rng(seed | 1);
-    let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
+    let depth: u32 = std::env::var("FORMWORK_DIFF_DEPTH").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let order = if std::env::var("FORMWORK_DIFF_LISTED").is_ok() { KeyOrder::Listed } else { KeyOrder::Any };
+    let opts = SchemaOptions { key_order: order, ..Default::default() };
     let docs = instances();
     let (mut compiled, mut checked, mut valid_rejected) = (0usize, 0usize, 0usize);
     for _ in 0..n {
-        let s = schema(&mut r, 3);
+        let s = schema(&mut r, depth);
         let Ok(g) = compile(&s, &opts) else { continue };
         compiled += 1;
         for d in &docs {
