@@ -36,10 +36,21 @@ fn small_value(r: &mut Rng) -> Value {
     r.pick(&[json!(null), json!(true), json!(0), json!(1), json!(2), json!(10), json!(1.5), json!(""), json!("a"), json!("ab"), json!("zz")])
 }
 
-/// A schema of nesting `depth` at most.
+/// A schema of nesting `depth` at most. `$ref`s into the definitions are drawn only where
+/// the schema describes a part of its instance (`guarded`: a property's value, an item), so a
+/// reference cycle always descends into the instance (a cycle on the same instance has no
+/// meaning a validator agrees on).
 fn schema(r: &mut Rng, depth: u32) -> Value {
+    schema_in(r, depth, false)
+}
+
+fn inner(r: &mut Rng, depth: u32) -> Value {
+    schema_in(r, depth, true)
+}
+
+fn schema_in(r: &mut Rng, depth: u32, guarded: bool) -> Value {
     let leaf = depth == 0;
-    let choice = if leaf { r.below(9) } else { r.below(28) };
+    let choice = if leaf { r.below(9) } else if guarded { r.below(30) } else { r.below(28) };
     match choice {
         0 => json!({"type": r.pick(&["null", "boolean", "integer", "number", "string", "array", "object"])}),
         1 => json!({"type": [r.pick(&["string", "integer"]), r.pick(&["object", "array", "null"])]}),
@@ -55,7 +66,7 @@ fn schema(r: &mut Rng, depth: u32) -> Value {
         8 => json!(r.pick(&[true, false])),
         9 => {
             let k = r.pick(&KEYS);
-            let mut o = json!({"properties": { k: schema(r, depth - 1) }});
+            let mut o = json!({"properties": { k: inner(r, depth - 1) }});
             if r.below(2) == 0 {
                 o["required"] = json!([k]);
             }
@@ -63,17 +74,17 @@ fn schema(r: &mut Rng, depth: u32) -> Value {
         }
         10 => {
             let k = r.pick(&KEYS);
-            json!({"properties": { k: schema(r, depth - 1) }, "additionalProperties": schema(r, depth - 1)})
+            json!({"properties": { k: inner(r, depth - 1) }, "additionalProperties": inner(r, depth - 1)})
         }
         11 => json!({"properties": { r.pick(&KEYS): true }, "additionalProperties": false}),
         12 => {
             let p = r.pick(&PATTERNS);
-            json!({"patternProperties": { p: schema(r, depth - 1) }})
+            json!({"patternProperties": { p: inner(r, depth - 1) }})
         }
         13 => {
             let p = r.pick(&PATTERNS);
             let ap = r.pick(&[json!(false), json!({"type": "integer"})]);
-            json!({"patternProperties": { p: schema(r, depth - 1) }, "additionalProperties": ap})
+            json!({"patternProperties": { p: inner(r, depth - 1) }, "additionalProperties": ap})
         }
         14 => {
             let pat = r.pick(&PATTERNS);
@@ -83,15 +94,24 @@ fn schema(r: &mut Rng, depth: u32) -> Value {
         17 => json!({"anyOf": [schema(r, depth - 1), schema(r, depth - 1)]}),
         18 => json!({"oneOf": [schema(r, depth - 1), schema(r, depth - 1)]}),
         19 => json!({"allOf": [schema(r, depth - 1), schema(r, depth - 1)]}),
-        20 => json!({"items": schema(r, depth - 1)}),
+        20 => json!({"items": inner(r, depth - 1)}),
         21 => json!({"minProperties": r.pick(&[1, 2])}),
         22 => json!({"if": schema(r, depth - 1), "then": schema(r, depth - 1), "else": schema(r, depth - 1)}),
         23 => json!({"dependentRequired": { r.pick(&KEYS): [r.pick(&KEYS)] }}),
-        24 => json!({"contains": schema(r, depth - 1)}),
+        24 => json!({"contains": inner(r, depth - 1)}),
         25 => json!({"maxItems": r.pick(&[0, 1]), "uniqueItems": true, "items": {"enum": [1, "a", 2]}}),
         26 => json!({"exclusiveMaximum": r.pick(&[1, 2, 10]), "multipleOf": r.pick(&[1, 2, 5])}),
-        _ => json!({"dependentSchemas": { r.pick(&KEYS): schema(r, depth - 1) }}),
+        27 => json!({"dependentSchemas": { r.pick(&KEYS): schema(r, depth - 1) }}),
+        // Into the root's definitions (see `document`), which may lead back here.
+        _ => json!({"$ref": r.pick(&["#/$defs/d0", "#/$defs/d1"])}),
     }
+}
+
+/// A document: a schema beside two definitions that it, and they, may reference.
+fn document(r: &mut Rng, depth: u32) -> Value {
+    let d0 = schema(r, depth.saturating_sub(1));
+    let d1 = schema(r, depth.saturating_sub(1));
+    json!({"$defs": {"d0": d0, "d1": d1}, "allOf": [schema(r, depth)]})
 }
 
 fn instances() -> Vec<String> {
@@ -126,7 +146,7 @@ fn random_schemas_never_accept_what_the_validator_rejects() {
     let docs = instances();
     let (mut compiled, mut checked, mut valid_rejected) = (0usize, 0usize, 0usize);
     for _ in 0..n {
-        let s = schema(&mut r, depth);
+        let s = document(&mut r, depth);
         let Ok(g) = compile(&s, &opts) else { continue };
         compiled += 1;
         for d in &docs {
