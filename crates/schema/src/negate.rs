@@ -362,6 +362,49 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 let kw = x.get("kw").and_then(Value::as_str).unwrap_or("not");
                 return Err(unsupported(kw, "the negation of a negated keyword that needs a key witness", at.at.clone()));
             }
+            // (Before draft 7 `if`/`then`/`else` are unknown keywords: nothing.) Else
+            // `¬(if A then B else C)` = `(A ∧ ¬B) ∨ (¬A ∧ ¬C)`, a missing `then` or `else`
+            // being `true` (so its side adds nothing).
+            "if" if matches!(cx.draft(at), crate::Draft::Draft4 | crate::Draft::Draft6) => {}
+            "if" => {
+                if at.doc != walk.doc && contains_ref(x) {
+                    return Err(unsupported("if", "its negation copies `$ref`s from another document", at.at.clone()));
+                }
+                if let Some(b) = o.get("then") {
+                    let nb = neg_value(cx, at, b.clone(), depth + 1, walk)?;
+                    if nb != Value::Bool(false) {
+                        alts.push(json!({"allOf": [x, nb]}));
+                    }
+                }
+                if let Some(c) = o.get("else") {
+                    let nc = neg_value(cx, at, c.clone(), depth + 1, walk)?;
+                    if nc != Value::Bool(false) {
+                        let na = neg_value(cx, at, x.clone(), depth + 1, walk)?;
+                        alts.push(json!({"allOf": [na, nc]}));
+                    }
+                }
+            }
+            "then" | "else" => {} // read with `if`; alone they constrain nothing
+            // A key is present and one of the names it brings is not (objects only).
+            "dependentRequired" | "dependencies" | "dependentSchemas" => {
+                for (k, d) in x.as_object().into_iter().flatten() {
+                    match d {
+                        Value::Array(names) if kw != "dependentSchemas" => {
+                            for n in names.iter().filter_map(Value::as_str).filter(|n| n != k) {
+                                alts.push(json!({"type": "object", "required": [k], "properties": { n: false }}));
+                            }
+                        }
+                        _ if kw != "dependentRequired" => {
+                            // The key is present and the instance fails the schema.
+                            let n = neg_value(cx, at, d.clone(), depth + 1, walk)?;
+                            if n != Value::Bool(false) {
+                                alts.push(json!({"type": "object", "required": [k], "allOf": [n]}));
+                            }
+                        }
+                        _ => return Err(unsupported(kw, "must map names to arrays of names (dependentRequired) or to schemas", at.at.clone())),
+                    }
+                }
+            }
             // Back from non-integral numbers: integers (the keyword constrains only numbers).
             "x-formwork-non-integral" => alts.push(json!({"type": "integer"})),
             // Back from a negated pattern: strings that match one of them.
@@ -373,9 +416,8 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
             // An annotation constrains nothing, so it adds nothing to the negation.
             "format" if cx.opts.formats_as_annotations => {}
             "format" if cx.opts.unknown_formats_as_annotations && x.as_str().is_some_and(|f| crate::format::regex_for(f).is_none()) => {}
-            "format" | "items" | "prefixItems" | "additionalItems" | "contains" | "minContains" | "maxContains" | "uniqueItems" | "multipleOf" | "if"
-            | "then" | "else" | "dependentRequired" | "dependentSchemas" | "dependencies" | "unevaluatedProperties"
-            | "unevaluatedItems" | "$dynamicRef" | "$recursiveRef" => {
+            "format" | "items" | "prefixItems" | "additionalItems" | "contains" | "minContains" | "maxContains" | "uniqueItems" | "multipleOf"
+            | "unevaluatedProperties" | "unevaluatedItems" | "$dynamicRef" | "$recursiveRef" => {
                 return Err(unsupported(kw, "its negation is not expressible as a grammar", at.at.clone()));
             }
             _ => {} // unknown keywords are annotations

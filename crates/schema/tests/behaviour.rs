@@ -1038,3 +1038,28 @@ fn enum_values_below_a_negation_are_checked_against_it() {
         assert_agrees_with_validator(&schema, &instances, &opts);
     }
 }
+
+/// The negations of `if`/`then`/`else` (`(A ∧ ¬B) ∨ (¬A ∧ ¬C)`) and of dependencies (the key
+/// is present and a name it brings is absent, or the instance fails its schema), alone and
+/// as the exact form of an overlapping `oneOf` needs them.
+#[test]
+fn negations_of_conditionals_and_dependencies_agree_with_the_validator() {
+    let values = [json!(1), json!(10), json!("x")];
+    let instances_owned = small_objects(&["a", "b", "c"], &values);
+    let instances: Vec<&str> = instances_owned.iter().map(String::as_str).collect();
+    let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
+    for schema in [
+        json!({"not": {"if": {"required": ["a"]}, "then": {"required": ["b"]}, "else": {"properties": {"b": {"type": "string"}}}}}),
+        json!({"not": {"if": {"properties": {"a": {"maximum": 5}}}, "then": {"required": ["c"]}}}),
+        json!({"not": {"if": {"properties": {"a": {"maximum": 5}}}, "else": {"maxProperties": 1}}}),
+        json!({"not": {"dependentRequired": {"a": ["b", "c"]}}}),
+        json!({"not": {"dependentSchemas": {"b": {"properties": {"a": {"type": "string"}}}}}}),
+        json!({"oneOf": [{"dependentRequired": {"a": ["b"]}}, {"if": {"required": ["c"]}, "then": {"maxProperties": 2}}]}),
+    ] {
+        assert_agrees_with_validator(&schema, &instances, &opts);
+    }
+    // Draft 7's `dependencies`, both forms.
+    let d7 = SchemaOptions { key_order: KeyOrder::Any, draft: formwork_schema::Draft::Draft7, ..Default::default() };
+    let schema = json!({"$schema": "http://json-schema.org/draft-07/schema#", "not": {"dependencies": {"a": ["b"], "c": {"properties": {"a": {"minimum": 5}}}}}});
+    assert_agrees_with_validator(&schema, &instances, &d7);
+}
