@@ -11,19 +11,8 @@ use formwork_vocab::{TokenId, TokenMask, Vocabulary};
 use proptest::prelude::*;
 use std::sync::{Arc, OnceLock};
 
-/// A small deterministic RNG (xorshift64*), seeded by proptest.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+// A small deterministic RNG (xorshift64*), seeded by proptest.
+use formwork_testkit::Rng;
 
 fn refs(e: &Expr) -> usize {
     match e {

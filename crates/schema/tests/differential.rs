@@ -11,22 +11,11 @@ use formwork_grammar::matcher::accepts;
 use formwork_schema::{compile, validate_with, KeyOrder, SchemaOptions};
 use serde_json::{json, Value};
 
-/// xorshift64*: enough randomness for drawing schemas, and no dependency.
-struct Rng(u64);
+use formwork_testkit::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<T: Clone>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len())].clone()
-    }
+/// A number below `n`, as an index.
+fn below(r: &mut Rng, n: usize) -> usize {
+    r.below(n as u64) as usize
 }
 
 const KEYS: [&str; 4] = ["a", "b", "ab", "zz"];
@@ -50,12 +39,12 @@ fn inner(r: &mut Rng, depth: u32) -> Value {
 
 fn schema_in(r: &mut Rng, depth: u32, guarded: bool) -> Value {
     let leaf = depth == 0;
-    let choice = if leaf { r.below(9) } else if guarded { r.below(30) } else { r.below(28) };
+    let choice = if leaf { below(r, 9) } else if guarded { below(r, 30) } else { below(r, 28) };
     match choice {
         0 => json!({"type": r.pick(&["null", "boolean", "integer", "number", "string", "array", "object"])}),
         1 => json!({"type": [r.pick(&["string", "integer"]), r.pick(&["object", "array", "null"])]}),
         2 => {
-            let n = 1 + r.below(3);
+            let n = 1 + below(r, 3);
             json!({"enum": (0..n).map(|_| small_value(r)).collect::<Vec<_>>()})
         }
         3 => json!({"const": small_value(r)}),
@@ -67,7 +56,7 @@ fn schema_in(r: &mut Rng, depth: u32, guarded: bool) -> Value {
         9 => {
             let k = r.pick(&KEYS);
             let mut o = json!({"properties": { k: inner(r, depth - 1) }});
-            if r.below(2) == 0 {
+            if below(r, 2) == 0 {
                 o["required"] = json!([k]);
             }
             o

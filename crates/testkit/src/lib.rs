@@ -11,6 +11,9 @@
 //!   [`shared_vocab`] by name) and real HuggingFace tokenization of text ([`tokenize`],
 //!   [`SharedTokenizer::tokenize`]) through the `tokenizers` crate (pure Rust: fancy-regex).
 //!
+//! - [`Rng`]: a small seeded generator (xorshift64*) for randomized tests that must
+//!   reproduce from their seed.
+//!
 //! The fake `Model` lives in the engine crate, not here.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -250,5 +253,29 @@ mod tests {
         assert_eq!(v.token_bytes(TokenId(b'x' as u32)), b"x");
         assert_eq!(v.eos_tokens(), &[BYTE_EOS]);
         assert_eq!(greedy_tokenize(&v, b"hi").unwrap(), vec![TokenId(104), TokenId(105)]);
+    }
+}
+
+/// A small deterministic generator (xorshift64*): enough randomness for drawing test
+/// inputs, reproducible from its seed (which must not be 0).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// One of `xs` (not empty).
+    pub fn pick<T: Clone>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize].clone()
     }
 }
