@@ -328,7 +328,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     let props: Map<String, Value> = listed.iter().map(|k| ((*k).clone(), Value::Bool(true))).collect();
                     let pps: Map<String, Value> = pats.iter().map(|k| ((*k).clone(), Value::Bool(true))).collect();
                     let std = json!({"not": {"properties": props, "patternProperties": pps, "additionalProperties": x}});
-                    alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": key, "value": n, "names_out": listed, "patterns_out": pats, "std": std}}));
+                    alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": key, "value": n, "std": std}}));
                 }
             }
             // Some key that matches a pattern has a value its schema rejects.
@@ -337,7 +337,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     let n = nested(walk, |walk| neg_value(cx, at, sub.clone(), depth + 1, walk))?;
                     if n != Value::Bool(false) {
                         let std = json!({"not": {"patternProperties": { pat.clone(): sub }}});
-                        alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": {"type": "string", "pattern": pat}, "value": n, "patterns_in": [pat], "std": std}}));
+                        alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": {"type": "string", "pattern": pat}, "value": n, "std": std}}));
                     }
                 }
             }
@@ -354,7 +354,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                                 alts.push(json!({"type": "object", "required": [k]}));
                             }
                         }
-                        None => alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": n, "value": true, "unless": x, "std": {"not": {"propertyNames": x}}}})),
+                        None => alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": n, "value": true, "std": {"not": {"propertyNames": x}}}})),
                     },
                 }
             }
@@ -433,12 +433,11 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
 /// The keyword of a key witness: "some key the witness admits is present, with a value
 /// that `value` accepts". It is what the negations of `additionalProperties`,
 /// `patternProperties` and `propertyNames` leave in an object whose keys are not a known
-/// finite set. `key` is a string schema of the keys it admits (for the grammar of keys
-/// outside the object's listed names); which listed names it admits is decided exactly
-/// from `names_out` and `patterns_out` (a key listed by the negated schema or matching one of
-/// its patterns is not additional there), `patterns_in` (the key matches the pattern), or
-/// `unless` (the key fails that `propertyNames` schema). `kw` is the negated keyword, named
-/// in refusals. The object compiler expands it (`compile/object.rs`, `some_keys`).
+/// finite set. `key` is a string schema of the keys it admits (the grammar of the additional
+/// keys that meet it, and the exact check of the listed names that do); `std` is the
+/// negation it stands for in standard keywords (for validators, [`standard`]); `kw` is the
+/// negated keyword, named in refusals. The object compiler expands it
+/// (`compile/object.rs`, `some_keys`).
 pub(crate) const SOME_KEY: &str = "x-formwork-some-key";
 
 /// `v` (a schema a negation or another derivation built) in standard keywords, for a

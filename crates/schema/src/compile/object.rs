@@ -175,36 +175,10 @@ fn witness_kw(w: &Conjunct) -> String {
     w.get("kw").and_then(Value::as_str).unwrap_or("not").to_string()
 }
 
-/// Does witness `w` admit the listed name `k` (exactly)?
+/// Does witness `w` admit the listed name `k`? Exactly: `k` checked against the witness's
+/// key schema (a derived part: see `Compiler::value_ok`).
 fn admits(cx: &mut Compiler, w: &Conjunct, k: &str) -> CompileResult<bool> {
-    let strs = |key: &str| w.get(key).and_then(Value::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect::<Vec<_>>()).unwrap_or_default();
-    let kw = witness_kw(w);
-    if strs("names_out").iter().any(|n| n == k) {
-        return Ok(false);
-    }
-    for (list, want) in [("patterns_out", false), ("patterns_in", true)] {
-        for pat in strs(list) {
-            match pattern_matches(cx, &pat, k) {
-                Some(m) if m != want => return Ok(false),
-                Some(_) => {}
-                None => return Err(unsupported(&kw, format!("pattern {pat:?} is not supported"), w.at.clone())),
-            }
-        }
-    }
-    if let Some(pn) = w.get("unless") {
-        let key = Value::String(k.to_string());
-        let valid = match pn {
-            Value::Bool(b) => *b,
-            _ => {
-                let opts = crate::SchemaOptions { draft: cx.draft(w), ..Default::default() };
-                let val = (!crate::negate::contains_ref(pn)).then(|| crate::validator_options(pn, &opts).ok()?.build(pn).ok()).flatten();
-                let val = val.ok_or_else(|| unsupported(&kw, "its negation needs to check listed names against a `propertyNames` schema with `$ref`s or that does not build", w.at.clone()))?;
-                val.is_valid(&key)
-            }
-        };
-        return Ok(!valid);
-    }
-    Ok(true)
+    cx.value_ok(&[w.sub("/key")], &Value::String(k.to_string()))
 }
 
 /// The names an object of the conjunction may list (its `properties` and `required`, and
