@@ -52,6 +52,7 @@ mod chars;
 mod compile;
 mod compiler;
 mod conjunct;
+mod derived;
 mod ecma;
 mod exprs;
 mod format;

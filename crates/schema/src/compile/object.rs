@@ -24,7 +24,7 @@ use crate::regex::pattern_matches;
 use crate::resolve::escape_ptr;
 use crate::json_types::as_count;
 use crate::layout::unordered;
-use crate::negate::SOME_KEY;
+use crate::derived::SOME_KEY;
 use foldhash::HashSet;
 use std::collections::HashMap;
 use formwork_grammar::Expr;

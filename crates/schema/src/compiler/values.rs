@@ -43,7 +43,7 @@ impl Compiler<'_> {
                 // own. (A derived part below the instance's top, a negation's property or
                 // item, has no real part beside it that says the same.)
                 let simple = ["type", "x-formwork-not-values", "x-formwork-non-integral", "x-formwork-not-pattern"];
-                if p.obj().is_some_and(|o| o.keys().any(|k| !simple.contains(&k.as_str()) && !crate::negate::IGNORED.contains(&k.as_str()))) || matches!(p.value(), Value::Bool(false)) {
+                if p.obj().is_some_and(|o| o.keys().any(|k| !simple.contains(&k.as_str()) && !crate::derived::IGNORED.contains(&k.as_str()))) || matches!(p.value(), Value::Bool(false)) {
                     if !self.validate_derived(p, v)? {
                         return Ok(false);
                     }
@@ -65,12 +65,12 @@ impl Compiler<'_> {
     }
 
     /// Is `v` valid against the derived part `p` (exact): its value in standard keywords
-    /// ([`crate::negate::standard`]), its `$ref`s made absolute against its document, whose
+    /// ([`crate::derived::standard`]), its `$ref`s made absolute against its document, whose
     /// root the validator retrieves by that URI. Validators are kept by the schema's text.
     fn validate_derived(&mut self, p: &Conjunct, v: &Value) -> CompileResult<bool> {
         let doc_uri = self.res.base_at(&crate::resolve::Loc { doc: p.doc, ptr: String::new() });
-        let mut std = crate::negate::standard(p.value());
-        crate::negate::absolute_refs(&mut std, &doc_uri);
+        let mut std = crate::derived::standard(p.value());
+        crate::derived::absolute_refs(&mut std, &doc_uri);
         let text = serde_json::to_string(&std).unwrap_or_default();
         let key = (usize::MAX, text, Consumed::empty());
         if let Some(Some(val)) = self.local_validators.get(&key) {
