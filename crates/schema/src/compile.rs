@@ -110,7 +110,7 @@ const ANNOTATIONS_AND_HANDLED: &[&str] = &[
     "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "not", "if", "then", "else",
     "dependentRequired", "dependentSchemas", "dependencies", "$ref", "$defs", "definitions", "$anchor", "$id", "id",
     "$schema", "$dynamicAnchor", "x-formwork-not-values", "x-formwork-not-pattern", "x-formwork-non-integral",
-    "x-formwork-some-key",
+    "x-formwork-some-key", "x-formwork-not-multiple-of",
 ];
 
 /// Keywords that constrain values but are not enforced.

@@ -1,6 +1,6 @@
 //! Derived schemas: the extension keywords that negations and other rewrites write into the
 //! schemas they build (`x-formwork-not-values`, `x-formwork-not-pattern`,
-//! `x-formwork-non-integral`, the key witness [`SOME_KEY`]), and those schemas in standard
+//! `x-formwork-non-integral`, [`NOT_MULTIPLE_OF`], the key witness [`SOME_KEY`]), and those schemas in standard
 //! keywords for a validator ([`standard`], [`absolute_refs`]). Below both the negation
 //! (`negate`) that writes them and the compiler's value checks that read them.
 
@@ -22,6 +22,10 @@ pub(crate) const IGNORED: &[&str] = &[
 /// (`compile/object.rs`, `some_keys`).
 pub(crate) const SOME_KEY: &str = "x-formwork-some-key";
 
+/// A number must not be a multiple of this positive integer (a negated `multipleOf`; it
+/// constrains only numbers).
+pub(crate) const NOT_MULTIPLE_OF: &str = "x-formwork-not-multiple-of";
+
 /// `v` (a schema a negation or another derivation built) in standard keywords, for a
 /// validator: `x-formwork-not-values` becomes `not: {enum}`, `x-formwork-not-pattern` "not a
 /// string matching one of them", `x-formwork-non-integral` `not: {type: integer}`, and a key
@@ -40,6 +44,7 @@ pub(crate) fn standard(v: &Value) -> Value {
                 extra.push(json!({"not": {"anyOf": pats}}));
             }
             "x-formwork-non-integral" => extra.push(json!({"not": {"type": "integer"}})),
+            NOT_MULTIPLE_OF => extra.push(json!({"not": {"type": "number", "multipleOf": x}})),
             SOME_KEY => extra.push(x.get("std").cloned().unwrap_or(Value::Bool(false))),
             "x-formwork-first" => {}
             _ if MAP_KW.contains(&k.as_str()) && x.is_object() => {

@@ -11,7 +11,7 @@
 use crate::compiler::{Compiler, CompileResult};
 use crate::conjunct::Conjunct;
 use crate::exprs::unsupported;
-use crate::derived::{IGNORED, SOME_KEY};
+use crate::derived::{IGNORED, NOT_MULTIPLE_OF, SOME_KEY};
 use crate::json_types::{type_bits, value_type, JsonTypes};
 use serde_json::{json, Map, Value};
 
@@ -412,6 +412,9 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
             // An annotation constrains nothing, so it adds nothing to the negation.
             "format" if cx.opts.formats_as_annotations => {}
             "format" if cx.opts.unknown_formats_as_annotations && x.as_str().is_some_and(|f| crate::format::regex_for(f).is_none()) => {}
+            // Numbers that are not multiples of an integer (a decimal step stays refused).
+            "multipleOf" if x.as_u64().is_some_and(|m| m > 0) => alts.push(json!({"type": "number", NOT_MULTIPLE_OF: x})),
+            NOT_MULTIPLE_OF => alts.push(json!({"type": "number", "multipleOf": x})),
             "format" | "items" | "prefixItems" | "additionalItems" | "contains" | "minContains" | "maxContains" | "uniqueItems" | "multipleOf"
             | "unevaluatedProperties" | "unevaluatedItems" | "$dynamicRef" | "$recursiveRef" => {
                 return Err(unsupported(kw, "its negation is not expressible as a grammar", at.at.clone()));

@@ -9,7 +9,7 @@
 
 use crate::compiler::{Compiler, CompileResult};
 use crate::conjunct::Conjunct;
-use crate::exprs::{alt_of, invalid, nothing, zero_fraction};
+use crate::exprs::{alt_of, invalid, is_nothing, nothing, zero_fraction};
 use decimal::{magnitudes, Bound};
 use formwork_grammar::Expr;
 use serde_json::Value;
@@ -122,6 +122,9 @@ struct NumKw {
     lo: Option<(f64, bool)>,
     hi: Option<(f64, bool)>,
     mult: Vec<(f64, String)>,
+    /// Integers the number must not be a multiple of (a negated integer `multipleOf`,
+    /// `x-formwork-not-multiple-of`), with where they come from.
+    not_mult: Vec<(u128, String)>,
 }
 
 fn tighter_lo(a: Option<(f64, bool)>, b: (f64, bool)) -> Option<(f64, bool)> {
@@ -165,6 +168,10 @@ fn collect(parts: &[Conjunct]) -> CompileResult<NumKw> {
                 return Err(invalid("multipleOf", "must be positive", p.kw_ptr("multipleOf")));
             }
             k.mult.push((m, p.kw_ptr("multipleOf")));
+        }
+        if let Some(m) = p.get(crate::derived::NOT_MULTIPLE_OF) {
+            let m = m.as_u64().filter(|&m| m > 0).ok_or_else(|| invalid("not", "a negated multipleOf must be a positive integer", p.at.clone()))?;
+            k.not_mult.push((u128::from(m), p.at.clone()));
         }
     }
     Ok(k)
@@ -242,10 +249,13 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], int_only: bool, exc
             cx.refuse("multipleOf", format!("multipleOf {m} is supported only for integers and powers of ten"), at.clone())?;
         }
     }
+    if !k.not_mult.is_empty() {
+        return not_multiples(cx, &k, int_only, int_step, frac_digits, excluded);
+    }
     let frac_allowed = !int_only && !int_mult && excl_ints.is_empty();
     // Integers.
     let ints = if int_step > 1 {
-        ints_multiple(cx, ilo, ihi, int_step, &parts[0])?
+        ints_multiple(cx, ilo, ihi, int_step, &excl_ints, &parts[0])?
     } else {
         ranges_minus(ilo, ihi, &excl_ints)
     };
@@ -327,27 +337,39 @@ fn lcm(a: u128, b: u128) -> u128 {
     a / gcd(a, b) * b
 }
 
-fn ints_multiple(cx: &mut Compiler, lo: Option<i128>, hi: Option<i128>, step: u128, at: &Conjunct) -> CompileResult<Expr> {
+/// The multiples of `step` in `[lo, hi]` but the `excl`uded ones: listed when there are at
+/// most 2,000, else the divisibility automaton (which cannot leave out particular values:
+/// refused when an excluded value is among the multiples in range).
+fn ints_multiple(cx: &mut Compiler, lo: Option<i128>, hi: Option<i128>, step: u128, excl: &[i128], at: &Conjunct) -> CompileResult<Expr> {
     let s = step as i128;
     if let (Some(l), Some(h)) = (lo, hi) {
         let first = l.div_euclid(s) * s + if l.rem_euclid(s) == 0 { 0 } else { s };
         let count = if h < first { 0 } else { (h - first) / s + 1 };
         if count <= 2000 {
-            let v: Vec<Expr> = (0..count).map(|i| Expr::lit((first + i * s).to_string())).collect();
+            let v: Vec<Expr> = (0..count).map(|i| first + i * s).filter(|v| !excl.contains(v)).map(|v| Expr::lit(v.to_string())).collect();
             return Ok(alt_of(v));
         }
+    }
+    if excl.iter().any(|&e| e % s == 0 && lo.is_none_or(|l| e >= l) && hi.is_none_or(|h| e <= h)) {
+        cx.refuse("not", "excluding particular multiples beside multipleOf over a wide range", at.at.clone())?;
     }
     let nonneg_only = lo.is_some_and(|l| l == 0);
     if !(lo.is_none() || nonneg_only) || hi.is_some() {
         cx.refuse("multipleOf", "multipleOf with a wide or one-sided range other than minimum 0", at.kw_ptr("multipleOf"))?;
     }
-    // Divisibility automaton over the magnitude's digits: rule `mod{step}-{r}`.
-    let names: Vec<String> = (0..step).map(|r| format!("mod{step}-{r}")).collect();
+    Ok(divisibility_where(cx, step, "", &|r| r == 0, nonneg_only))
+}
+
+/// Integers whose magnitude's remainder modulo `step` is accepted by `accept`, as an
+/// automaton over the magnitude's digits: rule `mod{step}{tag}-{r}` is "the digits read so
+/// far leave remainder `r`" (`tag` names the accepting set, one rule family per set).
+fn divisibility_where(cx: &mut Compiler, step: u128, tag: &str, accept: &dyn Fn(u128) -> bool, nonneg_only: bool) -> Expr {
+    let names: Vec<String> = (0..step).map(|r| format!("mod{step}{tag}-{r}")).collect();
     if !cx.b.is_defined(&names[0]) {
         let ids: Vec<_> = names.iter().map(|n| cx.b.rule_id(n)).collect();
         for r in 0..step {
             let mut alts = Vec::new();
-            if r == 0 {
+            if accept(r) {
                 alts.push(Expr::empty());
             }
             let mut groups: Vec<(u8, u8, usize)> = Vec::new();
@@ -371,11 +393,51 @@ fn ints_multiple(cx: &mut Compiler, lo: Option<i128>, hi: Option<i128>, step: u1
         firsts.push(Expr::seq([dclass(d, d), Expr::Rule(id)]));
     }
     let mag = Expr::alt(firsts);
-    Ok(if nonneg_only {
-        Expr::alt([Expr::lit("0"), mag])
-    } else {
-        Expr::alt([Expr::lit("0"), Expr::seq([Expr::opt(Expr::lit("-")), mag])])
-    })
+    let zero = accept(0).then(|| Expr::lit("0"));
+    let signed = if nonneg_only { mag } else { Expr::seq([Expr::opt(Expr::lit("-")), mag]) };
+    alt_of(zero.into_iter().chain([signed]).collect())
+}
+
+/// The numbers of the conjunction when it negates an integer `multipleOf` (`not_mult`):
+/// integers that are multiples of `int_step` (1 without a `multipleOf`) and of none of
+/// `not_mult`, plus, when fractions are allowed, every non-integral number (never a
+/// multiple of an integer). Without bounds, one divisibility automaton modulo the least
+/// common multiple; with bounds, the integers of a range of at most 2,000 are listed (its
+/// non-integral numbers left out: a narrowing).
+/// Refused beside excluded values, decimal steps, a modulus over 10^6, or wider bounds.
+fn not_multiples(cx: &mut Compiler, k: &NumKw, int_only: bool, int_step: u128, frac_digits: Option<u32>, excl: &[Value]) -> CompileResult<Expr> {
+    let at = k.not_mult[0].1.clone();
+    let mut step = int_step;
+    for (m, _) in &k.not_mult {
+        step = lcm(step, *m);
+        if step > 1_000_000 {
+            cx.refuse("not", "the negation of multipleOf needs a modulus over 10^6", at)?;
+            return Ok(nothing());
+        }
+    }
+    if frac_digits.is_some() || excl.iter().any(Value::is_number) {
+        cx.refuse("not", "the negation of multipleOf beside a decimal multipleOf or excluded numbers", at)?;
+        return Ok(nothing());
+    }
+    let accept = |r: u128| r % int_step == 0 && k.not_mult.iter().all(|(m, _)| r % m != 0);
+    let (lo, hi) = cap_unbounded(k.lo, k.hi);
+    let ints = match (lo, hi) {
+        (None, None) => {
+            let tag = format!("n{}", k.not_mult.iter().map(|(m, _)| m.to_string()).collect::<Vec<_>>().join("n"));
+            let tag = if int_step > 1 { format!("{tag}m{int_step}") } else { tag };
+            divisibility_where(cx, step, &tag, &accept, false)
+        }
+        (Some(l), Some(h)) if h - l < 2000 => alt_of((l..=h).filter(|v| accept(v.unsigned_abs() % step)).map(|v| Expr::lit(v.to_string())).collect()),
+        _ => {
+            cx.refuse("not", "the negation of multipleOf with a wide or one-sided range", at)?;
+            return Ok(nothing());
+        }
+    };
+    let ints = if is_nothing(&ints) || cx.opts.canonical_integers { ints } else { Expr::seq([ints, zero_fraction()]) };
+    if int_only || int_step > 1 || lo.is_some() || hi.is_some() {
+        return Ok(ints);
+    }
+    Ok(alt_of(vec![ints, non_integral_body()]))
 }
 
 #[cfg(test)]

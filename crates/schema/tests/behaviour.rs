@@ -1063,3 +1063,26 @@ fn negations_of_conditionals_and_dependencies_agree_with_the_validator() {
     let schema = json!({"$schema": "http://json-schema.org/draft-07/schema#", "not": {"dependencies": {"a": ["b"], "c": {"properties": {"a": {"minimum": 5}}}}}});
     assert_agrees_with_validator(&schema, &instances, &d7);
 }
+
+/// `multipleOf` negated for an integer step (numbers that are not multiples: integers by a
+/// divisibility automaton, and every non-integral number), and excluded values beside
+/// `multipleOf`, which were ignored before (`{"multipleOf": 5, "not": {"const": 10}}`
+/// accepted 10): left out of a listed range, refused over a wide one.
+#[test]
+fn negated_multiples_and_excluded_multiples_agree_with_the_validator() {
+    let nums: Vec<String> = (-12..=25).map(|i| i.to_string()).chain(["1.5", "-2.5", "10.0", "0.5", "\"x\"", "null"].map(String::from)).collect();
+    let instances: Vec<&str> = nums.iter().map(String::as_str).collect();
+    let opts = SchemaOptions::default();
+    for schema in [
+        json!({"not": {"multipleOf": 3}}),
+        json!({"type": "integer", "not": {"multipleOf": 4}}),
+        json!({"multipleOf": 2, "not": {"multipleOf": 3}}),
+        json!({"type": "integer", "minimum": -5, "maximum": 20, "not": {"multipleOf": 5}}),
+        json!({"not": {"anyOf": [{"multipleOf": 2}, {"multipleOf": 5}]}}),
+        json!({"multipleOf": 5, "minimum": 0, "maximum": 20, "not": {"enum": [10, 15]}}),
+    ] {
+        assert_agrees_with_validator(&schema, &instances, &opts);
+    }
+    let e = compile(&json!({"multipleOf": 5, "not": {"const": 10}}), &opts).unwrap_err();
+    assert_eq!(e.keyword(), Some("not"), "{e}");
+}

@@ -89,7 +89,14 @@ fn schema_in(r: &mut Rng, depth: u32, guarded: bool) -> Value {
         23 => json!({"dependentRequired": { r.pick(&KEYS): [r.pick(&KEYS)] }}),
         24 => json!({"contains": inner(r, depth - 1)}),
         25 => json!({"maxItems": r.pick(&[0, 1]), "uniqueItems": true, "items": {"enum": [1, "a", 2]}}),
-        26 => json!({"exclusiveMaximum": r.pick(&[1, 2, 10]), "multipleOf": r.pick(&[1, 2, 5])}),
+        26 => {
+            let m = r.pick(&[1, 2, 5]);
+            match below(r, 3) {
+                0 => json!({"multipleOf": m}),
+                1 => json!({"multipleOf": m, "minimum": r.pick(&[-3, 0, 2])}),
+                _ => json!({"exclusiveMaximum": r.pick(&[1, 2, 10]), "multipleOf": m}),
+            }
+        }
         27 => json!({"dependentSchemas": { r.pick(&KEYS): schema(r, depth - 1) }}),
         // Into the root's definitions (see `document`), which may lead back here.
         _ => json!({"$ref": r.pick(&["#/$defs/d0", "#/$defs/d1"])}),
@@ -104,7 +111,7 @@ fn document(r: &mut Rng, depth: u32) -> Value {
 }
 
 fn instances() -> Vec<String> {
-    let mut out: Vec<Value> = vec![json!(null), json!(true), json!(0), json!(1), json!(2), json!(10), json!(1.5), json!(""), json!("a"), json!("ab"), json!("ba"), json!("zz")];
+    let mut out: Vec<Value> = vec![json!(null), json!(true), json!(0), json!(1), json!(2), json!(4), json!(10), json!(-5), json!(1.5), json!(""), json!("a"), json!("ab"), json!("ba"), json!("zz")];
     out.extend([json!([]), json!([1]), json!(["a", 2]), json!([{"a": 1}])]);
     let values = [json!(1), json!(10), json!("a"), json!("zz"), json!(true), json!([1]), json!({})];
     for (i, k) in KEYS.iter().enumerate() {

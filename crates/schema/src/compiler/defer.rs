@@ -100,7 +100,7 @@ const UNSAFE: &[&str] = &[
     "minContains", "maxContains", "uniqueItems",
     "multipleOf", "$anchor", "$id", "id", "$dynamicAnchor", "$dynamicRef", "$recursiveRef",
     "$recursiveAnchor", "unevaluatedProperties", "unevaluatedItems", "x-formwork-not-values", "x-formwork-not-pattern",
-    "x-formwork-non-integral", "x-formwork-first", "x-formwork-some-key",
+    "x-formwork-non-integral", "x-formwork-first", "x-formwork-some-key", "x-formwork-not-multiple-of",
 ];
 
 /// The keywords of a node that the scan reads (the others are `UNSAFE` or annotations).
