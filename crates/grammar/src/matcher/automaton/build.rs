@@ -258,12 +258,65 @@ impl Builder {
         s
     }
 
-    /// Expands `self.seeds` (positions to match, with their stacks) into a state.
+    /// Expands `self.seeds` (positions to match, with their stacks) into a state: the union
+    /// of each seed's own closure. A seed's closure depends on nothing but the seed (its
+    /// position and stack), so it is computed once and remembered ([`SeedClosure`]): a state
+    /// of many stacks (the branches of an ambiguous `anyOf` alive side by side) is stepped
+    /// on many bytes and seeds many sets that share most of their seeds, and each of those
+    /// would otherwise walk the same rules and intern the same nodes again.
     pub(super) fn closure(&mut self, t: &Table) -> StateId {
+        let mut stacks = std::mem::take(&mut self.union);
+        stacks.clear();
+        let (mut accepting, mut ctx) = (false, false);
+        for i in 0..self.seeds.len() {
+            let seed = self.seeds[i];
+            if !self.seed_closures.contains_key(&seed) {
+                let c = self.reach(seed);
+                self.seed_bytes += c.as_ref().map_or(0, |c| c.stacks.len() * 4) + 40;
+                self.seed_closures.insert(seed, c);
+            }
+            let Some(c) = &self.seed_closures[&seed] else {
+                self.union = stacks;
+                return OVERFLOW;
+            };
+            stacks.extend_from_slice(&c.stacks);
+            accepting |= c.accepting;
+            ctx |= c.ctx;
+        }
+        if accepting {
+            stacks.push(BOTTOM);
+        }
+        if ctx {
+            stacks.push(CTX);
+        }
+        stacks.sort_unstable();
+        stacks.dedup();
+        let real = stacks.len() - usize::from(accepting) - usize::from(ctx);
+        let id = if real > self.max_stacks {
+            OVERFLOW
+        } else {
+            match self.state_ids.get(stacks.as_slice()) {
+                Some(&id) => id,
+                None if self.state_ids.len() >= self.max_states => {
+                    t.states_capped.store(true, Ordering::Relaxed);
+                    OVERFLOW
+                }
+                None => self.publish_state(t, &stacks),
+            }
+        };
+        self.union = stacks;
+        id
+    }
+
+    /// The closure of one seed: the stacks whose top is a terminal (or a dispatch rule) that
+    /// it reaches by expanding rule references and popping ended alternatives, and whether
+    /// it reaches the end of the input ([`BOTTOM`]) or the placeholder [`CTX`]. `None` past
+    /// the work budget or `max_stacks`.
+    fn reach(&mut self, seed: (u32, StackId)) -> Option<SeedClosure> {
         self.visited.clear();
         self.out.clear();
         self.work.clear();
-        self.work.extend_from_slice(&self.seeds);
+        self.work.push(seed);
         let mut accepting = false;
         let mut ctx = false;
         let budget = self.max_stacks.saturating_mul(8).max(1024);
@@ -283,7 +336,7 @@ impl Builder {
                     continue;
                 }
                 if self.visited.len() > budget {
-                    return OVERFLOW;
+                    return None;
                 }
             }
             match self.flat.elems[pos as usize] {
@@ -322,28 +375,9 @@ impl Builder {
             }
         }
         if self.out.len() > self.max_stacks {
-            return OVERFLOW;
+            return None;
         }
-        let mut stacks = std::mem::take(&mut self.out);
-        if accepting {
-            stacks.push(BOTTOM);
-        }
-        if ctx {
-            stacks.push(CTX);
-        }
-        stacks.sort_unstable();
-        stacks.dedup();
-        let id = match self.state_ids.get(stacks.as_slice()) {
-            Some(&id) => id,
-            None if self.state_ids.len() >= self.max_states => {
-                t.states_capped.store(true, Ordering::Relaxed);
-                OVERFLOW
-            }
-            None => self.publish_state(t, &stacks),
-        };
-        stacks.clear();
-        self.out = stacks;
-        id
+        Some(SeedClosure { stacks: self.out.as_slice().into(), accepting, ctx })
     }
 
     /// The id of the state of `stacks`, published in the table if new.
