@@ -505,6 +505,9 @@ pub(crate) struct Sig {
     pub closed: Vec<Vec<String>>,
     /// `(property, its types, its schema)` for every property a member describes.
     pub props: Vec<(String, JsonTypes, Conjunct)>,
+    /// `(pattern, its types)` for every `patternProperties` entry of a member: a key that
+    /// matches the pattern must have a value of these types.
+    pub pattern_props: Vec<(String, JsonTypes)>,
     pub empty: bool,
 }
 
@@ -522,7 +525,9 @@ impl Sig {
 ///   value in common with the other's constants for it, or none that the other's schema
 ///   for it accepts (checked exactly, through `jsonschema`);
 /// - objects only: one requires a key the other forbids (a closed object without it, or
-///   the key's schema `false`), or a key one requires has types that do not meet in the two.
+///   the key's schema `false`), or a key one requires has types that do not meet in the two
+///   (the other's types for it from `properties`, or from a `patternProperties` entry whose
+///   pattern matches the key).
 pub(crate) fn disjoint(cx: &mut Compiler, a: &Sig, b: &Sig) -> bool {
     if !a.types.intersects(b.types) {
         return true;
@@ -563,6 +568,13 @@ pub(crate) fn disjoint(cx: &mut Compiler, a: &Sig, b: &Sig) -> bool {
                     if y.props.iter().any(|(k2, ty, _)| k2 == k && !tx.intersects(*ty)) {
                         return true;
                     }
+                }
+                // A key `x` requires, whose value `y`'s `patternProperties` give types that
+                // do not meet `x`'s for it (a pattern applies beside `properties`).
+                if x.required.contains(k)
+                    && y.pattern_props.iter().any(|(pat, ty)| !tx.intersects(*ty) && crate::regex::pattern_matches(cx, pat, k) == Some(true))
+                {
+                    return true;
                 }
             }
         }
@@ -606,6 +618,7 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
         forbidden: Vec::new(),
         closed: Vec::new(),
         props: Vec::new(),
+        pattern_props: Vec::new(),
         empty: false,
     };
     // The branch and its allOf members / $ref targets, a few levels deep.
@@ -638,6 +651,25 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
                                 sig.props.push((k.clone(), t, sub.clone()));
                             }
                             _ => {}
+                        }
+                    }
+                }
+                if let Some(pp) = o.get("patternProperties").and_then(Value::as_object) {
+                    for pat in pp.keys() {
+                        let sub = deref(cx, b.sub(&format!("/patternProperties/{}", crate::resolve::escape_ptr(pat))), 8)?;
+                        let t = match sub.value() {
+                            Value::Bool(false) => JsonTypes::empty(),
+                            Value::Object(so) => {
+                                let mut t = so.get("type").and_then(type_bits).unwrap_or(JsonTypes::all());
+                                if let Some(vals) = consts_of(so) {
+                                    t &= vals.iter().fold(JsonTypes::empty(), |acc, v| acc | value_type(v) | if value_type(v) == JsonTypes::INT { JsonTypes::FRAC } else { JsonTypes::empty() });
+                                }
+                                t
+                            }
+                            _ => JsonTypes::all(),
+                        };
+                        if t != JsonTypes::all() {
+                            sig.pattern_props.push((pat.clone(), t));
                         }
                     }
                 }

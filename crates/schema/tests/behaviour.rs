@@ -440,7 +440,7 @@ fn small_objects(keys: &[&str], values: &[serde_json::Value]) -> Vec<String> {
 
 #[test]
 fn one_of_branches_proven_disjoint_by_keys_and_property_types_agree_with_the_validator() {
-    let values = [json!("x"), json!(1), json!(true), json!(["deleted"]), json!(["size"])];
+    let values = [json!("x"), json!(1), json!(true), json!(["deleted"]), json!(["size"]), json!(null), json!("http://a.b/")];
     let schemas = [
         // A key one branch requires and the other's closed object forbids.
         json!({"oneOf": [
@@ -459,9 +459,16 @@ fn one_of_branches_proven_disjoint_by_keys_and_property_types_agree_with_the_val
             {"type": "object", "properties": {"a": {"enum": [["deleted"]]}}, "required": ["a"]}]}),
         // An instance-level constant the other branch rejects.
         json!({"oneOf": [{"const": "x"}, {"type": "string", "maxLength": 0}, {"type": "object", "required": ["a"]}]}),
+        // A key one branch requires, whose value the other's `patternProperties` give types
+        // that do not meet (the xAPI identifier's shape: each branch requires its own key and
+        // lets the others be present only as null).
+        json!({"oneOf": [
+            {"type": "object", "properties": {"a": {"type": "string", "format": "uri"}}, "required": ["a"], "patternProperties": {"^(b|c)$": {"type": "null"}}},
+            {"type": "object", "properties": {"b": {"type": "string", "format": "uri"}}, "required": ["b"], "patternProperties": {"^(a|c)$": {"type": "null"}}}]}),
     ];
     // Each has a branch whose negation formwork cannot express (`uniqueItems`, `items`,
-    // `maxLength` of a string... ), so it compiles only through the disjointness proof.
+    // `maxLength` of a string, `format`... ), so it compiles only through the disjointness
+    // proof.
     // Keys in any order, as the validator takes them (the default puts listed keys first).
     let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
     for schema in schemas {
