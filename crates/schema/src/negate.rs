@@ -688,6 +688,18 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
             _ => {}
         }
     }
+    // Keys the rest of the conjunction requires: every instance that matters has them
+    // (one that lacks them fails the conjunction whatever the branches say).
+    for p in parts {
+        if let Some(r) = p.get("required").and_then(Value::as_array) {
+            sig.required.extend(r.iter().filter_map(|x| x.as_str().map(String::from)));
+        }
+    }
+    for (k, _, required) in &mut sig.consts {
+        if k.as_ref().is_some_and(|k| sig.required.contains(k)) {
+            *required = true;
+        }
+    }
     if sig.types.is_empty() {
         sig.empty = true;
     }

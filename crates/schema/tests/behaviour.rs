@@ -465,6 +465,11 @@ fn one_of_branches_proven_disjoint_by_keys_and_property_types_agree_with_the_val
         json!({"oneOf": [
             {"type": "object", "properties": {"a": {"type": "string", "format": "uri"}}, "required": ["a"], "patternProperties": {"^(b|c)$": {"type": "null"}}},
             {"type": "object", "properties": {"b": {"type": "string", "format": "uri"}}, "required": ["b"], "patternProperties": {"^(a|c)$": {"type": "null"}}}]}),
+        // Constant values of a key that the object around the `oneOf` requires (GeoJSON's
+        // `type`): the branches do not require it themselves.
+        json!({"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}}, "oneOf": [
+            {"properties": {"a": {"enum": ["x"]}, "b": {"type": "string", "format": "uri"}}},
+            {"properties": {"a": {"const": "http://a.b/"}, "c": {"type": "string", "format": "uri"}}}]}),
     ];
     // Each has a branch whose negation formwork cannot express (`uniqueItems`, `items`,
     // `maxLength` of a string, `format`... ), so it compiles only through the disjointness
