@@ -234,7 +234,7 @@ impl Compiler<'_> {
         let Some(mut parts) = self.flatten(parts)? else { return Ok(nothing()) };
         if parts.is_empty() {
             let root = Arc::new(Value::Object(Map::new()));
-            parts.push(Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: 0, at: String::new(), real: false, derived: false, consumed: Consumed::empty() });
+            parts.push(Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: 0, at: String::new(), real: false, derived: false, consumed: Consumed::empty(), content: None });
         }
         // Conditions on which keys an object has stay with the object (see `presence`).
         {

@@ -121,6 +121,7 @@ impl<'a> Compiler<'a> {
             real: true,
             derived: false,
             consumed: Consumed::empty(),
+            content: None,
         }
     }
 
@@ -237,8 +238,9 @@ impl<'a> Compiler<'a> {
     pub fn synth(&self, v: Value, like: &Conjunct, kw: &str) -> Conjunct {
         // Keep the document root so `$ref`s inside copied subschemas resolve the same way;
         // the synthetic value lives in its own root.
+        let content = Conjunct::content_of(&v);
         let root = Arc::new(v);
-        Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: like.doc, at: like.kw_ptr(kw), real: false, derived: true, consumed: Consumed::empty() }
+        Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: like.doc, at: like.kw_ptr(kw), real: false, derived: true, consumed: Consumed::empty(), content }
     }
 
     /// Resolves a `$ref` in `p`.
@@ -267,6 +269,7 @@ impl<'a> Compiler<'a> {
             real: true,
             derived: p.derived,
             consumed: Consumed::empty(),
+            content: None,
         })
     }
 }

@@ -46,6 +46,10 @@ pub(crate) struct Conjunct {
     /// "evaluated" in the sense of `unevaluated*`.
     pub derived: bool,
     pub consumed: Consumed,
+    /// For a derived part whose synthetic document holds a negated `$ref` (see
+    /// [`Conjunct::key`]): the hashes of that document's values by pointer, computed once
+    /// each and shared by every part of the document. `None` otherwise.
+    pub content: Option<Arc<std::sync::Mutex<rustc_hash::FxHashMap<String, u128>>>>,
     /// `ptr` resolved in `root`, once, when the part is made ([`Conjunct::locate`]; a sub-part
     /// resolves only its own tail from here, [`Conjunct::sub`]). `value()` is asked for nearly
     /// every keyword lookup, and walking the pointer from the root each time took about a
@@ -97,12 +101,71 @@ impl Conjunct {
             real: self.real,
             derived: self.derived,
             consumed: Consumed::empty(),
+            content: self.content.clone(),
         }
     }
+    /// What identifies this part for the compiler's memo of conjunctions (`None`: it is
+    /// compiled in place each time). A real part is its location. A derived part is keyed
+    /// only when its synthetic document holds the negation of a `$ref` (`{"not": {"$ref":
+    /// r}}`, which the negation of a recursive schema leaves where the recursion comes back):
+    /// by a 128-bit hash of its own value, so equal parts of different synthetic documents
+    /// share a rule. Its compilation meets the same part again one level of the instance
+    /// down, and the memo closes that into a recursive rule, as it does for a recursive
+    /// `$ref`. (Its `$ref`s resolve against its document's root, so the document and its
+    /// value say everything it compiles to.)
     pub fn key(&self) -> Option<String> {
-        self.real.then(|| {
-            let (doc, bits) = (self.doc.to_string(), self.consumed.bits().to_string());
-            [doc.as_str(), ":", &self.ptr, ":", &bits].concat()
-        })
+        let bits = self.consumed.bits().to_string();
+        if self.real {
+            let doc = self.doc.to_string();
+            return Some([doc.as_str(), ":", &self.ptr, ":", &bits].concat());
+        }
+        let hashes = self.content.as_ref()?;
+        let mut hashes = hashes.lock().unwrap_or_else(|e| e.into_inner());
+        let hash = *hashes.entry(self.ptr.clone()).or_insert_with(|| {
+            use std::hash::Hasher;
+            let mut h = (std::collections::hash_map::DefaultHasher::new(), rustc_hash::FxHasher::default());
+            hash_value(self.value(), &mut h);
+            (u128::from(h.0.finish()) << 64) | u128::from(h.1.finish())
+        });
+        Some(format!("{}:derived:{hash:032x}:{bits}", self.doc))
+    }
+
+    /// [`content`](Self::content) for a synthetic document `v`.
+    pub fn content_of(v: &Value) -> Option<Arc<std::sync::Mutex<rustc_hash::FxHashMap<String, u128>>>> {
+        crate::derived::holds_negated_ref(v).then(Default::default)
+    }
+}
+
+/// Feeds `v` to both hashers (a type tag before each value, lengths before sequences, so
+/// different values give different streams).
+fn hash_value(v: &Value, h: &mut (std::collections::hash_map::DefaultHasher, rustc_hash::FxHasher)) {
+    fn both<T: std::hash::Hash + ?Sized>(x: &T, h: &mut (std::collections::hash_map::DefaultHasher, rustc_hash::FxHasher)) {
+        x.hash(&mut h.0);
+        x.hash(&mut h.1);
+    }
+    match v {
+        Value::Null => both(&0u8, h),
+        Value::Bool(b) => both(&(1u8, *b), h),
+        Value::Number(n) => {
+            both(&2u8, h);
+            both(n.to_string().as_str(), h);
+        }
+        Value::String(s) => {
+            both(&3u8, h);
+            both(s.as_str(), h);
+        }
+        Value::Array(a) => {
+            both(&(4u8, a.len()), h);
+            for x in a {
+                hash_value(x, h);
+            }
+        }
+        Value::Object(o) => {
+            both(&(5u8, o.len()), h);
+            for (k, x) in o {
+                both(k.as_str(), h);
+                hash_value(x, h);
+            }
+        }
     }
 }

@@ -26,7 +26,12 @@ const NEGATION_BUDGET: usize = 2_000;
 /// end).
 struct Walk {
     visited: usize,
-    refs: Vec<String>,
+    /// The `$ref` targets being negated (`doc#ptr`), each with the instance level it was
+    /// entered at.
+    refs: Vec<(String, usize)>,
+    /// How many values down from the negated instance the walk is (a property's value or an
+    /// item is one more).
+    level: usize,
     /// The only keys the instance can have, when the negation is conjoined with a closed
     /// object (see [`negate_within`]); `None` below the instance itself (a property's value
     /// is another instance).
@@ -46,7 +51,7 @@ pub(crate) fn negate(cx: &mut Compiler, p: &Conjunct) -> CompileResult<Conjunct>
 /// universe's keys that `p` does not list is present" (with a value its
 /// `additionalProperties` rejects), which has no schema form without the universe.
 pub(crate) fn negate_within(cx: &mut Compiler, p: &Conjunct, universe: Option<Vec<String>>) -> CompileResult<Conjunct> {
-    let mut walk = Walk { visited: 0, refs: Vec::new(), universe, doc: p.doc };
+    let mut walk = Walk { visited: 0, refs: Vec::new(), level: 0, universe, doc: p.doc };
     let v = neg_value(cx, p, p.value().clone(), 0, &mut walk)?;
     let mut s = cx.synth(v, p, "not");
     s.at = p.at.clone();
@@ -280,10 +285,21 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     return Err(unsupported("not", "negating a schema with `$ref`s under an `$id`", at.at.clone()));
                 }
                 let key = format!("{}#{}", target.doc, target.ptr);
-                if walk.refs.contains(&key) {
-                    return Err(unsupported("not", format!("negating a recursive schema (`$ref` to {:?} inside itself)", target.ptr), at.at.clone()));
+                if let Some(&(_, level)) = walk.refs.iter().find(|(k, _)| *k == key) {
+                    // A recursive schema, met again below itself. Where that is in a value
+                    // further down the instance (a property's value, an item), its negation
+                    // there is again "not this `$ref`": left as that, the compiler negates it
+                    // when it gets there, and its memo of conjunctions closes the recursion
+                    // (see `Conjunct::key`). The copied `$ref` resolves against the document
+                    // root, as the other copies do. At the same instance the recursion would
+                    // not move down the input: refused.
+                    if walk.level > level && at.doc == walk.doc && walk.universe.is_none() {
+                        alts.push(json!({"not": {"$ref": x}}));
+                        continue;
+                    }
+                    return Err(unsupported("not", format!("negating a recursive schema (`$ref` to {:?} inside itself, at the same instance)", target.ptr), at.at.clone()));
                 }
-                walk.refs.push(key);
+                walk.refs.push((key, walk.level));
                 let n = neg_value(cx, &target, tv, depth + 1, walk);
                 walk.refs.pop();
                 alts.push(n?);
@@ -451,7 +467,9 @@ fn finite_strings(v: &Value) -> Option<Vec<String>> {
 /// where the universe of keys does not apply.
 fn nested<T>(walk: &mut Walk, f: impl FnOnce(&mut Walk) -> T) -> T {
     let universe = walk.universe.take();
+    walk.level += 1;
     let r = f(walk);
+    walk.level -= 1;
     walk.universe = universe;
     r
 }

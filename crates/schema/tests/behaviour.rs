@@ -592,6 +592,8 @@ fn one_of_negations_through_refs_items_and_disjoint_one_ofs_agree_with_the_valid
     let instances = [
         "null", "true", "3", "7", "1.5", r#""""#, r#""a""#, r#""ab""#, r#""a b""#, "[]", r#"["a"]"#, "[1]", r#"["a",1]"#, r#"["a","b"]"#, r#"["a",""]"#, r#"[""]"#,
         "[[]]", "{}", r#"{"c":{}}"#, r#"{"c":"x"}"#, r#"{"c":1}"#, r#"{"c":{"c":1}}"#,
+        r#"{"c":{"c":{}}}"#, r#"{"c":{"c":"x"}}"#, r#"{"c":{"c":{"c":1}}}"#, r#"{"c":{"c":{"c":{}}}}"#, "[1,[2]]", r#"[["a"]]"#,
+        "[[[1]]]", r#"[[["a"]]]"#, r#"[1,[2,["a"]]]"#,
     ];
     let schemas = [
         // A branch that is a chain of `$ref`s, overlapping a string branch: its negation
@@ -608,15 +610,22 @@ fn one_of_negations_through_refs_items_and_disjoint_one_ofs_agree_with_the_valid
         // A `oneOf` whose branches overlap, negated: none matches, or two that may overlap both do.
         json!({"oneOf": [{"not": {"oneOf": [{"type": "string"}, {"minLength": 2}]}}, {"type": "string"}]}),
         json!({"not": {"oneOf": [{"type": "string"}, {"minLength": 2}, {"type": "integer"}]}}),
+        // Recursive targets: their negation meets the `$ref` again one value down and leaves
+        // "not this `$ref`" there, which the compiler closes into a recursive rule.
+        json!({"oneOf": [{"$ref": "#/$defs/T"}, {"type": "object", "required": ["c"]}],
+               "$defs": {"T": {"type": "object", "properties": {"c": {"$ref": "#/$defs/T"}}}}}),
+        json!({"oneOf": [{"$ref": "#/$defs/T"}, {"type": "object"}], "$defs": {"T": {"type": "object", "properties": {"c": {"$ref": "#/$defs/T"}}, "required": ["c"]}}}),
+        json!({"not": {"$ref": "#/$defs/L"}, "$defs": {"L": {"type": "array", "items": {"anyOf": [{"type": "integer"}, {"$ref": "#/$defs/L"}]}}}}),
+        json!({"oneOf": [{"$ref": "#/$defs/L"}, {"type": "array", "items": {"type": "integer"}}], "$defs": {"L": {"type": "array", "items": {"anyOf": [{"type": "integer"}, {"$ref": "#/$defs/L"}]}}}}),
     ];
     let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
     for schema in schemas {
         assert_agrees_with_validator(&schema, &instances, &opts);
     }
-    // Still refused, naming the keyword: a recursive target (its negation would not end),
-    // `items` after positional items.
+    // Still refused, naming the keyword: a recursive target met again at the same instance
+    // (its negation would not move down the input), `items` after positional items.
     for (schema, kw) in [
-        (json!({"oneOf": [{"$ref": "#/$defs/T"}, {"type": "object"}], "$defs": {"T": {"type": "object", "properties": {"c": {"$ref": "#/$defs/T"}}, "required": ["c"]}}}), "oneOf"),
+        (json!({"oneOf": [{"$ref": "#/$defs/T"}, {"type": "object"}], "$defs": {"T": {"anyOf": [{"type": "object", "required": ["c"]}, {"allOf": [{"$ref": "#/$defs/T"}]}]}}}), "oneOf"),
         (json!({"oneOf": [{"type": "array", "prefixItems": [{"type": "integer"}], "items": {"type": "string"}}, {"type": "array", "maxItems": 1}]}), "oneOf"),
     ] {
         let e = compile(&schema, &opts).unwrap_err();
