@@ -111,8 +111,8 @@ impl Conjunct {
     /// by a 128-bit hash of its own value, so equal parts of different synthetic documents
     /// share a rule. Its compilation meets the same part again one level of the instance
     /// down, and the memo closes that into a recursive rule, as it does for a recursive
-    /// `$ref`. (Its `$ref`s resolve against its document's root, so the document and its
-    /// value say everything it compiles to.)
+    /// `$ref`. (Its `$ref`s resolve against its document's root, so the document, its value
+    /// and whether it is derived say everything it compiles to.)
     pub fn key(&self) -> Option<String> {
         let bits = self.consumed.bits().to_string();
         if self.real {
@@ -127,7 +127,7 @@ impl Conjunct {
             hash_value(self.value(), &mut h);
             (u128::from(h.0.finish()) << 64) | u128::from(h.1.finish())
         });
-        Some(format!("{}:derived:{hash:032x}:{bits}", self.doc))
+        Some(format!("{}:synthetic{}:{hash:032x}:{bits}", self.doc, u8::from(self.derived)))
     }
 
     /// [`content`](Self::content) for a synthetic document `v`.

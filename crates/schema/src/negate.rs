@@ -7,6 +7,14 @@
 //! The negations of `additionalProperties`, `patternProperties` and `propertyNames` need
 //! "some key ... is present", which no standard keyword says: they leave a key witness
 //! (`derived::SOME_KEY`) that the object compiler expands.
+//!
+//! `$ref`s are followed into their targets. A recursive schema, whose negation would never
+//! end, is cut where the recursion comes back one value further down the instance: the
+//! negation there is again "not this `$ref`", left as `{"not": {"$ref": r}}` for the compiler
+//! to negate when it gets there. Derived parts holding such a reference are keyed for the
+//! compiler's memo of conjunctions (`Conjunct::key`), so the second time round is the same
+//! rule: a recursive rule, as for a recursive `$ref`. A recursion that comes back at the same
+//! instance would not move down the input, and is refused.
 
 use crate::compiler::{Compiler, CompileResult};
 use crate::conjunct::Conjunct;
@@ -22,8 +30,7 @@ use serde_json::{json, Map, Value};
 const NEGATION_BUDGET: usize = 2_000;
 
 /// What one negation has visited: the values (budget) and the `$ref` targets on the way
-/// down (a target met again below itself is a recursive schema, whose negation would not
-/// end).
+/// down (a target met again below itself is a recursive schema: see the module docs).
 struct Walk {
     visited: usize,
     /// The `$ref` targets being negated (`doc#ptr`), each with the instance level it was
