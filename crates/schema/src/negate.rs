@@ -620,6 +620,12 @@ fn deref(cx: &mut Compiler, p: Conjunct, hops: usize) -> CompileResult<Conjunct>
     Ok(p)
 }
 
+/// The types `vals` fall in (an integral value also counts as a number with a fraction, as
+/// `1.0` is the same number as `1`).
+fn types_of_values(vals: &[Value]) -> JsonTypes {
+    vals.iter().fold(JsonTypes::empty(), |acc, v| acc | value_type(v) | if value_type(v) == JsonTypes::INT { JsonTypes::FRAC } else { JsonTypes::empty() })
+}
+
 fn consts_of(v: &Map<String, Value>) -> Option<Vec<Value>> {
     if let Some(c) = v.get("const") {
         return Some(vec![c.clone()]);
@@ -657,7 +663,7 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
                     sig.types &= t;
                 }
                 if let Some(vals) = consts_of(o) {
-                    sig.types &= vals.iter().fold(JsonTypes::empty(), |acc, v| acc | value_type(v) | if value_type(v) == JsonTypes::INT { JsonTypes::FRAC } else { JsonTypes::empty() });
+                    sig.types &= types_of_values(&vals);
                     sig.consts.push((None, vals, true));
                 }
                 let required: Vec<String> = o.get("required").and_then(|r| r.as_array()).map(|r| r.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
@@ -670,7 +676,7 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
                             Value::Object(so) => {
                                 let mut t = so.get("type").and_then(type_bits).unwrap_or(JsonTypes::all());
                                 if let Some(vals) = consts_of(so) {
-                                    t &= vals.iter().fold(JsonTypes::empty(), |acc, v| acc | value_type(v) | if value_type(v) == JsonTypes::INT { JsonTypes::FRAC } else { JsonTypes::empty() });
+                                    t &= types_of_values(&vals);
                                     sig.consts.push((Some(k.clone()), vals, required.contains(k)));
                                 }
                                 sig.props.push((k.clone(), t, sub.clone()));
@@ -687,7 +693,7 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
                             Value::Object(so) => {
                                 let mut t = so.get("type").and_then(type_bits).unwrap_or(JsonTypes::all());
                                 if let Some(vals) = consts_of(so) {
-                                    t &= vals.iter().fold(JsonTypes::empty(), |acc, v| acc | value_type(v) | if value_type(v) == JsonTypes::INT { JsonTypes::FRAC } else { JsonTypes::empty() });
+                                    t &= types_of_values(&vals);
                                 }
                                 t
                             }

@@ -214,13 +214,19 @@ impl Builder {
         if stacks.len() > self.max_stacks {
             return OVERFLOW;
         }
-        match self.state_ids.get(stacks.as_slice()) {
+        self.intern_within_bounds(t, &stacks)
+    }
+
+    /// The state of `stacks` (sorted), published if new; [`OVERFLOW`] when that would make
+    /// more than `max_states` states.
+    fn intern_within_bounds(&mut self, t: &Table, stacks: &[StackId]) -> StateId {
+        match self.state_ids.get(stacks) {
             Some(&id) => id,
             None if self.state_ids.len() >= self.max_states => {
                 t.states_capped.store(true, Ordering::Relaxed);
                 OVERFLOW
             }
-            None => self.publish_state(t, &stacks),
+            None => self.publish_state(t, stacks),
         }
     }
 
@@ -292,18 +298,7 @@ impl Builder {
         stacks.sort_unstable();
         stacks.dedup();
         let real = stacks.len() - usize::from(accepting) - usize::from(ctx);
-        let id = if real > self.max_stacks {
-            OVERFLOW
-        } else {
-            match self.state_ids.get(stacks.as_slice()) {
-                Some(&id) => id,
-                None if self.state_ids.len() >= self.max_states => {
-                    t.states_capped.store(true, Ordering::Relaxed);
-                    OVERFLOW
-                }
-                None => self.publish_state(t, &stacks),
-            }
-        };
+        let id = if real > self.max_stacks { OVERFLOW } else { self.intern_within_bounds(t, &stacks) };
         self.union = stacks;
         id
     }
