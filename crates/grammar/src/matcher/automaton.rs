@@ -403,7 +403,7 @@ impl Automaton {
     /// A [`Stepper`] for one walk.
     pub fn stepper(&self) -> Stepper<'_> {
         let dead = (DEAD, self.table.state(DEAD));
-        Stepper { aut: self, held: None, known_run: 0, last: [dead, dead], ctx_seen: false, path: Vec::new() }
+        Stepper { aut: self, held: None, known_run: 0, last: [dead, dead], ctx_seen: false, path: Vec::new(), memo: Vec::new() }
     }
 
     /// Heap bytes used.
@@ -451,8 +451,15 @@ pub(crate) struct Stepper<'a> {
     /// A trie walk's states (each with its entry and transition table) and bytes by depth,
     /// kept between the walks of one mask (a mask walks many subtrees; see
     /// `mask::walk_below`).
-    pub path: Vec<(StateId, &'a State, &'a Transitions, u8)>,
+    pub path: Vec<(StateId, &'a Transitions, u8)>,
+    /// A trie walk's direct-mapped memo of transition tables and context flags by state
+    /// id (`id % MEMO`), kept between walks; empty until the first walk fills it.
+    pub memo: Vec<(StateId, &'a Transitions, bool)>,
 }
+
+/// Slots of [`Stepper::memo`]: more than the states one walk meets at once (a string's
+/// positions, each with a few variants).
+pub(crate) const MEMO: usize = 64;
 
 impl<'a> Stepper<'a> {
     /// The table entry of `s`.
@@ -501,12 +508,6 @@ impl<'a> Stepper<'a> {
     #[inline(always)]
     pub fn entry(&self, s: StateId) -> &'a State {
         self.aut.table.state(s)
-    }
-
-    /// [`entry`](Self::entry) through the cache of the last two states looked up.
-    #[inline(always)]
-    pub fn entry_cached(&mut self, s: StateId) -> &'a State {
-        self.state(s)
     }
 
     /// The transition table of the state whose entry is `e`, for [`step_in`](Self::step_in):

@@ -63,7 +63,7 @@
 //! immutable once built and cached by the compiled grammar, which any thread then reads in
 //! place.
 
-use super::automaton::{StateId, Stepper, DEAD, OVERFLOW, UTF8_SEQUENCES};
+use super::automaton::{StateId, Stepper, DEAD, MEMO, OVERFLOW, UTF8_SEQUENCES};
 use formwork_vocab::TokenId;
 use formwork_vocab::{TokenMask, TokenTrie};
 
@@ -79,7 +79,7 @@ pub(crate) fn walk_from(
     let words = mask.words_mut();
     // From a full state nothing pops into `CTX`, so nothing is uncertain.
     let mut none = Vec::new();
-    let visited = walk_below(aut, trie, root, &[], s0, |_, _| false, |t, _| words[t.index() / 64] |= 1 << (t.index() % 64), &mut none);
+    let visited = walk_below(aut, trie, root, &[], s0, |_, _| false, Words(words), &mut none);
     debug_assert!(none.is_empty(), "a walk from a full state reached CTX");
     visited
 }
@@ -138,7 +138,7 @@ fn walk_longer(
         &[],
         s0,
         |i, _| subtree_max[i] as u32 <= k,
-        |t, depth| {
+        |t: TokenId, depth: usize| {
             if depth as u32 > k {
                 words[t.index() / 64] |= 1 << (t.index() % 64)
             }
@@ -614,7 +614,7 @@ impl ContextIndependentMask {
                         // tokens, and steps the rest from `t`.
                         let mut p = a.class.pruner(index);
                         let words = ci.mask.words_mut();
-                        ci.walked = walk_below(aut, index.trie(), 0, &[], t, |i, d| p.skip(i, d), |tok, _| words[tok.index() / 64] |= 1 << (tok.index() % 64), &mut ci.nodes);
+                        ci.walked = walk_below(aut, index.trie(), 0, &[], t, |i, d| p.skip(i, d), Words(words), &mut ci.nodes);
                     }
                 }
             }
@@ -648,7 +648,7 @@ impl ContextIndependentMask {
                 }
                 all_in
             };
-            ci.walked = walk_below(aut, trie, 0, &[], t, skip, |tok, _| words[tok.index() / 64] |= 1 << (tok.index() % 64), &mut ci.nodes);
+            ci.walked = walk_below(aut, trie, 0, &[], t, skip, Words(words), &mut ci.nodes);
             for i in passed {
                 for &tok in trie.tokens_below(i) {
                     ci.mask.insert(tok);
@@ -674,7 +674,7 @@ impl ContextIndependentMask {
         while i < exits.len() {
             if let Some(s) = ch.state(exits.byte(i) as usize) {
                 let words = ci.mask.words_mut();
-                ci.walked += 1 + walk_below(aut, exits, i, &[], s, |_, _| false, |tok, _| words[tok.index() / 64] |= 1 << (tok.index() % 64), &mut nodes);
+                ci.walked += 1 + walk_below(aut, exits, i, &[], s, |_, _| false, Words(words), &mut nodes);
             }
             i = exits.end(i);
         }
@@ -707,7 +707,7 @@ pub(crate) fn walk_ci(
         &[],
         s0,
         |i, depth| depth == 1 && skip_first.is_some_and(|k| k.contains(trie.byte(i))),
-        |t, _| words[t.index() / 64] |= 1 << (t.index() % 64),
+        Words(words),
         uncertain,
     )
 }
@@ -791,6 +791,52 @@ impl ContextIndependentSubtree {
 /// lookup; and the path keeps each state's transition table beside its entry, so a step
 /// is one load. `benches/masks.rs`, "full walk", measures the cost per node: warm, 9.3 →
 /// 5.4–5.5 ns on SmolLM2's trie and 9.5 → 5.7–5.8 on Llama 3.1's with these changes.
+/// Where [`walk_below`] puts the tokens it allows: a closure given each token and its
+/// depth, or a mask's words ([`Words`]).
+trait Sink {
+    fn token(&mut self, t: TokenId, depth: usize);
+
+    /// The tokens of one live node, `all[first..last]` (nearly always none or one).
+    #[inline(always)]
+    fn node(&mut self, all: &[TokenId], first: usize, last: usize, depth: usize) {
+        for &t in &all[first..last] {
+            self.token(t, depth);
+        }
+    }
+}
+
+impl<F: FnMut(TokenId, usize)> Sink for F {
+    #[inline(always)]
+    fn token(&mut self, t: TokenId, depth: usize) {
+        self(t, depth)
+    }
+}
+
+/// A mask's words as a [`Sink`]. A node holds a token about half the time, in no order a
+/// branch predictor can learn, so a node of at most one token sets its bit without a
+/// branch (an empty node ORs in nothing).
+struct Words<'a>(&'a mut [u64]);
+
+impl Sink for Words<'_> {
+    #[inline(always)]
+    fn token(&mut self, t: TokenId, _: usize) {
+        self.0[t.index() / 64] |= 1 << (t.index() % 64);
+    }
+
+    #[inline(always)]
+    fn node(&mut self, all: &[TokenId], first: usize, last: usize, depth: usize) {
+        if last - first <= 1 {
+            let t = all[first.min(all.len() - 1)].index();
+            let bit = ((last != first) as u64) << (t % 64);
+            self.0[t / 64] |= bit;
+        } else {
+            for &t in &all[first..last] {
+                self.token(t, depth);
+            }
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn walk_below(
     aut: &mut Stepper<'_>,
@@ -799,7 +845,7 @@ fn walk_below(
     prefix: &[u8],
     s0: StateId,
     mut skip: impl FnMut(usize, usize) -> bool,
-    mut allow: impl FnMut(TokenId, usize),
+    mut allow: impl Sink,
     uncertain: &mut Vec<(u32, Box<[u8]>)>,
 ) -> usize {
     let nodes = trie.nodes();
@@ -812,7 +858,12 @@ fn walk_below(
     let mut at = std::mem::take(&mut aut.path);
     at.clear();
     let e0 = aut.entry(s0);
-    at.resize(levels, (s0, e0, Stepper::transitions(e0), 0));
+    at.resize(levels, (s0, Stepper::transitions(e0), 0));
+    let mut memo = std::mem::take(&mut aut.memo);
+    if memo.is_empty() {
+        let d = aut.entry(DEAD);
+        memo.resize(MEMO, (DEAD, Stepper::transitions(d), d.is_ctx()));
+    }
     let mut visited = 0usize;
     let n = trie.end(root);
     let mut i = root + 1;
@@ -823,7 +874,7 @@ fn walk_below(
             i = end as usize;
             continue;
         }
-        let (parent, _, table, _) = at[depth - 1];
+        let (parent, table, _) = at[depth - 1];
         visited += 1;
         let byte = label as u8;
         let s = aut.step_in(table, parent, byte);
@@ -831,31 +882,29 @@ fn walk_below(
             i = end as usize;
             continue;
         }
-        // Nodes at one depth mostly lead to one state (every letter into the same string
-        // body, the same count of a bounded one): the last node at this depth kept its
-        // state's entry and table; otherwise the stepper's cache of the last states
-        // looked up.
-        let (before, before_entry, before_table, _) = at[depth];
-        let (entry, table) = if s == before {
-            (before_entry, before_table)
-        } else {
-            let e = aut.entry_cached(s);
-            (e, Stepper::transitions(e))
-        };
-        if entry.is_ctx() {
+        // The state's table and context flag from the memo, which nearly always has them
+        // (a walk meets few states): a check that predicts well, where comparing with the
+        // state of the last node at this depth did not (a hexadecimal digit or another
+        // letter).
+        let m = &mut memo[s.0 as usize % MEMO];
+        if m.0 != s {
+            let e = aut.entry(s);
+            *m = (s, Stepper::transitions(e), e.is_ctx());
+        }
+        let (table, ctx) = (m.1, m.2);
+        if ctx {
             let mut p = prefix.to_vec();
-            p.extend(at[1..depth].iter().map(|x| x.3));
+            p.extend(at[1..depth].iter().map(|x| x.2));
             p.push(byte);
             uncertain.push((i as u32, p.into_boxed_slice()));
             i = end as usize;
             continue;
         }
-        for &t in &all[first as usize..last as usize] {
-            allow(t, depth);
-        }
-        at[depth] = (s, entry, table, byte);
+        allow.node(all, first as usize, last as usize, depth);
+        at[depth] = (s, table, byte);
         i += 1;
     }
     aut.path = at;
+    aut.memo = memo;
     visited
 }
