@@ -773,24 +773,6 @@ impl ContextIndependentSubtree {
     }
 }
 
-/// The one trie walk every mask technique uses: depth-first over the subtree of `root`
-/// (reached by `prefix`, in state `s0`), one automaton step per node whose prefix is still
-/// viable. A node for which `skip(node, depth)` holds is passed over with its subtree (not
-/// stepped, not counted); a node whose state popped into `CTX` is recorded in `uncertain`
-/// with its path, and its subtree skipped; every token of every other live node goes to
-/// `allow(token, depth)`. Depths count from `root` (its children are at depth 1; a node's
-/// depth below the trie's root is its bytes' length). Returns the nodes stepped.
-///
-/// Cost: O(nodes stepped); `skip` and `allow` are inlined (generic), so a walk that skips
-/// nothing pays nothing for them. The states along the current path sit in an array indexed
-/// by depth (the trie's labels carry each node's depth), so a node's parent state is one
-/// load and leaving a subtree costs nothing; a node reads its [`Node`](formwork_vocab::Node)
-/// (label, subtree end and token range in one load), its parent's transition and, when
-/// live, its tokens. The entry of the state it reaches is most often the one the last
-/// node at the same depth kept (nodes at one depth mostly share a state), so no table
-/// lookup; and the path keeps each state's transition table beside its entry, so a step
-/// is one load. `benches/masks.rs`, "full walk", measures the cost per node: warm, 9.3 →
-/// 5.4–5.5 ns on SmolLM2's trie and 9.5 → 5.7–5.8 on Llama 3.1's with these changes.
 /// Where [`walk_below`] puts the tokens it allows: a closure given each token and its
 /// depth, or a mask's words ([`Words`]).
 trait Sink {
@@ -837,6 +819,33 @@ impl Sink for Words<'_> {
     }
 }
 
+/// The one trie walk every mask technique uses: depth-first over the subtree of `root`
+/// (reached by `prefix`, in state `s0`), one automaton step per node whose prefix is still
+/// viable. A node for which `skip(node, depth)` holds is passed over with its subtree (not
+/// stepped, not counted); a node whose state popped into `CTX` is recorded in `uncertain`
+/// with its path, and its subtree skipped; every token of every other live node goes to
+/// `allow(token, depth)`. Depths count from `root` (its children are at depth 1; a node's
+/// depth below the trie's root is its bytes' length). Returns the nodes stepped.
+///
+/// Cost: O(nodes stepped); `skip` and `allow` are inlined (generic), so a walk that skips
+/// nothing pays nothing for them. The states along the current path sit in an array indexed
+/// by depth (the trie's labels carry each node's depth), so a node's parent state is one
+/// load and leaving a subtree costs nothing; a node reads its [`Node`](formwork_vocab::Node)
+/// (label, subtree end and token range in one load), its parent's transition and, when
+/// live, its tokens. The table of the state it reaches comes from the stepper's memo (a
+/// direct-mapped array by state id, one load and a check that predicts well: a walk meets
+/// few states); the path keeps each state's table, so a step is one load; a node's token
+/// bit is set without a branch ([`Words`]). `benches/masks.rs`, "full walk", measures the
+/// cost per node, warm. Earlier: 9.3 → 5.4–5.5 ns on SmolLM2's trie and 9.5 → 5.7–5.8 on
+/// Llama 3.1's (the path array, the last state per depth). At stop 39, on a slower day
+/// for this machine, the memo and the branch-free bit took the string-body case from 8.1
+/// to 6.5 ns (SmolLM2) and 8.6 to 6.7 ns (Llama 3.1), and MaskBench's `o10009` (a
+/// 12-character string with a pattern: a hexadecimal digit or another letter lead to
+/// different states at every depth) from 2.9 to 2.2 ms for Llama 3.1's 260,000 nodes.
+/// What is left is the chain of loads from a node to its child (the path entry, the
+/// transition, the memo); the memo's load would go if a state's table were found from its
+/// id by arithmetic, which needs one contiguous table region, and this crate forbids the
+/// unsafe code that would take.
 #[allow(clippy::too_many_arguments)]
 fn walk_below(
     aut: &mut Stepper<'_>,
