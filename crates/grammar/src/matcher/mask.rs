@@ -432,7 +432,7 @@ pub(crate) fn same_within(aut: &mut Stepper<'_>, a: StateId, b: StateId, depth: 
 }
 
 /// Longest chain worth following (states built along it).
-const MAX_CHAIN: usize = 64;
+pub(crate) const MAX_CHAIN: usize = 64;
 
 /// The chain accelerator of a state `t` that does not loop on a class `C` but moves, on
 /// every character of `C`, to one next state, and from there on every character of `C` to
@@ -463,14 +463,17 @@ pub(crate) struct Chain {
 
 impl Chain {
     /// The chain of `t`, when its first bytes have one large group leading to one state and
-    /// the chain from there closes within [`MAX_CHAIN`] states. `deep_min` is the budget
-    /// from which canonical states replace deep frames (the same on every call).
+    /// the chain from there closes within `max_len` states (at most [`MAX_CHAIN`]).
+    /// `deep_min` is the budget from which canonical states replace deep frames (the same
+    /// on every call).
     pub(crate) fn for_state(
         aut: &mut Stepper<'_>,
         index: &super::index::TokenIndex,
         t: StateId,
         deep_min: u32,
+        max_len: usize,
     ) -> Option<Chain> {
+        let max_len = max_len.min(MAX_CHAIN);
         let info = aut.info(t);
         if info.first.len() < MIN_CLASS {
             return None;
@@ -541,7 +544,7 @@ impl Chain {
                 dead = true;
                 break;
             }
-            if states.len() >= MAX_CHAIN {
+            if states.len() >= max_len {
                 return None;
             }
             states.push(next);

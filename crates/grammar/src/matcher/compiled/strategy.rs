@@ -96,11 +96,40 @@ impl CompiledGrammar {
         if c == s || busy.contains(&c) {
             return None;
         }
+        // A small budget makes the walk of the longer tokens visit most of the trie's upper
+        // levels (a string near its `maxLength`: every token longer than the characters
+        // left). When the truncated state counts through a class to its end within about as
+        // many characters (a short chain), its context-independent mask serves instead: the
+        // class's tokens by count, and the few that leave the class walked from where they
+        // leave it.
+        if budget < split {
+            let t = st.truncate(s, TRUNCATE_DEPTH);
+            if self.short_chain_ci(st, t, split as usize) {
+                return None;
+            }
+        }
         busy.push(c);
         let (mc, _, walked) = self.mask_of(st, c, busy);
         busy.pop();
         let (m, w) = repeat_split(st, &self.index, s, c, budget, &mc);
         Some((m, walked + w))
+    }
+
+    /// Whether the context-independent mask of `t` is cached, or `t` has a chain of at most
+    /// `max_len` states (built and cached here). The cap bounds what a failed search costs:
+    /// a search pattern's many stacks count through long chains, each state stepped on
+    /// every byte.
+    fn short_chain_ci(&self, st: &mut Stepper<'_>, t: StateId, max_len: usize) -> bool {
+        let cache = &self.ci;
+        if cache.ci.get(t).is_some() {
+            return true;
+        }
+        let Some(ch) = Chain::for_state(st, &self.index, t, self.deep_min_budget(), max_len) else { return false };
+        let c = Arc::new(ContextIndependentMask::build_chain(st, &self.index, t, &ch));
+        if cache.budget.reserve(c.memory_usage()) {
+            cache.ci.set(t, c);
+        }
+        true
     }
 
     /// The budget from which canonical states replace deep frames (see `canon`): one value
@@ -152,7 +181,7 @@ impl CompiledGrammar {
                 // A closed set, if one allows more than the loop does.
                 None => match self.closed_of(st, t).filter(|c| c.covers() > looped).or(loops) {
                     Some(a) => ContextIndependentMask::build(st, &self.index, t, Some(&a)),
-                    None => match Chain::for_state(st, &self.index, t, self.deep_min_budget()) {
+                    None => match Chain::for_state(st, &self.index, t, self.deep_min_budget(), MAX_CHAIN) {
                         Some(ch) => ContextIndependentMask::build_chain(st, &self.index, t, &ch),
                         None if !plain => {
                             let met = st.take_ctx_seen();
