@@ -5,9 +5,12 @@
 //! The gap between the two is building: new states, transitions, caches.
 //!
 //! `cargo run --release -p formwork-schema --example mask_replay -- TOKENIZER.json [--top N]
-//! [--repeat R] FILE...` prints the N slowest masks per file (µs cold, nodes walked, states
-//! built, µs of the warm plain walk); `--repeat` recompiles and replays each file R times
-//! (for a profiler).
+//! [--repeat R] [--real] FILE...` prints the N slowest masks per file (µs cold, nodes walked,
+//! states built, µs of the warm plain walk); `--repeat` recompiles and replays each file R
+//! times (for a profiler; the token index, and the class indexes it builds on threads of
+//! their own, stay from one repeat to the next); `--real` walks the model's own tokenization
+//! (the shared tokenizers only), as `formwork bench masks` does, instead of greedy
+//! longest-match tokens.
 
 #[global_allocator]
 static GLOBAL: formwork_alloc::MiMalloc = formwork_alloc::MiMalloc;
@@ -24,12 +27,13 @@ fn main() {
     let vocab = std::sync::Arc::new(formwork_vocab::Vocabulary::from_tokenizer_json_file(&tok, None).expect("tokenizer"));
     let index = TokenIndex::for_vocab(&vocab);
     let limits = Limits::default();
-    let (mut top, mut repeat, mut files, mut lazy) = (5usize, 1usize, Vec::new(), false);
+    let (mut top, mut repeat, mut files, mut lazy, mut real) = (5usize, 1usize, Vec::new(), false, false);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--top" => top = args.next().and_then(|s| s.parse().ok()).expect("--top N"),
             "--repeat" => repeat = args.next().and_then(|s| s.parse().ok()).expect("--repeat R"),
             "--lazy" => lazy = true,
+            "--real" => real = true,
             _ => files.push(a),
         }
     }
@@ -63,7 +67,17 @@ fn main() {
             .into_iter()
             .flatten()
             .filter(|t| t["valid"] == true)
-            .filter_map(|t| index.trie().longest_match_tokens(serde_json::to_string(&t["data"]).unwrap().as_bytes()))
+            .filter_map(|t| {
+                let text = serde_json::to_string(&t["data"]).unwrap();
+                if real {
+                    // The model's own tokenization, as `formwork bench masks` walks it.
+                    let name = std::path::Path::new(&tok).file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    let shared = formwork_testkit::SharedTokenizer::from_name(name).expect("--real needs smollm2.json or llama3_1.json");
+                    Some(shared.tokenize(&text))
+                } else {
+                    index.trie().longest_match_tokens(text.as_bytes())
+                }
+            })
             .collect();
         // (µs cold, nodes, states built, test, step)
         let mut rows: Vec<(f64, u64, usize, usize, usize)> = Vec::new();

@@ -325,7 +325,30 @@ impl TokenIndex {
         });
         // Built here rather than on a request's first mask (a few ms on a 128k vocabulary).
         ix.first_byte_masks();
+        ix.start_string_class();
         ix
+    }
+
+    /// Starts building, each on a thread of its own, the suffix trie and the counts of the
+    /// class nearly every schema's strings loop and count through: a JSON string's raw
+    /// characters (printable ASCII but `"` and `\`, whole UTF-8 characters). Otherwise the
+    /// first length-bounded string a process meets asks for them and walks the trie while
+    /// they are built (3.5 ms for Llama 3.1's counts): `o10009`'s masks after `"012` and
+    /// `"012345` took 2.6 ms each that way, against 0.2 ms once the counts exist. A server
+    /// loads its vocabulary well before the first request; the threads cost that much CPU
+    /// once per vocabulary, and the memory of the two structures, which the first such
+    /// string would build anyway.
+    fn start_string_class(&self) {
+        let mut c = ByteSet::default();
+        for b in 0x20..=0x7fu8 {
+            if b != b'"' && b != b'\\' {
+                c.insert(b);
+            }
+        }
+        if let Some(ix) = self.class_index(c, true) {
+            let _ = self.class_suffixes(&ix, false);
+            let _ = self.class_counted(&ix, false);
+        }
     }
 
     /// The index of `vocab`, shared with every other live user of the same `Arc`.
