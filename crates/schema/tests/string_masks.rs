@@ -3,7 +3,7 @@
 //! accelerator), strings that run out (a chain into a dead end), patterns and formats,
 //! non-ASCII text and keys (lead bytes joining a first-byte dispatch group), and states
 //! whose loop only the full state shows (a URI's host, where the truncated state runs into
-//! the context), and strings under a length bound and a pattern at once. Brute
+//! the context), and strings under a length bound and a pattern at once (set chains). Brute
 //! force: each token's bytes stepped through a second copy of the grammar that never
 //! computes a mask. Both key orders, since any-order objects truncate states at their group
 //! frames. Class indexes are exercised with their suffix tries and counts built at once and
@@ -63,6 +63,16 @@ fn cases() -> Vec<(serde_json::Value, &'static str)> {
         (
             json!({"type": "array", "items": {"type": "string", "minLength": 12, "maxLength": 12, "pattern": "[0-9a-fA-F]+"}}),
             r#"["0123456789ab","zz\"é-q_x!1yy","xxxxxxxxxxxa"]"#,
+        ),
+        // Set chains (`mask::SetChain`): a search inside a length bound, where a character
+        // leads to one of a few states per count, and some counts die for some paths.
+        (
+            json!({"type": "array", "items": {"type": "string", "minLength": 3, "maxLength": 9, "pattern": "[0-9]"}}),
+            r#"["ab1","x\"y9zz","日本7","123456789"]"#,
+        ),
+        (
+            json!({"type": "array", "items": {"type": "string", "maxLength": 16, "pattern": "x.*y"}}),
+            r#"["axbyc","xy","zzxzz\\yzz","xxxxxxxxxxxxxxxy"]"#,
         ),
         (
             obj(json!({"type": "string", "maxLength": 24, "format": "email"})),

@@ -263,6 +263,18 @@ pub(crate) struct Counted {
     pub exits: TokenTrie,
 }
 
+/// A JSON string's raw ASCII characters: printable ASCII but `"` and `\` (with UTF-8, whole
+/// multi-byte characters join it).
+pub(crate) fn json_string_class() -> ByteSet {
+    let mut c = ByteSet::default();
+    for b in 0x20..=0x7fu8 {
+        if b != b'"' && b != b'\\' {
+            c.insert(b);
+        }
+    }
+    c
+}
+
 fn registry() -> &'static Mutex<Vec<Weak<TokenIndex>>> {
     static R: std::sync::OnceLock<Mutex<Vec<Weak<TokenIndex>>>> = std::sync::OnceLock::new();
     R.get_or_init(|| Mutex::new(Vec::new()))
@@ -339,13 +351,7 @@ impl TokenIndex {
     /// once per vocabulary, and the memory of the two structures, which the first such
     /// string would build anyway.
     fn start_string_class(&self) {
-        let mut c = ByteSet::default();
-        for b in 0x20..=0x7fu8 {
-            if b != b'"' && b != b'\\' {
-                c.insert(b);
-            }
-        }
-        if let Some(ix) = self.class_index(c, true) {
+        if let Some(ix) = self.class_index(json_string_class(), true) {
             let _ = self.class_suffixes(&ix, false);
             let _ = self.class_counted(&ix, false);
         }

@@ -715,6 +715,152 @@ pub(crate) fn walk_ci(
     )
 }
 
+/// Most states after one count of characters in a [`SetChain`].
+const MAX_SET: usize = 4;
+
+/// Most tokens a [`SetChain`] steps one by one (those whose count may meet a dead end).
+const MAX_SET_STEPPED: usize = 4096;
+
+/// The set chain of a state `t` inside a JSON string whose characters do not all lead to
+/// one next state, so that [`Chain`] does not apply, but to a few: a pattern intersected
+/// with length bounds (`[0-9a-f]+` searched in a 12-character string: a hexadecimal digit
+/// and any other letter lead to "seen one" and "not yet", each with a count). `S₀ = {t}`
+/// and `Sₖ₊₁` is the set of live states that a character of `C` (the JSON string class)
+/// leads to from a state of `Sₖ`, each of at most [`MAX_SET`] states, none depending on
+/// context, at most [`MAX_CHAIN`] of them; a character that kills a path from `Sₖ` marks
+/// count `k + 1` *partial*.
+/// A token made of `k` characters of `C` ends in `Sₖ` or dies: below the first partial
+/// count it is allowed whatever its characters (the counted class index lists the tokens by
+/// count), from there it is stepped from `t` (at most [`MAX_SET_STEPPED`] of them), and past
+/// a count where the sets end empty none is allowed. The tokens that leave `C` are walked
+/// from `t` on the main trie, passing over the subtrees whose tokens are all in `C`.
+#[derive(Debug)]
+pub(crate) struct SetChain {
+    class: std::sync::Arc<super::index::ClassIndex>,
+    /// Counts up to it have live states (`S₀..=S_last`).
+    last: usize,
+    /// Counts above `last` are rejected (the sets ended empty); else they are as `last`
+    /// (the sets closed into a loop, or no token has more characters).
+    dead_after: bool,
+    /// The first count at which some path dies, if any.
+    partial: Option<usize>,
+}
+
+impl SetChain {
+    /// The set chain of `t` (see [`SetChain`]); `None` when `t` does not take every
+    /// character of the class, a set grows past [`MAX_SET`], a state depends on context,
+    /// too many tokens would be stepped one by one, or the class's counts are not built yet
+    /// (they are started when the index is made).
+    pub(crate) fn for_state(aut: &mut Stepper<'_>, index: &super::index::TokenIndex, t: StateId) -> Option<SetChain> {
+        let class = super::index::json_string_class();
+        let first = aut.info(t).first;
+        if (0..0x80u8).any(|b| class.contains(b) && !first.contains(b)) {
+            return None;
+        }
+        let ix = index.class_index(class, true)?;
+        let counted = index.class_counted(&ix, false)?;
+        let mut level: Vec<StateId> = vec![t];
+        let mut last = 0;
+        let mut partial = None;
+        let mut dead_after = false;
+        loop {
+            if last >= ix.max_prefix {
+                break;
+            }
+            let mut next: Vec<StateId> = Vec::new();
+            let mut dies = false;
+            for &x in &level {
+                aut.step_all(x);
+                let e = aut.entry(x);
+                let mut targets: Vec<StateId> = Vec::new();
+                for b in (0..0x80u8).filter(|&b| class.contains(b)) {
+                    let y = aut.step_from(e, x, b);
+                    if !targets.contains(&y) {
+                        targets.push(y);
+                    }
+                }
+                // Every multi-byte character must go where one of the ASCII ones goes.
+                if !targets.clone().into_iter().any(|y| utf8_to(aut, x, y)) {
+                    return None;
+                }
+                for y in targets {
+                    if y == DEAD {
+                        dies = true;
+                    } else if y == OVERFLOW || aut.is_ctx(y) {
+                        return None;
+                    } else if !next.contains(&y) {
+                        next.push(y);
+                    }
+                }
+            }
+            if dies && partial.is_none() {
+                partial = Some(last + 1);
+            }
+            if next.is_empty() {
+                dead_after = true;
+                break;
+            }
+            if next.len() > MAX_SET {
+                return None;
+            }
+            next.sort_unstable();
+            let mut cur = level.clone();
+            cur.sort_unstable();
+            if next == cur {
+                break;
+            }
+            level = next;
+            last += 1;
+            if last >= MAX_CHAIN {
+                // As long a chain as [`Chain`] refuses: each level is built whole.
+                return None;
+            }
+        }
+        let ch = SetChain { class: ix.clone(), last, dead_after, partial };
+        let stepped = counted.all_in_by_count.iter().filter(|&&(n, _)| ch.stepped(n as usize)).count();
+        (stepped <= MAX_SET_STEPPED).then_some(ch)
+    }
+
+    /// Is a token of `n` characters of the class stepped one by one?
+    fn stepped(&self, n: usize) -> bool {
+        self.partial.is_some_and(|p| n >= p) && !(self.dead_after && n > self.last)
+    }
+
+    /// Is every token of `n` characters of the class allowed?
+    fn sure(&self, n: usize) -> bool {
+        !(self.dead_after && n > self.last) && !self.partial.is_some_and(|p| n >= p)
+    }
+}
+
+impl ContextIndependentMask {
+    /// The context-independent mask of `t` through its set chain (see [`SetChain`]).
+    pub(crate) fn build_set_chain(aut: &mut Stepper<'_>, index: &super::index::TokenIndex, t: StateId, ch: &SetChain) -> ContextIndependentMask {
+        let mut ci = ContextIndependentMask::empty(index.vocab().len());
+        let counted = index.class_counted(&ch.class, false).expect("checked by SetChain::for_state");
+        ci.mask.words_mut().copy_from_slice(ch.class.all_in.words());
+        for &(n, tok) in &counted.all_in_by_count {
+            let n = n as usize;
+            if ch.sure(n) {
+                continue;
+            }
+            ci.mask.remove(tok);
+            if ch.stepped(n) {
+                let x = aut.steps(t, index.vocab().token_bytes(tok));
+                ci.walked += 1;
+                if x != DEAD && x != OVERFLOW {
+                    ci.mask.insert(tok);
+                }
+            }
+        }
+        // The tokens that leave the class: the main trie from `t`, passing over the
+        // subtrees whose tokens are all in it (decided above by count).
+        let mut p = ch.class.pruner(index);
+        let words = ci.mask.words_mut();
+        ci.walked += walk_below(aut, index.trie(), 0, &[], t, |i, d| p.skip(i, d), Words(words), &mut ci.nodes);
+        ci
+    }
+}
+
 /// The context-independent part of one subtree of the trie below the root (the tokens that
 /// start with one byte), walked from the state after that byte. A first-byte dispatch
 /// keeps these per state, since the state after a byte changes less often than the state

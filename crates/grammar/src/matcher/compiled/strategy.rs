@@ -183,12 +183,15 @@ impl CompiledGrammar {
                     Some(a) => ContextIndependentMask::build(st, &self.index, t, Some(&a)),
                     None => match Chain::for_state(st, &self.index, t, self.deep_min_budget(), MAX_CHAIN) {
                         Some(ch) => ContextIndependentMask::build_chain(st, &self.index, t, &ch),
-                        None if !plain => {
-                            let met = st.take_ctx_seen();
-                            locked(&cache.plain).insert(t, met);
-                            return None;
-                        }
-                        None => ContextIndependentMask::build(st, &self.index, t, None),
+                        None => match SetChain::for_state(st, &self.index, t) {
+                            Some(ch) => ContextIndependentMask::build_set_chain(st, &self.index, t, &ch),
+                            None if !plain => {
+                                let met = st.take_ctx_seen();
+                                locked(&cache.plain).insert(t, met);
+                                return None;
+                            }
+                            None => ContextIndependentMask::build(st, &self.index, t, None),
+                        },
                     },
                 },
             }
