@@ -821,14 +821,19 @@ impl SetChain {
         (stepped <= MAX_SET_STEPPED).then_some(ch)
     }
 
+    /// Is every token of `n` characters of the class rejected (the sets ended empty)?
+    fn rejected(&self, n: usize) -> bool {
+        self.dead_after && n > self.last
+    }
+
     /// Is a token of `n` characters of the class stepped one by one?
     fn stepped(&self, n: usize) -> bool {
-        self.partial.is_some_and(|p| n >= p) && !(self.dead_after && n > self.last)
+        self.partial.is_some_and(|p| n >= p) && !self.rejected(n)
     }
 
     /// Is every token of `n` characters of the class allowed?
     fn sure(&self, n: usize) -> bool {
-        !(self.dead_after && n > self.last) && !self.partial.is_some_and(|p| n >= p)
+        self.partial.is_none_or(|p| n < p) && !self.rejected(n)
     }
 }
 
