@@ -160,13 +160,25 @@ pub(crate) fn summarize(output: &str) -> String {
 #[cfg(all(test, unix))]
 pub(crate) mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
-    /// Writes an executable shell script standing in for python.
+    /// Writes an executable shell script standing in for python. The script itself is
+    /// written by a child process (`cp` from a source file this process writes), so this
+    /// process never holds it open for writing: a test on another thread that forks while
+    /// such a descriptor is open would keep it open in its child until that child execs,
+    /// and executing the script then fails with "Text file busy" (ETXTBSY), which made
+    /// these tests fail now and then under a parallel `cargo test`.
     pub(crate) fn fake_python(dir: &Path, name: &str, body: &str) -> OsString {
         let p = dir.join(name);
-        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let src = dir.join(format!("{name}.src"));
+        std::fs::write(&src, format!("#!/bin/sh\n{body}\n")).unwrap();
+        let ok = std::process::Command::new("sh")
+            .args(["-c", "cp \"$1\" \"$2\" && chmod 755 \"$2\"", "sh"])
+            .arg(&src)
+            .arg(&p)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "installing the fake python at {}", p.display());
         p.into_os_string()
     }
 
