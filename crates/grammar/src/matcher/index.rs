@@ -799,14 +799,7 @@ mod tests {
     /// letter short of the string body (more than a quarter of the tokens leave it), and
     /// a class with high bytes taken as bytes.
     fn classes() -> Vec<(ByteSet, bool)> {
-        let mut string = ByteSet::default();
-        string.insert_range(0x20, 0x7f);
-        let mut without = ByteSet::default();
-        for b in 0..=255u8 {
-            if string.contains(b) && b != b'"' && b != b'\\' {
-                without.insert(b);
-            }
-        }
+        let without = json_string_class();
         let mut digits = ByteSet::default();
         digits.insert_range(b'0', b'9');
         let mut word = digits;

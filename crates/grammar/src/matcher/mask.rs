@@ -780,7 +780,7 @@ impl SetChain {
                     }
                 }
                 // Every multi-byte character must go where one of the ASCII ones goes.
-                if !targets.clone().into_iter().any(|y| utf8_to(aut, x, y)) {
+                if !targets.iter().any(|&y| utf8_to(aut, x, y)) {
                     return None;
                 }
                 for y in targets {
@@ -803,10 +803,9 @@ impl SetChain {
             if next.len() > MAX_SET {
                 return None;
             }
+            // Both sorted (`level` is `[t]` or an earlier `next`): a set that repeats loops.
             next.sort_unstable();
-            let mut cur = level.clone();
-            cur.sort_unstable();
-            if next == cur {
+            if next == level {
                 break;
             }
             level = next;
