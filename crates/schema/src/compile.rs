@@ -8,7 +8,7 @@
 //! The arrows point down: this module uses the compiler's state (`crate::compiler`) and the
 //! leaf emitters; none of them uses this module.
 
-use crate::compiler::{CompileResult, Compiler};
+use crate::compiler::{CompileResult, Compiler, MemoKey};
 use crate::conjunct::*;
 use crate::exprs::*;
 use crate::json_types::*;
@@ -127,13 +127,15 @@ impl Compiler<'_> {
     pub fn schema(&mut self, parts: Vec<Conjunct>) -> CompileResult<Expr> {
         let at = parts.first().map(|p| p.at.clone()).unwrap_or_default();
         self.check_limits(&at)?;
-        let mut key: Option<String> = parts.iter().map(|p| p.key()).collect::<Option<Vec<_>>>().map(|v| v.join("&"));
-        if let (Some(k), Whitespace::Pretty { .. }) = (&mut key, self.opts.whitespace) {
+        let key: Option<MemoKey> = parts.iter().map(|p| p.key()).collect::<Option<Vec<_>>>().map(|parts| MemoKey {
+            parts,
             // Indentation depends on the level: one rule per level (capped, past which the
             // layout is compact and the same at every level, so recursion still closes).
-            k.push('@');
-            k.push_str(&self.level.min(crate::layout::PRETTY_MAX_LEVEL).to_string());
-        }
+            level: match self.opts.whitespace {
+                Whitespace::Pretty { .. } => self.level.min(crate::layout::PRETTY_MAX_LEVEL),
+                _ => 0,
+            },
+        });
         if let Some(k) = &key {
             if let Some(&id) = self.memo.get(k) {
                 return Ok(Expr::Rule(id));
@@ -182,7 +184,7 @@ impl Compiler<'_> {
     fn flatten(&mut self, parts: Vec<Conjunct>) -> CompileResult<Option<Vec<Conjunct>>> {
         let mut out: Vec<Conjunct> = Vec::new();
         let mut queue: std::collections::VecDeque<Conjunct> = parts.into();
-        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let mut seen: rustc_hash::FxHashSet<crate::conjunct::PartKey> = Default::default();
         while let Some(mut p) = queue.pop_front() {
             let max = self.opts.limits.max_elements;
             if out.len() + queue.len() > max {

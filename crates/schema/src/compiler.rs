@@ -22,6 +22,14 @@ pub(crate) use defer::{Deferrals, Deferred};
 /// What every step of the compiler returns: a value, or the refusal or error that stops it.
 pub(crate) type CompileResult<T> = Result<T, SchemaError>;
 
+/// What the memo of conjunctions is keyed by: the parts' keys in order, and the nesting
+/// level where the layout depends on it (pretty whitespace; else 0).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct MemoKey {
+    pub parts: Vec<crate::conjunct::PartKey>,
+    pub level: u32,
+}
+
 /// The state of one schema compilation: the documents and their references, the options,
 /// the rules shared between places, the validators built for `enum`/`const` checks, the
 /// warnings of lenient mode, and the limits' counters.
@@ -30,7 +38,7 @@ pub(crate) struct Compiler<'a> {
     pub res: Resolver<'a>,
     pub b: GrammarBuilder,
     /// The rule of each conjunction of real locations compiled so far (see `Compiler::schema`).
-    pub(crate) memo: HashMap<String, RuleId>,
+    pub(crate) memo: HashMap<MemoKey, RuleId>,
     pub warnings: Vec<Warning>,
     ref_expansions: usize,
     pub depth: usize,

@@ -113,27 +113,48 @@ impl Conjunct {
     /// down, and the memo closes that into a recursive rule, as it does for a recursive
     /// `$ref`. (Its `$ref`s resolve against its document's root, so the document, its value
     /// and whether it is derived say everything it compiles to.)
-    pub fn key(&self) -> Option<String> {
-        let bits = self.consumed.bits().to_string();
+    ///
+    /// A real part's location is the address of its node: real documents live as long as the
+    /// compiler, and a node of a JSON tree has one path (a pointer that resolves to nothing
+    /// reads as the shared `true`, which compiles the same wherever it is). No text is
+    /// formatted: keys are asked for every part of every conjunction, and formatting them
+    /// was about two fifths of a large schema's compile time.
+    pub fn key(&self) -> Option<PartKey> {
+        let bits = self.consumed.bits();
         if self.real {
-            let doc = self.doc.to_string();
-            return Some([doc.as_str(), ":", &self.ptr, ":", &bits].concat());
+            let node: *const Value = self.value();
+            return Some(PartKey::Real { doc: self.doc, node: node as usize, bits });
         }
         let hashes = self.content.as_ref()?;
         let mut hashes = hashes.lock().unwrap_or_else(|e| e.into_inner());
-        let hash = *hashes.entry(self.ptr.clone()).or_insert_with(|| {
-            use std::hash::Hasher;
-            let mut h = (std::collections::hash_map::DefaultHasher::new(), rustc_hash::FxHasher::default());
-            hash_value(self.value(), &mut h);
-            (u128::from(h.0.finish()) << 64) | u128::from(h.1.finish())
-        });
-        Some(format!("{}:synthetic{}:{hash:032x}:{bits}", self.doc, u8::from(self.derived)))
+        let hash = match hashes.get(self.ptr.as_str()) {
+            Some(&h) => h,
+            None => {
+                use std::hash::Hasher;
+                let mut h = (std::collections::hash_map::DefaultHasher::new(), rustc_hash::FxHasher::default());
+                hash_value(self.value(), &mut h);
+                let hash = (u128::from(h.0.finish()) << 64) | u128::from(h.1.finish());
+                hashes.insert(self.ptr.clone(), hash);
+                hash
+            }
+        };
+        Some(PartKey::Synthetic { doc: self.doc, derived: self.derived, hash, bits })
     }
 
     /// [`content`](Self::content) for a synthetic document `v`.
     pub fn content_of(v: &Value) -> Option<Arc<std::sync::Mutex<rustc_hash::FxHashMap<String, u128>>>> {
         crate::derived::holds_negated_ref(v).then(Default::default)
     }
+}
+
+/// What identifies a [`Conjunct`] for the compiler's memo of conjunctions
+/// ([`Conjunct::key`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum PartKey {
+    /// A location of a real document: its node's address, and the combinators consumed.
+    Real { doc: usize, node: usize, bits: u16 },
+    /// A derived part: a hash of its value.
+    Synthetic { doc: usize, derived: bool, hash: u128, bits: u16 },
 }
 
 /// Feeds `v` to both hashers (a type tag before each value, lengths before sequences, so
