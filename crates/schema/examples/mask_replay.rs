@@ -140,6 +140,11 @@ fn main() {
     }
     all.sort_by(|a, b| a.total_cmp(b));
     if !all.is_empty() {
+        // How much of the time the tail holds: masks over each bound, and their sum.
+        for lim in [5.0, 20.0, 100.0, 500.0] {
+            let over: Vec<f64> = all.iter().copied().filter(|&x| x > lim).collect();
+            println!("masks over {lim} µs: {} ({:.2} %), {:.1} ms", over.len(), 100.0 * over.len() as f64 / all.len() as f64, over.iter().sum::<f64>() / 1e3);
+        }
         let pct = |p: f64| all[((all.len() - 1) as f64 * p).round() as usize];
         println!(
             "{} masks: total {:.1} ms, p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs, {nodes_total} trie nodes walked",
