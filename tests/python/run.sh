@@ -5,7 +5,8 @@
 # `formwork serve` (target/release/formwork, or $FORMWORK_BIN) on a free loopback port with
 # the default model (or $FORMWORK_MODEL), waits until it answers, runs pytest (extra
 # arguments are passed on), then stops the server with SIGTERM and checks that it exits
-# cleanly. Build first: cargo build --release -p formwork-cli
+# cleanly. The server pulls from no registry (--no-registry-pulls): the tests never reach
+# the network. Build first: cargo build --release -p formwork-cli
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -26,7 +27,7 @@ port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.
 log="$(mktemp -t formwork-serve.XXXXXX.log)"
 model_args=()
 if [[ -n "${FORMWORK_MODEL:-}" ]]; then model_args=(--model "$FORMWORK_MODEL"); fi
-FORMWORK_LOG="${FORMWORK_LOG:-formwork_server=info,warn}" "$bin" serve --port "$port" "${model_args[@]}" >"$log" 2>&1 &
+FORMWORK_LOG="${FORMWORK_LOG:-formwork_server=info,warn}" "$bin" serve --port "$port" --no-registry-pulls "${model_args[@]}" >"$log" 2>&1 &
 pid=$!
 stop() {
     if kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi

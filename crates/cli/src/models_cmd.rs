@@ -144,8 +144,11 @@ pub fn show(args: ShowArgs) -> Result<()> {
 pub fn rm(args: RmArgs) -> Result<()> {
     let cache = Cache::from_env()?;
     for name in &args.models {
+        // Pulled from an Ollama registry: formwork's own store of that layout.
+        let pulled = cache.pulled_store().find(name).ok().flatten().is_some();
         match cache.delete(name)? {
             Source::Alias => println!("deleted alias {name}"),
+            _ if pulled => println!("deleted {name} from {}", cache.pulled_store().root().display()),
             _ => println!("deleted {name} from {}", cache.models_dir().display()),
         }
     }

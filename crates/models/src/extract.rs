@@ -34,7 +34,7 @@ pub(crate) fn partial_path(dest: &Path) -> PathBuf {
 }
 
 /// Lowercase hex of a digest.
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -17,6 +17,9 @@
 //!   the defaults it carries ([`Defaults`]: system prompt, [`Parameters`]);
 //!   [`Cache::find`] looks without pulling; [`Cache::list`] lists every model found.
 //! - [`OllamaStore`], [`HfCache`]: the other stores, read in place.
+//! - [`ollama_registry`]: pulls from an Ollama registry (`formwork pull llama3.2`) into
+//!   formwork's own store of Ollama's layout, `$FORMWORK_HOME/ollama`
+//!   ([`Cache::pull_from_registry`]).
 //! - [`alias`]: local aliases in `$FORMWORK_HOME/manifests` ([`Cache::create_alias`],
 //!   [`Cache::copy`], [`Cache::delete`], which refuses what other tools own);
 //!   [`Modelfile`]: the `FROM` / `SYSTEM` / `TEMPLATE` / `PARAMETER` subset they are made from.
@@ -48,10 +51,13 @@ pub mod alias;
 mod cache;
 mod error;
 mod extract;
+#[cfg(any(test, feature = "testing"))]
+pub mod fake_registry;
 pub mod hf;
 mod local;
 pub mod modelfile;
 pub mod ollama;
+pub mod ollama_registry;
 mod pip;
 pub mod registry;
 
@@ -62,4 +68,5 @@ pub use hf::HfCache;
 pub use modelfile::Modelfile;
 pub use local::{Defaults, LocalModel, Parameters, Source, PARAMETER_NAMES};
 pub use ollama::{looks_like_path, OllamaName, OllamaStore};
+pub use ollama_registry::{RegistryEvent, RegistryPulled};
 pub use registry::{known_models, lookup, KnownModel, DEFAULT_MODEL};

@@ -66,7 +66,7 @@ impl OllamaName {
             [host, ns, m] => (*host, *ns, *m),
             _ => return None,
         };
-        if ![registry, namespace, model, tag].iter().all(|p| valid_part(p)) {
+        if !valid_registry(registry) || ![namespace, model, tag].iter().all(|p| valid_part(p)) {
             return None;
         }
         Some(OllamaName { registry: registry.into(), namespace: namespace.into(), model: model.into(), tag: tag.into() })
@@ -85,6 +85,14 @@ impl OllamaName {
     }
 }
 
+/// A registry: a host name part, optionally with `:port`.
+fn valid_registry(p: &str) -> bool {
+    match p.split_once(':') {
+        Some((host, port)) => valid_part(host) && !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit()),
+        None => valid_part(p),
+    }
+}
+
 /// A name part: 1 to [`MAX_PART`] of `[A-Za-z0-9._-]`, starting with a letter, digit or `_`.
 pub(crate) fn valid_part(p: &str) -> bool {
     !p.is_empty()
@@ -95,6 +103,8 @@ pub(crate) fn valid_part(p: &str) -> bool {
 
 #[derive(Deserialize)]
 struct Manifest {
+    #[serde(default)]
+    config: Option<Layer>,
     #[serde(default)]
     layers: Vec<Layer>,
 }
@@ -107,16 +117,77 @@ struct Layer {
     digest: String,
 }
 
-/// Ollama's model store at one directory (read-only).
+/// Ollama's model store at one directory (read-only), or formwork's own store of models
+/// pulled from an Ollama registry, which has the same layout ([`OllamaStore::owned`]).
 #[derive(Clone, Debug)]
 pub struct OllamaStore {
     root: PathBuf,
+    /// formwork's own store: its models are [`Source::Formwork`], and may be removed.
+    owned: bool,
 }
 
 impl OllamaStore {
     /// The store at `root` (the directory holding `manifests/` and `blobs/`).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        OllamaStore { root: root.into() }
+        OllamaStore { root: root.into(), owned: false }
+    }
+
+    /// formwork's store of models pulled from an Ollama registry, at `root`
+    /// (`$FORMWORK_HOME/ollama`; see [`crate::ollama_registry`]).
+    pub fn owned(root: impl Into<PathBuf>) -> Self {
+        OllamaStore { root: root.into(), owned: true }
+    }
+
+    /// The manifest of `name` in this store, if it has one.
+    fn manifest_of(&self, n: &OllamaName) -> Option<PathBuf> {
+        let dir = self.root.join("manifests");
+        // Ollama matches names without regard to case; the directories keep the case pulled.
+        [&n.registry, &n.namespace, &n.model, &n.tag].iter().try_fold(dir, |d, part| child_ci(&d, part)).filter(|p| p.is_file())
+    }
+
+    /// Removes the model `name` from formwork's own store: its manifest, then every blob
+    /// no other manifest uses. `Ok(false)` when the store does not have it. Never for
+    /// Ollama's store (`ollama rm` removes those).
+    pub(crate) fn remove(&self, name: &str) -> Result<bool, ModelsError> {
+        debug_assert!(self.owned, "only formwork's own store is written");
+        let Some(path) = OllamaName::parse(name).and_then(|n| self.manifest_of(&n)) else { return Ok(false) };
+        let digests = |p: &Path| -> Vec<String> {
+            read_small(p)
+                .ok()
+                .and_then(|t| serde_json::from_slice::<Manifest>(&t).ok())
+                .map(|m| m.config.into_iter().chain(m.layers).map(|l| l.digest).collect())
+                .unwrap_or_default()
+        };
+        let mine = digests(&path);
+        fs::remove_file(&path).map_err(ModelsError::io("cannot delete", &path))?;
+        let mut dir = path.parent();
+        while let Some(d) = dir.filter(|d| d.starts_with(self.root.join("manifests")) && *d != self.root.join("manifests")) {
+            if fs::remove_dir(d).is_err() {
+                break; // not empty
+            }
+            dir = d.parent();
+        }
+        let still: std::collections::HashSet<String> = self.manifests().iter().flat_map(|p| digests(p)).collect();
+        for d in mine.iter().filter(|d| !still.contains(*d)) {
+            if let Some(b) = self.blob(d) {
+                let _ = fs::remove_file(b);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Every manifest file in the store.
+    fn manifests(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for registry in subdirs(&self.root.join("manifests")) {
+            for namespace in subdirs(&registry) {
+                for model in subdirs(&namespace) {
+                    let Ok(tags) = fs::read_dir(&model) else { continue };
+                    out.extend(tags.flatten().map(|t| t.path()).filter(|p| p.is_file()));
+                }
+            }
+        }
+        out
     }
 
     /// `$OLLAMA_MODELS`, else `$HOME/.ollama/models`; `None` when neither can be told.
@@ -136,14 +207,7 @@ impl OllamaStore {
     /// `Ok(None)`; a manifest that exists but is damaged, or names a missing blob, is an error.
     pub fn find(&self, name: &str) -> Result<Option<LocalModel>, ModelsError> {
         let Some(n) = OllamaName::parse(name) else { return Ok(None) };
-        let dir = self.root.join("manifests");
-        // Ollama matches names without regard to case; the directories keep the case pulled.
-        let Some(path) = [&n.registry, &n.namespace, &n.model, &n.tag].iter().try_fold(dir, |d, part| child_ci(&d, part)) else {
-            return Ok(None);
-        };
-        if !path.is_file() {
-            return Ok(None);
-        }
+        let Some(path) = self.manifest_of(&n) else { return Ok(None) };
         self.read(&n, &path).map(Some)
     }
 
@@ -188,9 +252,10 @@ impl OllamaStore {
             .ok_or_else(|| bad(format!("no `{MODEL_LAYER}` layer (an adapter or a cloud model?); formwork needs a GGUF")))?;
         let blob = self.blob(&model.digest).ok_or_else(|| bad(format!("bad digest {:?}", model.digest)))?;
         if !blob.is_file() {
-            return Err(bad(format!("its model blob {} is missing; `ollama pull {}` again", blob.display(), name.display())));
+            let tool = if self.owned { "formwork" } else { "ollama" };
+            return Err(bad(format!("its model blob {} is missing; `{tool} pull {}` again", blob.display(), name.display())));
         }
-        let mut found = LocalModel::file(name.display(), Source::Ollama, blob);
+        let mut found = LocalModel::file(name.display(), if self.owned { Source::Formwork } else { Source::Ollama }, blob);
         let mut defaults = Defaults::default();
         for layer in &manifest.layers {
             let text = || -> Option<String> {
@@ -315,6 +380,13 @@ pub(crate) mod tests {
             assert!(OllamaName::parse(bad).is_none(), "{bad:?}");
         }
         assert!(OllamaName::parse(&"m".repeat(200)).is_none());
+        // A registry may carry a port (a private registry, or a test's).
+        let n = OllamaName::parse("127.0.0.1:8080/library/tiny:v1").unwrap();
+        assert_eq!((n.registry.as_str(), n.namespace.as_str(), n.model.as_str(), n.tag.as_str()), ("127.0.0.1:8080", "library", "tiny", "v1"));
+        assert_eq!(OllamaName::parse("127.0.0.1:8080/library/tiny").unwrap().tag, "latest");
+        for bad in ["host:/ns/m", "host:80a/ns/m", "host:123456/ns/m", ":80/ns/m"] {
+            assert!(OllamaName::parse(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]

@@ -44,6 +44,11 @@ pub struct ServerConfig {
     /// cache read-only). Clients name models only, never paths: handlers use it
     /// [`names_only`](formwork_models::Cache::names_only). `None`: those routes answer 400.
     pub store: Option<formwork_models::Cache>,
+    /// The Ollama registries `/api/pull` may pull from (`host` or `host:port`), chosen by
+    /// the operator: a client names a model, and the server connects only to these
+    /// (default: `registry.ollama.ai`; empty: no registry pulls). `insecure` (plain HTTP)
+    /// is honoured for these only.
+    pub pull_registries: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -65,6 +70,7 @@ impl Default for ServerConfig {
             #[cfg(feature = "engine")]
             databases: Vec::new(),
             store: None,
+            pull_registries: vec![formwork_models::ollama::DEFAULT_REGISTRY.to_string()],
         }
     }
 }

@@ -24,7 +24,9 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use formwork_models::{lookup, Cache, Defaults, KnownModel, LocalModel, Modelfile, ModelsError, Parameters, Progress, PullProgress, Source};
+use erased::Ser as _;
+use formwork_models::{lookup, Cache, Defaults, KnownModel, LocalModel, Modelfile, ModelsError, OllamaName, Parameters, Progress, PullProgress, RegistryEvent, Source};
+use futures_util::StreamExt as _;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -43,7 +45,7 @@ pub(crate) fn store_error(e: ModelsError) -> ApiError {
             .flavor(FL);
     }
     let kind = match &e {
-        ModelsError::UnknownModel { .. } | ModelsError::FileNotFound { .. } => ErrorKind::NotFound,
+        ModelsError::UnknownModel { .. } | ModelsError::FileNotFound { .. } | ModelsError::NotInRegistry { .. } => ErrorKind::NotFound,
         ModelsError::InvalidName { .. }
         | ModelsError::ReadOnly { .. }
         | ModelsError::Ambiguous { .. }
@@ -76,8 +78,10 @@ fn ndjson_lines(lines: Vec<w::ProgressResponse>) -> Response {
 }
 
 /// `POST /api/pull`: a model already on this machine is a quick success; a known name is
-/// pulled into formwork's cache (progress: the bytes written, every half second); anything
-/// else is 404 (formwork pulls its known models only; Ollama's come with `ollama pull`).
+/// pulled into formwork's cache (progress: the bytes written, every half second); another
+/// Ollama model name is pulled from its registry when the server allows that registry
+/// ([`ServerConfig::pull_registries`](crate::ServerConfig::pull_registries); progress per
+/// blob, as Ollama streams it); anything else is 404 or 400.
 pub async fn pull(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::PullRequest, OllamaApi>) -> Result<Response, ApiError> {
     let name = required(req.model, req.name, "model")?;
     let cache = state.store()?;
@@ -91,16 +95,7 @@ pub async fn pull(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::Pul
         return Ok(if stream { ndjson_lines(done) } else { Json(w::ProgressResponse::status("success")).into_response() });
     }
     let Some(known) = lookup(name.strip_suffix(":latest").unwrap_or(&name)) else {
-        let known: Vec<&str> = formwork_models::known_models().iter().map(|m| m.name).collect();
-        return Err(ApiError::new(
-            ErrorKind::NotFound,
-            format!(
-                "pull model manifest: `{name}` is not on this machine and not a model formwork can pull (it pulls {}); Ollama's models come with `ollama pull` on the server's machine and are then found in place",
-                known.join(", ")
-            ),
-        )
-        .param("model")
-        .flavor(FL));
+        return pull_from_registry(&state, cache, &name, req.insecure.unwrap_or(false), stream).await;
     };
     let job = {
         let cache = cache.clone();
@@ -144,6 +139,68 @@ pub async fn pull(State(state): State<AppState>, ApiJson(req, _): ApiJson<w::Pul
         }
     });
     let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
+}
+
+/// `/api/pull` of a model from an Ollama registry the server allows: the pull runs on the
+/// blocking pool and goes on if the client leaves; its [`RegistryEvent`]s become Ollama's
+/// progress lines (`pulling manifest`, one `pulling <digest>` line per blob and MiB with
+/// `digest`, `total`, `completed`, `verifying sha256 digest`, `writing manifest`,
+/// `success`).
+async fn pull_from_registry(state: &AppState, cache: Cache, name: &str, insecure: bool, stream: bool) -> Result<Response, ApiError> {
+    let allowed = &state.config().pull_registries;
+    if formwork_models::looks_like_path(name) {
+        return Err(ApiError::new(ErrorKind::NotFound, format!("model '{name}' not found: clients name models, never files on the server's machine")).param("model").flavor(FL));
+    }
+    let n = OllamaName::parse(name).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "`{name}` is not a model on this machine, not a known name ({}), and not an Ollama model name (`model[:tag]`, `namespace/model[:tag]`, `host/namespace/model[:tag]`)",
+            formwork_models::known_models().iter().map(|m| m.name).collect::<Vec<_>>().join(", ")
+        ))
+        .param("model")
+        .flavor(FL)
+    })?;
+    if !allowed.iter().any(|r| r.eq_ignore_ascii_case(&n.registry)) {
+        let why = if allowed.is_empty() {
+            "this server pulls from no registry (it was started with --no-registry-pulls)".to_string()
+        } else {
+            format!("this server pulls only from {} (its operator adds others with `formwork serve --pull-registry HOST`)", allowed.join(", "))
+        };
+        return Err(ApiError::new(ErrorKind::NotFound, format!("pull model manifest: `{name}` is not on this machine and is on the registry {}; {why}", n.registry)).param("model").flavor(FL));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<w::ProgressResponse>(64);
+    let job = tokio::task::spawn_blocking(move || {
+        cache.pull_registry_with(&n, insecure, &mut |e| {
+            let line = match e {
+                RegistryEvent::Manifest => w::ProgressResponse::status("pulling manifest"),
+                RegistryEvent::Blob { digest, total, completed } => w::ProgressResponse {
+                    status: format!("pulling {}", digest.strip_prefix("sha256:").unwrap_or(&digest).chars().take(12).collect::<String>()),
+                    digest: Some(digest),
+                    total: Some(total),
+                    completed: Some(completed),
+                },
+                RegistryEvent::Verified => w::ProgressResponse::status("verifying sha256 digest"),
+                RegistryEvent::WritingManifest => w::ProgressResponse::status("writing manifest"),
+            };
+            // A client that went away does not stop the pull (it finishes into the store).
+            let _ = tx.blocking_send(line);
+        })
+    });
+    if !stream {
+        drop(rx);
+        job.await.map_err(|e| ApiError::internal(format!("the pull failed: {e}")).flavor(FL))?.map_err(store_error)?;
+        return Ok(Json(w::ProgressResponse::status("success")).into_response());
+    }
+    let lines = tokio_stream::wrappers::ReceiverStream::new(rx).map(|l| Ok::<_, Infallible>(bytes::Bytes::from(l.line())));
+    let end = futures_util::stream::once(async move {
+        let last = match job.await {
+            Ok(Ok(_)) => w::ProgressResponse::status("success").line(),
+            Ok(Err(e)) => store_error(e).body().line(),
+            Err(e) => ApiError::internal(format!("the pull failed: {e}")).flavor(FL).body().line(),
+        };
+        Ok::<_, Infallible>(bytes::Bytes::from(last))
+    });
+    let body = Body::from_stream(lines.chain(end));
     Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
 }
 

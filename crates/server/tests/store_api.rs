@@ -60,7 +60,8 @@ fn fixture() -> Fixture {
     let served_file = tmp.path().join("served.gguf");
     fs::write(&served_file, b"GGUF served").unwrap();
     let cache = Cache::new(tmp.path().join("home")).with_python("/nonexistent/python").with_ollama_store(&ollama);
-    let cfg = ServerConfig { store: Some(cache), ..ServerConfig::default() };
+    // No registry: a test never reaches the network (see `pulls_from_an_allowed_registry`).
+    let cfg = ServerConfig { store: Some(cache), pull_registries: Vec::new(), ..ServerConfig::default() };
     let meta = ModelMeta { path: Some(served_file), ..formwork_server::testing::fake_meta("smollm2") };
     let (w, obs) = formwork_server::testing::spawn_scripted_meta(meta, |_| text("Arr."));
     let app = formwork_server::app(formwork_server::AppState::new(cfg, vec![w]));
@@ -226,10 +227,14 @@ async fn pull_present_unknown_and_failing() {
     assert_eq!((s, ctype.as_str()), (StatusCode::OK, "application/x-ndjson"));
     let l = lines(&b);
     assert_eq!((l[0]["status"].as_str(), l.last().unwrap()["status"].as_str()), (Some("pulling manifest"), Some("success")));
-    // Unknown: 404 saying what formwork pulls.
+    // Another Ollama name, on a server that pulls from no registry: 404 saying so.
     let (s, v) = post(&f.app, "/api/pull", json!({"model": "mistral:7b"})).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
-    assert!(v["error"].as_str().unwrap().contains("ollama pull"), "{v}");
+    assert!(v["error"].as_str().unwrap().contains("pulls from no registry"), "{v}");
+    // Not a model name at all: 400.
+    let (s, v) = post(&f.app, "/api/pull", json!({"model": "a b"})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(v["error"].as_str().unwrap().contains("not an Ollama model name"), "{v}");
     assert_eq!(post(&f.app, "/api/pull", json!({})).await.0, StatusCode::BAD_REQUEST);
     // A known model whose pull fails (no python here): an error line after the progress
     // lines when streamed, a 500 when not.
@@ -242,6 +247,56 @@ async fn pull_present_unknown_and_failing() {
     let (s, v) = post(&f.app, "/api/pull", json!({"model": "smollm2", "stream": false})).await;
     assert_eq!(s, StatusCode::INTERNAL_SERVER_ERROR, "{v}");
     assert_ollama_error(&v);
+}
+
+#[tokio::test]
+async fn pulls_from_an_allowed_registry_streams_progress_and_lists_the_model() {
+    use formwork_models::fake_registry::{manifest, FakeRegistry};
+    let gguf = gguf_header(&[("general.architecture", "llama"), ("general.size_label", "1M")], 15);
+    let mut blobs = std::collections::HashMap::new();
+    let m = manifest(&[("application/vnd.ollama.image.model", &gguf), ("application/vnd.ollama.image.system", b"Be brief.")], &mut blobs);
+    let reg = FakeRegistry::start([("library/tiny/latest".to_string(), m)].into(), blobs);
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = Cache::new(tmp.path().join("home")).with_python("/nonexistent/python");
+    let cfg = ServerConfig { store: Some(cache), pull_registries: vec![reg.host.clone()], ..ServerConfig::default() };
+    let (w, _) = formwork_server::testing::spawn_scripted_meta(formwork_server::testing::fake_meta("smollm2"), |_| text("hi"));
+    let app = formwork_server::app(formwork_server::AppState::new(cfg, vec![w]));
+    let name = format!("{}/library/tiny", reg.host);
+
+    // Streamed in Ollama's shape: manifest, per-blob progress, verify, write, success.
+    let (s, ctype, b) = send(&app, Method::POST, "/api/pull", json!({"model": name, "insecure": true}).to_string()).await;
+    assert_eq!((s, ctype.as_str()), (StatusCode::OK, "application/x-ndjson"), "{b}");
+    let l = lines(&b);
+    let status: Vec<&str> = l.iter().map(|x| x["status"].as_str().unwrap_or("")).collect();
+    assert_eq!(status[0], "pulling manifest", "{b}");
+    assert_eq!(&status[status.len() - 3..], ["verifying sha256 digest", "writing manifest", "success"], "{b}");
+    let blob_lines: Vec<&Value> = l.iter().filter(|x| x["digest"].is_string()).collect();
+    assert!(blob_lines.iter().any(|x| x["total"] == json!(gguf.len()) && x["completed"] == json!(gguf.len())), "the model blob done: {b}");
+    assert!(blob_lines.iter().all(|x| x["status"].as_str().unwrap().starts_with("pulling ") && x["completed"].as_u64() <= x["total"].as_u64()), "{b}");
+
+    // Now on this machine: listed, and a second pull is a quick success.
+    let (_, v) = get(&app, "/api/tags").await;
+    assert!(tag_names(&v).contains(&format!("{name}:latest")), "{v}");
+    let (s, v) = post(&app, "/api/pull", json!({"model": name, "stream": false})).await;
+    assert_eq!((s, v), (StatusCode::OK, json!({"status": "success"})));
+
+    // Missing on the registry: 404 (not streamed) or an error line (streamed).
+    let (s, v) = post(&app, "/api/pull", json!({"model": format!("{}/library/nope", reg.host), "insecure": true, "stream": false})).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("not in its registry"), "{v}");
+    let (_, _, b) = send(&app, Method::POST, "/api/pull", json!({"model": format!("{}/library/nope", reg.host), "insecure": true}).to_string()).await;
+    assert!(lines(&b).last().unwrap()["error"].as_str().unwrap().contains("not in its registry"), "{b}");
+
+    // A registry the operator did not allow is never contacted.
+    let (s, v) = post(&app, "/api/pull", json!({"model": "example.com/library/tiny"})).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    assert!(v["error"].as_str().unwrap().contains(&format!("pulls only from {}", reg.host)), "{v}");
+    assert!(reg.requests().iter().all(|r| !r.contains("example.com")));
+
+    // formwork's own: deleted through the API.
+    assert_eq!(delete(&app, json!({"model": name})).await.0, StatusCode::OK);
+    let (_, v) = get(&app, "/api/tags").await;
+    assert!(!tag_names(&v).contains(&format!("{name}:latest")), "{v}");
 }
 
 #[tokio::test]

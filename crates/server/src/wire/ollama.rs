@@ -461,7 +461,8 @@ pub struct PullRequest {
     /// Stream progress lines (default `true`).
     #[serde(default)]
     pub stream: Option<bool>,
-    /// Accepted, ignored (formwork pulls over pip's HTTPS).
+    /// Pull from the registry over plain HTTP; honoured only for the registries the server
+    /// allows (`formwork serve --pull-registry`).
     #[serde(default)]
     pub insecure: Option<bool>,
 }
