@@ -167,7 +167,7 @@ impl OllamaStore {
             }
             dir = d.parent();
         }
-        let still: std::collections::HashSet<String> = self.manifests().iter().flat_map(|p| digests(p)).collect();
+        let still: std::collections::HashSet<String> = self.manifests().iter().flat_map(|(_, p)| digests(p)).collect();
         for d in mine.iter().filter(|d| !still.contains(*d)) {
             if let Some(b) = self.blob(d) {
                 let _ = fs::remove_file(b);
@@ -176,14 +176,22 @@ impl OllamaStore {
         Ok(true)
     }
 
-    /// Every manifest file in the store.
-    fn manifests(&self) -> Vec<PathBuf> {
+    /// Every manifest file in the store, with the name its directories spell.
+    fn manifests(&self) -> Vec<(OllamaName, PathBuf)> {
         let mut out = Vec::new();
         for registry in subdirs(&self.root.join("manifests")) {
             for namespace in subdirs(&registry) {
                 for model in subdirs(&namespace) {
                     let Ok(tags) = fs::read_dir(&model) else { continue };
-                    out.extend(tags.flatten().map(|t| t.path()).filter(|p| p.is_file()));
+                    for tag in tags.flatten().filter(|t| t.path().is_file()) {
+                        let name = OllamaName {
+                            registry: file_name(&registry),
+                            namespace: file_name(&namespace),
+                            model: file_name(&model),
+                            tag: tag.file_name().to_string_lossy().into_owned(),
+                        };
+                        out.push((name, tag.path()));
+                    }
                 }
             }
         }
@@ -214,27 +222,10 @@ impl OllamaStore {
     /// Every model in the store (unreadable manifests are skipped with a warning).
     pub fn list(&self) -> Vec<LocalModel> {
         let mut out = Vec::new();
-        let manifests = self.root.join("manifests");
-        for registry in subdirs(&manifests) {
-            for namespace in subdirs(&registry) {
-                for model in subdirs(&namespace) {
-                    let Ok(tags) = fs::read_dir(&model) else { continue };
-                    for tag in tags.flatten() {
-                        let name = OllamaName {
-                            registry: file_name(&registry),
-                            namespace: file_name(&namespace),
-                            model: file_name(&model),
-                            tag: tag.file_name().to_string_lossy().into_owned(),
-                        };
-                        if !tag.path().is_file() {
-                            continue;
-                        }
-                        match self.read(&name, &tag.path()) {
-                            Ok(m) => out.push(m),
-                            Err(e) => tracing::warn!("skipping Ollama model {}: {e}", name.display()),
-                        }
-                    }
-                }
+        for (name, path) in self.manifests() {
+            match self.read(&name, &path) {
+                Ok(m) => out.push(m),
+                Err(e) => tracing::warn!("skipping Ollama model {}: {e}", name.display()),
             }
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));

@@ -383,11 +383,12 @@ fn tag_name(m: &LocalModel) -> String {
     }
 }
 
-/// Ollama's blobs are named by their sha256; other files get a stable stand-in.
+/// Ollama's blobs (and formwork's pulled from an Ollama registry) are named by their sha256;
+/// other files get a stable stand-in.
 fn digest(m: &LocalModel) -> String {
     let blob = m.path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix("sha256-"));
     match blob {
-        Some(hex) if m.source == Source::Ollama && hex.len() == 64 => hex.to_string(),
+        Some(hex) if matches!(m.source, Source::Ollama | Source::Formwork) && hex.len() == 64 => hex.to_string(),
         _ => digest_of(&format!("{}\0{}\0{}", m.name, m.path.display(), m.size)),
     }
 }

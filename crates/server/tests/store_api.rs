@@ -277,6 +277,9 @@ async fn pulls_from_an_allowed_registry_streams_progress_and_lists_the_model() {
     // Now on this machine: listed, and a second pull is a quick success.
     let (_, v) = get(&app, "/api/tags").await;
     assert!(tag_names(&v).contains(&format!("{name}:latest")), "{v}");
+    let entry = v["models"].as_array().unwrap().iter().find(|m| m["name"] == json!(format!("{name}:latest"))).unwrap();
+    let hex = formwork_models::fake_registry::digest(&gguf);
+    assert_eq!(entry["digest"].as_str(), hex.strip_prefix("sha256:"), "the model blob's own digest, as Ollama lists it");
     let (s, v) = post(&app, "/api/pull", json!({"model": name, "stream": false})).await;
     assert_eq!((s, v), (StatusCode::OK, json!({"status": "success"})));
 
