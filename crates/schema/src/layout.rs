@@ -153,15 +153,15 @@ fn write(v: &serde_json::Value, style: Whitespace, level: u32, out: &mut String)
 /// An object as one unordered group: listed members `(key: value, required)` in any order,
 /// each at most once, additional members `(quoted key, value)` among them (also for
 /// constant objects, `Compiler::literal`).
-pub(crate) fn unordered(seps: &Seps, members: &[(Expr, bool)], extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, presence: Vec<Vec<formwork_grammar::Presence>>) -> Expr {
-    let kv = |k: Expr, v: &Expr| Expr::seq([k, seps.colon.clone(), v.clone()]);
-    let listed = members.to_vec();
-    let extra = (!extra.is_empty()).then(|| alt_of(extra.into_iter().map(|(k, v)| kv(k, &v)).collect()));
+pub(crate) fn unordered(seps: &Seps, members: Vec<(Expr, bool)>, extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, presence: Vec<Vec<formwork_grammar::Presence>>) -> Expr {
+    let kv = |k: Expr, v: Expr| Expr::seq([k, seps.colon.clone(), v]);
+    let any_required = members.iter().any(|m| m.1);
+    let extra = (!extra.is_empty()).then(|| alt_of(extra.into_iter().map(|(k, v)| kv(k, v)).collect()));
     let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     // An empty object must also satisfy the presence clauses with no key present.
     let none_present_ok = presence.iter().all(|c| c.iter().any(|t| t.present.is_empty()));
-    let may_be_empty = minp == 0 && !members.iter().any(|m| m.1) && none_present_ok;
-    let group = |min: u64| Unordered { members: listed, extra, sep: seps.comma.clone(), min: clamp(min), max: maxp.map(clamp), presence };
+    let may_be_empty = minp == 0 && !any_required && none_present_ok;
+    let group = |min: u64| Unordered { members, extra, sep: seps.comma.clone(), min: clamp(min), max: maxp.map(clamp), presence };
     if matches!(seps.first, Expr::Seq(ref v) if v.is_empty()) {
         // No separator that only a non-empty group has: the group as it is.
         return seps.wrap("{", Expr::Unordered(Box::new(group(minp))), false, "}");

@@ -389,7 +389,7 @@ fn compile_with(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps, groups: &[Ve
     let mut keyed: Vec<(Expr, bool)> = members.into_iter().map(|(k, v, req)| (kv(Expr::lit(serde_json::to_string(&k).unwrap_or_default()), v), req)).collect();
     keyed.extend(witnessed.into_iter().map(|e| (e, true)));
     if cx.opts.key_order == crate::KeyOrder::Any && !forced_first {
-        return Ok(unordered(seps, &keyed, extra, minp, maxp, presence));
+        return Ok(unordered(seps, keyed, extra, minp, maxp, presence));
     }
     build(cx, seps, &keyed, extra, minp, maxp, &presence, &parts[0].at)
 }

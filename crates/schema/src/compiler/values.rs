@@ -202,7 +202,7 @@ impl Compiler<'_> {
                 let members: Vec<(String, Expr, bool)> = self.nested(|cx| o.iter().map(|(k, x)| (k.clone(), cx.literal(x), true)).collect());
                 if self.opts.key_order == crate::KeyOrder::Any && o.len() > 1 {
                     let keyed: Vec<(Expr, bool)> = members.into_iter().map(|(k, x, req)| (Expr::seq([Expr::lit(serde_json::to_string(&k).unwrap_or_default()), seps.colon.clone(), x]), req)).collect();
-                    return crate::layout::unordered(&seps, &keyed, Vec::new(), 0, None, Vec::new());
+                    return crate::layout::unordered(&seps, keyed, Vec::new(), 0, None, Vec::new());
                 }
                 let mut body = Vec::new();
                 for (i, (k, x, _)) in members.into_iter().enumerate() {
