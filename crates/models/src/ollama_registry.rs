@@ -164,6 +164,17 @@ fn fetch_blob(agent: &ureq::Agent, base: &str, dir: &Path, b: &Blob, shown: &str
     }
     let partial = dir.join(format!("sha256-{hex}-partial"));
     let mut have = fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
+    if have == b.size && have > 0 {
+        // Downloaded whole by a pull stopped before the rename: verify it, ask for nothing.
+        let mut hasher = Sha256::new();
+        hash_into(&partial, &mut hasher)?;
+        if crate::extract::hex(&hasher.finalize()) == hex {
+            fs::rename(&partial, &done).map_err(ModelsError::io("cannot move the verified blob into place", &done))?;
+            on(report(b.size));
+            return Ok(0);
+        }
+        have = 0;
+    }
     if have > b.size {
         have = 0;
     }
@@ -331,6 +342,17 @@ mod tests {
         assert_eq!(fs::read(&pulled.path).unwrap(), model);
         assert!(reg.requests().iter().any(|r| r == &format!("/storage/sha256:{hex} range 120000")), "{:?}", reg.requests());
         assert!(!blobs.join(format!("sha256-{hex}-partial")).exists());
+
+        // A partial file that is already whole (a pull stopped before its rename) is
+        // verified and kept: nothing is asked for it.
+        let tmp = tempfile::tempdir().unwrap();
+        let blobs = tmp.path().join("ollama/blobs");
+        fs::create_dir_all(&blobs).unwrap();
+        fs::write(blobs.join(format!("sha256-{hex}-partial")), &model).unwrap();
+        let before = reg.requests().len();
+        let pulled = Cache::new(tmp.path()).pull_from_registry(&format!("{}/library/tiny", reg.host), true, Progress::Quiet).unwrap();
+        assert_eq!(fs::read(&pulled.path).unwrap(), model);
+        assert!(reg.requests()[before..].iter().all(|r| !r.contains(&hex)), "{:?}", reg.requests());
     }
 
     #[test]
