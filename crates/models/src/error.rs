@@ -149,6 +149,18 @@ pub enum ModelsError {
         /// What went wrong, and what to do.
         detail: String,
     },
+    /// A registry pull would not fit on the disk.
+    #[error("pulling `{name}` needs {} MB more in {dir} but only {} MB are free; free some space (`formwork list`, `formwork rm`) or set FORMWORK_HOME to a larger disk", needed / 1_000_000, free / 1_000_000)]
+    NoSpace {
+        /// The model name.
+        name: String,
+        /// The blob directory.
+        dir: std::path::PathBuf,
+        /// Bytes still to download.
+        needed: u64,
+        /// Bytes free there.
+        free: u64,
+    },
     /// Neither `FORMWORK_HOME` nor `HOME` is set.
     #[error("cannot find the model cache: neither FORMWORK_HOME nor HOME is set; set FORMWORK_HOME to a writable directory")]
     NoHome,

@@ -136,6 +136,7 @@ pub fn pull(store: &Path, name: &OllamaName, insecure: bool, on: &mut dyn FnMut(
 
     let blob_dir = store.join("blobs");
     fs::create_dir_all(&blob_dir).map_err(ModelsError::io("cannot create the directory", &blob_dir))?;
+    check_space(&blob_dir, &blobs, &shown)?;
     let mut downloaded = 0;
     for b in &blobs {
         downloaded += fetch_blob(&agent, &base, &blob_dir, b, &shown, on)?;
@@ -231,6 +232,30 @@ fn fetch_blob(agent: &ureq::Agent, base: &str, dir: &Path, b: &Blob, shown: &str
     on(report(b.size));
     Ok(got - have)
 }
+
+/// Refuses a pull whose missing blobs would not fit in the free space of `dir`'s file system
+/// (with [`SPACE_MARGIN`] to spare), before anything is downloaded: a model of gigabytes
+/// would otherwise fill the disk and fail near its end. When the free space cannot be read,
+/// the pull goes ahead.
+fn check_space(dir: &Path, blobs: &[&Blob], name: &str) -> Result<(), ModelsError> {
+    let missing: u64 = blobs
+        .iter()
+        .map(|b| {
+            let hex = hex_of(&b.digest).unwrap_or_default();
+            let len = |p: String| fs::metadata(dir.join(p)).map(|m| m.len()).unwrap_or(0);
+            let have = if len(format!("sha256-{hex}")) == b.size { b.size } else { len(format!("sha256-{hex}-partial")) };
+            b.size.saturating_sub(have)
+        })
+        .sum();
+    let Ok(free) = fs4::available_space(dir) else { return Ok(()) };
+    if missing.saturating_add(SPACE_MARGIN) > free {
+        return Err(ModelsError::NoSpace { name: name.to_string(), dir: dir.to_path_buf(), needed: missing, free });
+    }
+    Ok(())
+}
+
+/// Free space a pull leaves at least.
+const SPACE_MARGIN: u64 = 64 << 20;
 
 /// The hex of a `sha256:<64 lowercase hex>` digest.
 fn hex_of(digest: &str) -> Option<&str> {
@@ -381,7 +406,16 @@ mod tests {
             "layers": [{"mediaType": MODEL_LAYER, "digest": "sha256:../../../../etc/passwd", "size": 10}]
         }))
         .unwrap();
-        let manifests = HashMap::from([("library/adapter/latest".to_string(), no_model), ("library/evil/latest".to_string(), evil)]);
+        // A model larger than any disk: refused before a byte is downloaded.
+        let huge = serde_json::to_vec(&serde_json::json!({
+            "layers": [{"mediaType": MODEL_LAYER, "digest": digest(b"GGUF"), "size": 1u64 << 60}]
+        }))
+        .unwrap();
+        let manifests = HashMap::from([
+            ("library/adapter/latest".to_string(), no_model),
+            ("library/evil/latest".to_string(), evil),
+            ("library/huge/latest".to_string(), huge),
+        ]);
         let reg = FakeRegistry::start(manifests, blobs);
         let tmp = tempfile::tempdir().unwrap();
         let cache = Cache::new(tmp.path());
@@ -393,6 +427,9 @@ mod tests {
         let e = err("evil");
         assert!(e.contains("not `sha256:` and 64 hex digits"), "{e}");
         assert!(!tmp.path().join("ollama/blobs").exists(), "nothing written for a bad manifest");
+        let e = err("huge");
+        assert!(e.contains("MB are free") && e.contains("FORMWORK_HOME"), "{e}");
+        assert!(reg.requests().iter().all(|r| !r.starts_with("/v2/library/huge/blobs") && !r.starts_with("/storage/")), "{:?}", reg.requests());
         // Nothing listens on port 1: the network error says so.
         let e = cache.pull_from_registry("127.0.0.1:1/library/x", true, Progress::Quiet).unwrap_err().to_string();
         assert!(e.contains("could not be reached"), "{e}");
