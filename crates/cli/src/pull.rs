@@ -36,12 +36,7 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let progress = if args.quiet { Progress::Quiet } else { Progress::Stderr };
-    let pulled = if args.insecure {
-        cache.pull_from_registry(&args.name, true, progress)
-    } else {
-        cache.pull(&args.name, progress)
-    };
-    let pulled = pulled.with_context(|| format!("formwork pull {}", args.name))?;
+    let pulled = cache.pull_with(&args.name, progress, args.insecure).with_context(|| format!("formwork pull {}", args.name))?;
     if !args.quiet {
         if pulled.downloaded {
             eprintln!("done: {} is ready", args.name);

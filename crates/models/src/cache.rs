@@ -339,9 +339,15 @@ impl Cache {
     /// `llama3.2:1b`, `user/model:tag`, `host/ns/model:tag`) from its Ollama registry
     /// ([`Cache::pull_from_registry`], over HTTPS).
     pub fn pull(&self, name: &str, progress: Progress) -> Result<Pulled, ModelsError> {
+        self.pull_with(name, progress, false)
+    }
+
+    /// [`Cache::pull`], reaching an Ollama registry over plain HTTP when `insecure` (a
+    /// known name is pulled as always).
+    pub fn pull_with(&self, name: &str, progress: Progress, insecure: bool) -> Result<Pulled, ModelsError> {
         match lookup(strip_latest(name)) {
             Some(model) => self.pull_model(model, progress),
-            None => self.pull_from_registry(name, false, progress),
+            None => self.pull_from_registry(name, insecure, progress),
         }
     }
 
