@@ -111,7 +111,7 @@ pub fn pull(store: &Path, name: &OllamaName, insecure: bool, on: &mut dyn FnMut(
 
     on(RegistryEvent::Manifest);
     let url = format!("{base}/manifests/{}", name.tag);
-    let resp = agent.get(&url).header("Accept", MANIFEST_TYPE).call().map_err(|e| unreachable(&shown, &url, &e))?;
+    let resp = agent.get(&url).header("Accept", MANIFEST_TYPE).call().map_err(|e| not_reached(&shown, &url, &e))?;
     check_status(&shown, &url, resp.status().as_u16())?;
     let raw = resp
         .into_body()
@@ -184,7 +184,7 @@ fn fetch_blob(agent: &ureq::Agent, base: &str, dir: &Path, b: &Blob, shown: &str
     if have > 0 {
         req = req.header("Range", format!("bytes={have}-"));
     }
-    let resp = req.call().map_err(|e| unreachable(shown, &url, &e))?;
+    let resp = req.call().map_err(|e| not_reached(shown, &url, &e))?;
     let status = resp.status().as_u16();
     check_status(shown, &url, status)?;
     if status != 206 {
@@ -289,7 +289,7 @@ fn registry(name: &str, url: &str, detail: String) -> ModelsError {
     ModelsError::Registry { name: name.to_string(), url: url.to_string(), detail }
 }
 
-fn unreachable(name: &str, url: &str, e: &ureq::Error) -> ModelsError {
+fn not_reached(name: &str, url: &str, e: &ureq::Error) -> ModelsError {
     registry(name, url, format!("the registry could not be reached ({e}); check the network (and HTTPS_PROXY), or the registry's name"))
 }
 
