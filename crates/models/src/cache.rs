@@ -368,8 +368,8 @@ impl Cache {
                     if let Some((_, b)) = current.take() {
                         b.finish();
                     }
-                    let short = digest.strip_prefix("sha256:").unwrap_or(&digest).chars().take(12).collect::<String>();
-                    current = Some((digest.clone(), bar(progress, total, &format!("pulling {short}"))));
+                    let msg = format!("pulling {}", crate::ollama_registry::short_digest(&digest));
+                    current = Some((digest.clone(), bar(progress, total, &msg)));
                 }
                 if let Some((_, b)) = &current {
                     b.set_position(completed);

@@ -67,6 +67,12 @@ pub enum RegistryEvent {
     WritingManifest,
 }
 
+/// The 12 hex digits Ollama shows for a digest (`pulling 6a0746a1ec1a`).
+pub fn short_digest(digest: &str) -> &str {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    hex.get(..12).unwrap_or(hex)
+}
+
 /// What [`pull`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegistryPulled {

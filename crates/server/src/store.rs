@@ -174,7 +174,7 @@ async fn pull_from_registry(state: &AppState, cache: Cache, name: &str, insecure
             let line = match e {
                 RegistryEvent::Manifest => w::ProgressResponse::status("pulling manifest"),
                 RegistryEvent::Blob { digest, total, completed } => w::ProgressResponse {
-                    status: format!("pulling {}", digest.strip_prefix("sha256:").unwrap_or(&digest).chars().take(12).collect::<String>()),
+                    status: format!("pulling {}", formwork_models::ollama_registry::short_digest(&digest)),
                     digest: Some(digest),
                     total: Some(total),
                     completed: Some(completed),
