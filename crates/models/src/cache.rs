@@ -369,6 +369,10 @@ impl Cache {
                         b.finish();
                     }
                     let msg = format!("pulling {}", crate::ollama_registry::short_digest(&digest));
+                    if progress == Progress::Stderr && !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                        // No bar is drawn: say it once per blob, with the size.
+                        eprintln!("{msg} ({})", indicatif::HumanBytes(total));
+                    }
                     current = Some((digest.clone(), bar(progress, total, &msg)));
                 }
                 if let Some((_, b)) = &current {
