@@ -363,6 +363,7 @@ impl Cache {
         let mut current: Option<(String, ProgressBar)> = None;
         let pulled = self.pull_registry_with(&n, insecure, &mut |e| match e {
             RegistryEvent::Manifest => say(progress, &format!("pulling manifest of {} from {}", n.display(), n.registry)),
+            RegistryEvent::Waiting => say(progress, "another pull is writing to formwork's store; waiting for it"),
             RegistryEvent::Blob { digest, total, completed } => {
                 if current.as_ref().is_none_or(|(d, _)| *d != digest) {
                     if let Some((_, b)) = current.take() {

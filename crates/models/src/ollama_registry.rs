@@ -50,6 +50,8 @@ const REPORT_EVERY: u64 = 1 << 20;
 /// What a pull reports as it goes (in the order of Ollama's `/api/pull` stream).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RegistryEvent {
+    /// Another process is pulling into the same store; this pull waits for it.
+    Waiting,
     /// Fetching the manifest.
     Manifest,
     /// Bytes of one blob present so far (`completed == total` when it is done, or was there).
@@ -142,6 +144,7 @@ pub fn pull(store: &Path, name: &OllamaName, insecure: bool, on: &mut dyn FnMut(
 
     let blob_dir = store.join("blobs");
     fs::create_dir_all(&blob_dir).map_err(ModelsError::io("cannot create the directory", &blob_dir))?;
+    let _lock = lock_store(store, on)?;
     check_space(&blob_dir, &blobs, &shown)?;
     let mut downloaded = 0;
     for b in &blobs {
@@ -237,6 +240,19 @@ fn fetch_blob(agent: &ureq::Agent, base: &str, dir: &Path, b: &Blob, shown: &str
     fs::rename(&partial, &done).map_err(ModelsError::io("cannot move the verified blob into place", &done))?;
     on(report(b.size));
     Ok(got - have)
+}
+
+/// An exclusive lock on `store` (the file `.pull.lock` in it), held until dropped: two
+/// processes pulling into one store (two `formwork pull`s, a pull beside a server's) would
+/// otherwise write the same partial blob at once. Waits, saying so, while another holds it.
+fn lock_store(store: &Path, on: &mut dyn FnMut(RegistryEvent)) -> Result<fs::File, ModelsError> {
+    let path = store.join(".pull.lock");
+    let f = fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(ModelsError::io("cannot open the lock file", &path))?;
+    if fs4::FileExt::try_lock(&f).is_err() {
+        on(RegistryEvent::Waiting);
+        fs4::FileExt::lock(&f).map_err(ModelsError::io("cannot lock", &path))?;
+    }
+    Ok(f)
 }
 
 /// Refuses a pull whose missing blobs would not fit in the free space of `dir`'s file system
@@ -384,6 +400,34 @@ mod tests {
         let pulled = Cache::new(tmp.path()).pull_from_registry(&format!("{}/library/tiny", reg.host), true, Progress::Quiet).unwrap();
         assert_eq!(fs::read(&pulled.path).unwrap(), model);
         assert!(reg.requests()[before..].iter().all(|r| !r.contains(&hex)), "{:?}", reg.requests());
+    }
+
+    #[test]
+    fn a_pull_waits_while_another_process_holds_the_store() {
+        let (reg, model) = registry_with_tiny();
+        let tmp = tempfile::tempdir().unwrap();
+        let store = tmp.path().join("ollama");
+        fs::create_dir_all(&store).unwrap();
+        // Another process's pull: a lock on the same file (flock locks of two open files
+        // exclude each other within one process too).
+        let held = fs::OpenOptions::new().create(true).truncate(false).write(true).open(store.join(".pull.lock")).unwrap();
+        fs4::FileExt::lock(&held).unwrap();
+        let name = OllamaName::parse(&format!("{}/library/tiny", reg.host)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let worker = {
+            let store = store.clone();
+            std::thread::spawn(move || pull(&store, &name, true, &mut |e| tx.send(e).unwrap()))
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        let seen: Vec<RegistryEvent> = rx.try_iter().collect();
+        assert_eq!(seen, [RegistryEvent::Manifest, RegistryEvent::Waiting], "waits before writing");
+        assert!(reg.requests().iter().all(|r| !r.starts_with("/storage/")), "no blob asked for while waiting: {:?}", reg.requests());
+        fs4::FileExt::unlock(&held).unwrap();
+        let pulled = worker.join().unwrap().unwrap();
+        assert!(pulled.downloaded > 0);
+        assert_eq!(rx.try_iter().last(), Some(RegistryEvent::WritingManifest));
+        let gguf = Cache::new(tmp.path()).find(&format!("{}/library/tiny", reg.host)).unwrap().unwrap().path;
+        assert_eq!(fs::read(gguf).unwrap(), model);
     }
 
     #[test]

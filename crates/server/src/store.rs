@@ -173,6 +173,7 @@ async fn pull_from_registry(state: &AppState, cache: Cache, name: &str, insecure
         cache.pull_registry_with(&n, insecure, &mut |e| {
             let line = match e {
                 RegistryEvent::Manifest => w::ProgressResponse::status("pulling manifest"),
+                RegistryEvent::Waiting => w::ProgressResponse::status("waiting for another pull"),
                 RegistryEvent::Blob { digest, total, completed } => w::ProgressResponse {
                     status: format!("pulling {}", formwork_models::ollama_registry::short_digest(&digest)),
                     digest: Some(digest),
