@@ -399,7 +399,7 @@ impl Cache {
     /// with no output of its own.
     pub fn pull_registry_with(&self, name: &OllamaName, insecure: bool, on: &mut dyn FnMut(RegistryEvent)) -> Result<RegistryPulled, ModelsError> {
         let _lock = PULL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        crate::ollama_registry::pull(&self.root.join("ollama"), name, insecure, on)
+        crate::ollama_registry::pull(self.pulled_store().root(), name, insecure, on)
     }
 
     /// [`Cache::pull`] for a registry entry (or any [`KnownModel`] you describe yourself).

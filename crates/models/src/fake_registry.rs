@@ -55,15 +55,13 @@ impl FakeRegistry {
                     out.extend_from_slice(body);
                     out
                 };
-                let out = if let Some(rest) = path.strip_prefix("/v2/") {
-                    match rest.split_once("/manifests/").or_else(|| rest.split_once("/blobs/")) {
-                        Some((repo, tag)) if rest.contains("/manifests/") => match manifests.get(&format!("{repo}/{tag}")) {
-                            Some(m) => reply("200 OK", "Content-Type: application/vnd.docker.distribution.manifest.v2+json\r\n", m),
-                            None => reply("404 Not Found", "", b"{\"errors\":[{\"code\":\"MANIFEST_UNKNOWN\"}]}"),
-                        },
-                        Some((_, digest)) => reply("307 Temporary Redirect", &format!("Location: /storage/{digest}\r\n"), b""),
-                        None => reply("404 Not Found", "", b""),
+                let out = if let Some((repo, tag)) = path.strip_prefix("/v2/").and_then(|r| r.split_once("/manifests/")) {
+                    match manifests.get(&format!("{repo}/{tag}")) {
+                        Some(m) => reply("200 OK", "Content-Type: application/vnd.docker.distribution.manifest.v2+json\r\n", m),
+                        None => reply("404 Not Found", "", b"{\"errors\":[{\"code\":\"MANIFEST_UNKNOWN\"}]}"),
                     }
+                } else if let Some((_, digest)) = path.strip_prefix("/v2/").and_then(|r| r.split_once("/blobs/")) {
+                    reply("307 Temporary Redirect", &format!("Location: /storage/{digest}\r\n"), b"")
                 } else if let Some(digest) = path.strip_prefix("/storage/") {
                     match blobs.get(digest) {
                         Some(b) => match range {
