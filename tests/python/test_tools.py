@@ -102,17 +102,27 @@ def test_pydantic_tool_named_among_several(oai, model):
             assert isinstance(call.function.parsed_arguments, cls)
 
 
-# One example call in the history. The default model's template cannot show tools, so formwork
-# writes them into its system prompt (test_tools_reach_the_prompt), but from that alone the
-# 135M model does not choose to call under `auto` (it writes a ```json block); with an example
-# it starts its answer with `{`, so the call is generated under the call grammar (the compile
-# that used to fail on `$defs`).
-EXAMPLE_CALL = json.dumps({"name": "CreateTable", "arguments": {
-    "table": {"name": "orders", "columns": [{"name": "total", "type": "integer"}]}, "if_not_exists": True}})
+# One example call in the history, as each API writes an earlier call (an assistant message
+# with `tool_calls`, then the tool's result). The default model's template cannot show tools,
+# so formwork writes them into its system prompt (test_tools_reach_the_prompt) and the model
+# replies with an envelope, `{"tool_calls": [...]}` or `{"response": "..."}`, under its grammar
+# (formwork_engine::tool_prompt); earlier calls are shown to it as envelopes too.
+EXAMPLE_ARGS = {"table": {"name": "orders", "columns": [{"name": "total", "type": "integer"}]}, "if_not_exists": True}
+EXAMPLE_ASK = {"role": "user", "content": "Create a table named orders with a column total (integer)."}
+SYSTEM = {"role": "system", "content": "You manage a database. Answer with a JSON tool call."}
 FEW_SHOT = [
-    {"role": "system", "content": "You manage a database. Answer with a JSON tool call."},
-    {"role": "user", "content": "Create a table named orders with a column total (integer)."},
-    {"role": "assistant", "content": EXAMPLE_CALL},
+    SYSTEM,
+    EXAMPLE_ASK,
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_0", "type": "function", "function": {"name": "CreateTable", "arguments": json.dumps(EXAMPLE_ARGS)}}]},
+    {"role": "tool", "tool_call_id": "call_0", "content": "created"},
+    MESSAGES[1],
+]
+FEW_SHOT_OLLAMA = [
+    SYSTEM,
+    EXAMPLE_ASK,
+    {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "CreateTable", "arguments": EXAMPLE_ARGS}}]},
+    {"role": "tool", "content": "created", "tool_name": "CreateTable"},
     MESSAGES[1],
 ]
 
@@ -124,7 +134,8 @@ def test_tools_reach_the_prompt(oai, oll, model):
     ask = [{"role": "user", "content": "Hi"}]
     tool = openai.pydantic_function_tool(WeatherArgs, name="get_weather")
     plain = oai.chat.completions.create(model=model, messages=ask, temperature=0, max_tokens=1)
-    with_tools = oai.chat.completions.create(model=model, messages=ask, tools=[tool], temperature=0, max_tokens=1)
+    # max_tokens 8: the reply is an envelope, `{"response": ""}` at the least (formwork_engine::tool_prompt).
+    with_tools = oai.chat.completions.create(model=model, messages=ask, tools=[tool], temperature=0, max_tokens=8)
     assert with_tools.usage.prompt_tokens > plain.usage.prompt_tokens + 40, (with_tools.usage, plain.usage)
     assert "tools" in oll.show(model).capabilities
 
@@ -236,7 +247,7 @@ def test_ollama_chat_with_tools_streams(oll, model):
     assert sum(1 for p in parts if p.message.content) > 1, parts
     # Shown an example call, it calls: the call comes parsed in a line of its own, then the
     # closing line, as Ollama streams calls.
-    parts = list(oll.chat(model=model, messages=FEW_SHOT, tools=[OLLAMA_TOOL], stream=True, options=options))
+    parts = list(oll.chat(model=model, messages=FEW_SHOT_OLLAMA, tools=[OLLAMA_TOOL], stream=True, options=options))
     assert [p.done for p in parts] == [False, True], parts
     assert not parts[0].message.content
     for call in parts[0].message.tool_calls:

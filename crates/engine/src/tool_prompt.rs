@@ -21,7 +21,7 @@
 //! Get the current weather in a city.
 //! Parameters (JSON Schema): {"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}
 //!
-//! To call a function, reply with only a JSON object of the form {"name": "<function name>", "arguments": {<arguments>}}. When the request needs several calls, write them all, one object per line. Otherwise reply in plain text.
+//! Reply with one JSON object and nothing else: either {"tool_calls": [{"name": "<function name>", "arguments": {<arguments>}}]} to call one or more functions, or {"response": "<your reply>"} to answer the user directly.
 //! ```
 //!
 //! One `### name` section per function, in the order given; the description line is left out
@@ -29,14 +29,23 @@
 //! Each definition may be OpenAI's and Ollama's shape (`{"type": "function", "function":
 //! {...}}`) or the bare function object.
 //!
-//! The call format is the one the server reads and constrains: an output that starts with
-//! `{` is a call and is generated under the call grammar (the envelope `{"name", "arguments"}`
-//! with the function's parameters), so what the model writes after this instruction is always
-//! either text or well-formed calls.
+//! ## Why every reply is one JSON object
+//! The reply is always an *envelope*: `{"tool_calls": [...]}` or `{"response": "..."}`, and the
+//! server generates it under that grammar (`tool_calls` only when a call is required) and
+//! hands the client plain text or calls. The choice between answering and calling is then one
+//! key, right after a forced `{"`, where the instruction has just named both, instead of the
+//! first token of a free reply, where text always wins on a model never trained to call. On
+//! SmolLM2-135M the first token of a free reply opened a call with at most 0.8 % probability
+//! even when the system message said to call the function; as the envelope's key, `tool`
+//! took 50–70 % on the same requests. The same design is llama.cpp's generic tool format for
+//! templates it does not know (`tool_call` / `response` keys). The cost: a text answer is
+//! written as a JSON string (escapes for newlines and quotes).
 //!
-//! Earlier calls in the history are shown the same way: an assistant message's `tool_calls`
-//! become envelopes, one per line, after its text (the template would drop them). `tool`
-//! messages (results) are passed through as they are.
+//! Earlier turns are shown the same way: an assistant message's `tool_calls` become one
+//! `{"tool_calls": [...]}` envelope after its text (the template would drop them), and an
+//! assistant's text without calls becomes `{"response": "..."}`, so the model sees its own
+//! replies in the form it is asked to write. `tool` messages (results) are passed through as
+//! they are.
 
 use crate::chat::ChatMessage;
 use serde_json::Value;
@@ -44,9 +53,15 @@ use serde_json::Value;
 /// The first line of the instruction.
 const HEADER: &str = "You can call these functions:";
 
-/// The last paragraph: how to call.
-const HOW_TO_CALL: &str = "To call a function, reply with only a JSON object of the form \
-{\"name\": \"<function name>\", \"arguments\": {<arguments>}}. When the request needs several calls, write them all, one object per line. Otherwise reply in plain text.";
+/// The last paragraph: how to reply (see the module docs).
+const HOW_TO_REPLY: &str = "Reply with one JSON object and nothing else: either {\"tool_calls\": [{\"name\": \
+\"<function name>\", \"arguments\": {<arguments>}}]} to call one or more functions, or {\"response\": \"<your reply>\"} \
+to answer the user directly.";
+
+/// The key of an envelope's calls (an array of `{"name", "arguments"}` objects).
+pub const CALLS_KEY: &str = "tool_calls";
+/// The key of an envelope's text answer (a string).
+pub const RESPONSE_KEY: &str = "response";
 
 /// The instruction for `tools` (a JSON array of tool definitions; see the module docs for
 /// the format). `None` when there are no function definitions in it.
@@ -72,7 +87,7 @@ pub fn tools_instruction(tools: &Value) -> Option<String> {
         return None;
     }
     out.push_str("\n\n");
-    out.push_str(HOW_TO_CALL);
+    out.push_str(HOW_TO_REPLY);
     Some(out)
 }
 
@@ -93,12 +108,18 @@ pub fn messages_with_tools(messages: &[ChatMessage], tools: &Value) -> Option<Ve
     Some(out)
 }
 
-/// An assistant message's calls as envelopes after its text, one per line.
+/// An assistant message as an envelope: its calls as `{"tool_calls": [...]}` after its text,
+/// or its text as `{"response": "..."}` (see the module docs).
 fn calls_as_text(m: &ChatMessage) -> ChatMessage {
     let mut m = m.clone();
-    if m.tool_calls.is_empty() {
+    if m.role != "assistant" {
         return m;
     }
+    if m.tool_calls.is_empty() {
+        m.content = format!(r#"{{"{RESPONSE_KEY}":{}}}"#, Value::from(m.content.as_str()));
+        return m;
+    }
+    // Written by hand so that `name` comes before `arguments`, as the instruction shows.
     let calls: Vec<String> = m
         .tool_calls
         .drain(..)
@@ -107,7 +128,7 @@ fn calls_as_text(m: &ChatMessage) -> ChatMessage {
     if !m.content.trim().is_empty() {
         m.content.push('\n');
     }
-    m.content.push_str(&calls.join("\n"));
+    m.content.push_str(&format!(r#"{{"{CALLS_KEY}":[{}]}}"#, calls.join(",")));
     m
 }
 
@@ -128,8 +149,9 @@ mod tests {
             text,
             "You can call these functions:\n\n### get_weather\nGet the current weather in a city.\n\
              Parameters (JSON Schema): {\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}\n\n\
-             To call a function, reply with only a JSON object of the form {\"name\": \"<function name>\", \"arguments\": \
-             {<arguments>}}. When the request needs several calls, write them all, one object per line. Otherwise reply in plain text."
+             Reply with one JSON object and nothing else: either {\"tool_calls\": [{\"name\": \"<function name>\", \
+             \"arguments\": {<arguments>}}]} to call one or more functions, or {\"response\": \"<your reply>\"} to answer the \
+             user directly."
         );
     }
 
@@ -158,7 +180,16 @@ mod tests {
         let mut a = ChatMessage::new("assistant", "");
         a.tool_calls = vec![crate::ToolCall::new("get_weather", json!({"city": "Oslo"}))];
         let m = messages_with_tools(&[ChatMessage::new("user", "Hi"), a], &weather()).unwrap();
-        assert_eq!(m[2].content, r#"{"name":"get_weather","arguments":{"city":"Oslo"}}"#);
+        assert_eq!(m[2].content, r#"{"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}}]}"#);
         assert!(m[2].tool_calls.is_empty());
+    }
+
+    #[test]
+    fn earlier_answers_become_response_envelopes() {
+        let a = ChatMessage::new("assistant", "It is \"sunny\".\nWarm too.");
+        let m = messages_with_tools(&[ChatMessage::new("user", "Hi"), a, ChatMessage::new("tool", "{}")], &weather()).unwrap();
+        assert_eq!(m[2].content, r#"{"response":"It is \"sunny\".\nWarm too."}"#);
+        assert_eq!(serde_json::from_str::<Value>(&m[2].content).unwrap()["response"], "It is \"sunny\".\nWarm too.");
+        assert_eq!(m[3].content, "{}", "tool results pass through");
     }
 }

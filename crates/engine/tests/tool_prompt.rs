@@ -36,8 +36,9 @@ fn tool_definitions_reach_a_template_that_ignores_them() {
         with,
         "<|im_start|>system\nYou can call these functions:\n\n### get_weather\nGet the current weather in a city.\n\
          Parameters (JSON Schema): {\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}\n\n\
-         To call a function, reply with only a JSON object of the form {\"name\": \"<function name>\", \"arguments\": \
-         {<arguments>}}. When the request needs several calls, write them all, one object per line. Otherwise reply in plain text.<|im_end|>\n\
+         Reply with one JSON object and nothing else: either {\"tool_calls\": [{\"name\": \"<function name>\", \
+         \"arguments\": {<arguments>}}]} to call one or more functions, or {\"response\": \"<your reply>\"} to answer the \
+         user directly.<|im_end|>\n\
          <|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n"
     );
     assert!(tokenize_prompt(&m, &chat(Some(tools()))).unwrap().len() > tokenize_prompt(&m, &chat(None)).unwrap().len());
@@ -57,7 +58,7 @@ fn a_system_message_keeps_its_text_and_earlier_calls_are_shown() {
     let text = render_prompt(&m, &Prompt::Chat { messages, tools: Some(tools()) }).unwrap();
     assert!(text.starts_with("<|im_start|>system\nBe terse.\n\nYou can call these functions:\n\n### get_weather\n"), "{text}");
     assert!(
-        text.contains("<|im_start|>assistant\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Oslo\"}}<|im_end|>\n"),
+        text.contains("<|im_start|>assistant\n{\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Oslo\"}}]}<|im_end|>\n"),
         "{text}"
     );
     assert!(text.contains("<|im_start|>tool\n{\"temp\": 3}<|im_end|>\n"), "{text}");

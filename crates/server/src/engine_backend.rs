@@ -102,6 +102,15 @@ pub struct EngineBackend {
     cache: Arc<ConstraintCache>,
     limits: Limits,
     reasoning: Option<ReasoningFormat>,
+    /// The chat template cannot show tools, so the engine writes them into the system
+    /// message and tool use goes through envelopes ([`tools::envelope`]).
+    tools_in_system: bool,
+}
+
+/// Whether a model with chat template `template` (`None`: the ChatML fallback) gets its tools
+/// from the engine, in the system message ([`formwork_engine::tool_prompt`]).
+fn tools_in_system(template: Option<&str>) -> bool {
+    !template.is_some_and(crate::capabilities::template_shows_tools)
 }
 
 impl EngineBackend {
@@ -110,7 +119,8 @@ impl EngineBackend {
     /// answering, in the same generation, unless a job says `think: off`.
     pub fn new(model: Box<dyn Model>, cache: Arc<ConstraintCache>, limits: Limits) -> Self {
         let reasoning = ReasoningFormat::for_model(model.as_ref(), None);
-        EngineBackend { runner: Runner::Single(model), cache, limits, reasoning }
+        let tools_in_system = tools_in_system(model.info().chat_template.as_deref());
+        EngineBackend { runner: Runner::Single(model), cache, limits, reasoning, tools_in_system }
     }
 
     /// The backends of a batched model's slots, one per sequence (give them to
@@ -118,6 +128,7 @@ impl EngineBackend {
     /// at a time, and their decodes are batched together by `batcher`.
     pub fn slots(batcher: &Batcher, cache: Arc<ConstraintCache>, limits: Limits) -> Vec<Box<dyn Backend>> {
         let reasoning = batcher.info().chat_template.as_deref().and_then(ReasoningFormat::detect);
+        let tools_in_system = tools_in_system(batcher.info().chat_template.as_deref());
         (0..batcher.stats().slots)
             .map(|_| {
                 Box::new(EngineBackend {
@@ -125,6 +136,7 @@ impl EngineBackend {
                     cache: cache.clone(),
                     limits: limits.clone(),
                     reasoning: reasoning.clone(),
+                    tools_in_system,
                 }) as Box<dyn Backend>
             })
             .collect()
@@ -448,8 +460,18 @@ impl Backend for EngineBackend {
                 | ConstraintRequest::Custom(_) => {}
             }
         }
-        if let ConstraintRequest::TextOrCall { call_schema, max_calls } = &job.constraint {
-            return self.text_or_call(job, &prompt, call_schema.clone(), *max_calls, on_text);
+        let offers_tools = matches!(&job.prompt, PromptSpec::Chat { tools, .. } if !tools.is_empty());
+        match &job.constraint {
+            ConstraintRequest::TextOrCall { call_schema, max_calls } | ConstraintRequest::ToolCalls { call_schema, max_calls }
+                if offers_tools && self.tools_in_system =>
+            {
+                let text = matches!(job.constraint, ConstraintRequest::TextOrCall { .. });
+                return self.envelope(job, &prompt, call_schema, *max_calls, text, on_text);
+            }
+            ConstraintRequest::TextOrCall { call_schema, max_calls } => {
+                return self.text_or_call(job, &prompt, call_schema.clone(), *max_calls, on_text);
+            }
+            _ => {}
         }
         let grammar = self.compile(&job.constraint, job.whitespace)?;
         let reasoning = self.reasoning_for(job, None);
@@ -464,6 +486,41 @@ impl Backend for EngineBackend {
 }
 
 impl EngineBackend {
+    /// Tools on a model whose template cannot show them: the reply is generated as an
+    /// envelope (calls, or with `text` an answer; see [`tools::envelope`]) and handed on as
+    /// the answer's text or the calls one per line, as it is generated.
+    fn envelope(
+        &mut self,
+        job: &Job,
+        prompt: &Prompt,
+        call_schema: &Value,
+        max_calls: u32,
+        text: bool,
+        on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
+    ) -> Result<Outcome, BackendError> {
+        let schema = Arc::new(tools::envelope::envelope_schema(call_schema, max_calls, text));
+        let constraint = ConstraintRequest::Schema { schema, strict: false };
+        let grammar = self.compile(&constraint, JsonLayout::Flexible)?;
+        let reasoning = self.reasoning_for(job, None);
+        let mut reader = tools::envelope::EnvelopeReader::new();
+        let g = self.run(job, prompt, grammar.as_ref(), reasoning.as_ref(), &mut |p| match p {
+            Piece::Text(t) => {
+                let plain = reader.push(t);
+                if plain.is_empty() {
+                    ControlFlow::Continue(())
+                } else {
+                    on_text(Piece::Text(&plain))
+                }
+            }
+            other => on_text(other),
+        })?;
+        if g.done_reason == StopReason::Stop {
+            validate(&constraint, &g.text)?;
+        }
+        tracing::debug!(calls = reader.is_calls(), "read the reply's envelope");
+        Ok(outcome(g, reader.output().to_string()))
+    }
+
     /// `tool_choice: auto`: generate freely; as soon as the output starts like a call
     /// ([`tools::detect::starts_call`]), stop and generate the calls again under the call
     /// grammar, so calls are always well formed and their arguments match the functions'

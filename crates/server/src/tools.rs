@@ -12,11 +12,16 @@
 //! model writes freely and output that starts like a call ([`detect::starts_call`]) is read
 //! as calls ([`parse_calls`]); the engine backend then generates the calls constrained.
 //!
+//! A model whose chat template cannot show tools is asked for an envelope instead, in every
+//! mode, and generates under its grammar; [`envelope::EnvelopeReader`] turns it back into
+//! text or calls as above, so handlers read both kinds of model alike.
+//!
 //! Streaming: [`detect::CallDetector`] tells text from calls as output arrives, and
 //! [`scan::CallScanner`] reads calls while they are generated (for OpenAI's argument
 //! fragments).
 
 pub mod detect;
+pub mod envelope;
 pub mod relocate;
 pub mod scan;
 
@@ -72,7 +77,7 @@ pub fn call_schema(tools: &[&ToolDef]) -> Result<Value, String> {
             "type": "object",
             "properties": {
                 "name": { "const": t.name },
-                "arguments": relocate::relocate(&t.parameters, at),
+                "arguments": relocate::relocate(&declared_only(&t.parameters), at),
             },
             "required": ["name", "arguments"],
             "additionalProperties": false,
@@ -84,6 +89,29 @@ pub fn call_schema(tools: &[&ToolDef]) -> Result<Value, String> {
             "anyOf": many.iter().enumerate().map(|(i, t)| one(t, &format!("/anyOf/{i}/properties/arguments"))).collect::<Vec<_>>()
         }),
     })
+}
+
+/// Keywords next to which `additionalProperties: false` would change what `properties`
+/// means, or that already say what other keys may be.
+const OPEN_ENDED: &[&str] = &[
+    "additionalProperties", "patternProperties", "unevaluatedProperties", "allOf", "anyOf", "oneOf", "not", "$ref",
+    "$dynamicRef", "if", "then", "else", "dependentSchemas", "dependencies", "propertyNames",
+];
+
+/// A function's `parameters` as calls are generated under them: when they list `properties`
+/// and say nothing about other keys, other keys are not generated (`additionalProperties:
+/// false` at the top), as a function's signature means. JSON Schema would allow any other
+/// key there, and a small model writes some (`{"a": 3, "b": 1, "c": false}`), which the
+/// caller's `f(**arguments)` then refuses. Every call generated this way still matches the
+/// parameters as given; nested objects are left as they are.
+fn declared_only(parameters: &Value) -> Value {
+    let mut p = parameters.clone();
+    if let Some(o) = p.as_object_mut() {
+        if o.get("properties").is_some_and(Value::is_object) && !OPEN_ENDED.iter().any(|k| o.contains_key(*k)) {
+            o.insert("additionalProperties".into(), Value::Bool(false));
+        }
+    }
+    p
 }
 
 /// Reads the calls in `text`: the inside of each `<tool_call>…</tool_call>` section when
@@ -162,6 +190,28 @@ mod tests {
         assert_eq!(s["properties"]["arguments"]["required"][0], "city");
         let s = call_schema(&[&w, &t]).unwrap();
         assert_eq!(s["anyOf"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn calls_name_only_declared_arguments() {
+        let w = weather();
+        let s = call_schema(&[&w]).unwrap();
+        assert_eq!(s["properties"]["arguments"]["additionalProperties"], false);
+        let ok = |s: &Value, args: Value| {
+            formwork_schema::validate(s, &json!({"name": "get_weather", "arguments": args}).to_string()).is_ok()
+        };
+        assert!(ok(&s, json!({"city": "Oslo"})));
+        assert!(!ok(&s, json!({"city": "Oslo", "c": false})));
+        // Parameters that say what other keys may be, or build the object from parts, as given.
+        for open in [
+            json!({"type": "object", "properties": {"city": {"type": "string"}}, "additionalProperties": {"type": "integer"}}),
+            json!({"type": "object", "properties": {"city": {"type": "string"}}, "allOf": [{"properties": {"n": {}}}]}),
+            json!({"type": "object"}),
+        ] {
+            let t = tool("get_weather", open.clone());
+            let s = call_schema(&[&t]).unwrap();
+            assert_eq!(s["properties"]["arguments"], open);
+        }
     }
 
     #[test]

@@ -66,7 +66,7 @@ async fn invalid_schema_is_400_naming_the_problem() {
 
 #[tokio::test]
 async fn forced_tool_call_is_generated_under_the_parameters_schema() {
-    let (app, _) = router(r#"{"name":"get_person","arguments":{"name":"Bo","age":7}}"#);
+    let (app, _) = router(&envelope(&[r#"{"name":"get_person","arguments":{"name":"Bo","age":7}}"#]));
     let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "temperature": 0,
         "tools": [{"type": "function", "function": {"name": "get_person", "parameters": person_schema()}}],
         "tool_choice": "required"});
@@ -175,6 +175,12 @@ fn checked_calls(v: &Value, tools: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// What a model whose template cannot show tools (this one has no template) is asked to
+/// write to make `calls` (see `formwork_engine::tool_prompt`).
+fn envelope(calls: &[&str]) -> String {
+    format!(r#"{{"tool_calls": [{}]}}"#, calls.join(", "))
+}
+
 fn chat(tools: &Value, choice: Value) -> Value {
     let mut req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "temperature": 0, "tools": tools});
     if !choice.is_null() {
@@ -192,7 +198,7 @@ async fn tool_parameters_with_defs_work_under_every_tool_choice() {
                       tool("query", query_parameters())]);
     for tools in [&one, &many] {
         for choice in [json!("required"), json!({"type": "function", "function": {"name": "query"}}), json!("auto"), Value::Null] {
-            let (app, _) = router(QUERY_CALL);
+            let (app, _) = router(&envelope(&[QUERY_CALL]));
             let (s, v) = post(&app, "/v1/chat/completions", chat(tools, choice.clone())).await;
             assert_eq!(s, StatusCode::OK, "{choice}: {v}");
             let calls = checked_calls(&v, tools);
@@ -212,18 +218,18 @@ async fn each_tool_resolves_its_own_definitions() {
         tool("n", json!({"type": "object", "properties": {"x": {"$ref": "#/definitions/a~1b"}}, "required": ["x"],
                          "definitions": {"a/b": {"$ref": "#/definitions/X"}, "X": {"type": "integer", "minimum": 5}}}))
     ]);
-    let (app, _) = router(r#"{"name":"n","arguments":{"x":7}}"#);
+    let (app, _) = router(&envelope(&[r#"{"name":"n","arguments":{"x":7}}"#]));
     let (s, v) = post(&app, "/v1/chat/completions", chat(&tools, json!("required"))).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(checked_calls(&v, &tools), vec![("n".to_string(), json!({"x": 7}))]);
     // The script's 3 is below tool n's minimum: the grammar must not take it.
-    let (app, _) = router(r#"{"name":"n","arguments":{"x":3}}"#);
+    let (app, _) = router(&envelope(&[r#"{"name":"n","arguments":{"x":3}}"#]));
     let (s, v) = post(&app, "/v1/chat/completions", chat(&tools, json!({"type": "function", "function": {"name": "n"}}))).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     let calls = checked_calls(&v, &tools);
     assert!(calls[0].1["x"].as_i64().unwrap() >= 5, "{v}");
-    // Ollama's /api/chat (tools mean auto) compiles the same envelope once a call starts.
-    let (app, _) = router(r#"{"name":"s","arguments":{"x":"hi"}}"#);
+    // Ollama's /api/chat (tools mean auto) compiles the same calls.
+    let (app, _) = router(&envelope(&[r#"{"name":"s","arguments":{"x":"hi"}}"#]));
     let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "x"}], "tools": tools, "stream": false,
                      "options": {"temperature": 0}});
     let (s, v) = post(&app, "/api/chat", req).await;
@@ -234,7 +240,7 @@ async fn each_tool_resolves_its_own_definitions() {
 #[tokio::test]
 async fn parallel_calls_each_validated_and_one_without_them() {
     let tools = json!([tool("query", query_parameters()), tool("ping", json!({"type": "object", "properties": {}}))]);
-    let script = format!("{QUERY_CALL}\n{}", r#"{"name":"ping","arguments":{}}"#);
+    let script = envelope(&[QUERY_CALL, r#"{"name":"ping","arguments":{}}"#]);
     for choice in [json!("required"), json!("auto")] {
         let (app, _) = router(&script);
         let (s, v) = post(&app, "/v1/chat/completions", chat(&tools, choice.clone())).await;

@@ -16,7 +16,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const SMOLLM2: &str = include_str!("../../engine/tests/fixtures/smollm2.jinja");
-const CALL: &str = r#"{"name": "get_weather", "arguments": {"city": "Paris"}}"#;
+/// The envelope of a call, as the instruction asks (`formwork_engine::tool_prompt`).
+const CALL: &str = r#"{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}"#;
+/// The envelope of an answer: a JSON string, with escapes.
+const ANSWER: &str = r#"{"response": "It is \"sunny\".\nWarm, too."}"#;
+/// The answer's text.
+const ANSWER_TEXT: &str = "It is \"sunny\".\nWarm, too.";
 
 /// A byte-level scripted model with `template`, writing `script`, served as `smollm2` with
 /// the capabilities `formwork serve` gives it.
@@ -82,4 +87,69 @@ async fn a_template_that_refuses_tools_gets_them_in_the_system_prompt() {
     let (s, v) = post(&app, "/v1/chat/completions", req).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather", "{v}");
+}
+
+#[tokio::test]
+async fn an_answer_comes_back_as_text_whole_and_streamed() {
+    let ask = json!([{"role": "user", "content": "Hello!"}]);
+    let app = router(SMOLLM2, ANSWER);
+    let req = json!({"model": "smollm2", "messages": ask, "tools": [weather()], "temperature": 0});
+    let (s, v) = post(&app, "/v1/chat/completions", req.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], ANSWER_TEXT, "{v}");
+    assert!(v["choices"][0]["message"]["tool_calls"].is_null(), "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop", "{v}");
+
+    let mut streamed = req.clone();
+    streamed["stream"] = json!(true);
+    let (s, _, body) = common::send(&app, axum::http::Method::POST, "/v1/chat/completions", streamed.to_string()).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let chunks: Vec<Value> = common::sse_data(&body).iter().filter(|d| *d != "[DONE]").map(|d| serde_json::from_str(d).unwrap()).collect();
+    let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(text, ANSWER_TEXT, "{body}");
+    assert!(chunks.iter().all(|c| c["choices"][0]["delta"]["tool_calls"].is_null()), "{body}");
+    // Text arrives as it is generated, not in one piece at the end.
+    assert!(chunks.iter().filter(|c| c["choices"][0]["delta"]["content"].as_str().is_some_and(|t| !t.is_empty())).count() > 3, "{body}");
+
+    let req = json!({"model": "smollm2", "messages": ask, "tools": [weather()], "stream": true, "options": {"temperature": 0}});
+    let (s, _, body) = common::send(&app, axum::http::Method::POST, "/api/chat", req.to_string()).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let text: String = common::lines(&body).iter().filter_map(|l| l["message"]["content"].as_str().map(str::to_string)).collect();
+    assert_eq!(text, ANSWER_TEXT, "{body}");
+}
+
+#[tokio::test]
+async fn streamed_calls_come_in_openai_shape() {
+    let app = router(SMOLLM2, CALL);
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [weather()],
+                     "temperature": 0, "stream": true});
+    let (s, _, body) = common::send(&app, axum::http::Method::POST, "/v1/chat/completions", req.to_string()).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let chunks: Vec<Value> = common::sse_data(&body).iter().filter(|d| *d != "[DONE]").map(|d| serde_json::from_str(d).unwrap()).collect();
+    let args: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
+        .collect();
+    assert_eq!(serde_json::from_str::<Value>(&args).unwrap(), json!({"city": "Paris"}), "{body}");
+    assert!(chunks.iter().all(|c| c["choices"][0]["delta"]["content"].as_str().is_none_or(str::is_empty)), "no envelope text leaks: {body}");
+    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "tool_calls", "{body}");
+}
+
+#[tokio::test]
+async fn a_template_that_shows_tools_keeps_free_text_and_its_own_calls() {
+    let shows = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
+{% if tools %}Tools: {{ tools | tojson }}\n{% endif %}<|im_start|>assistant\n";
+    assert!(template_shows_tools(shows));
+    let ask = json!([{"role": "user", "content": "Weather in Paris?"}]);
+    // Free text stays free text: no envelope is asked for or read.
+    let app = router(shows, "It is sunny.");
+    let req = json!({"model": "smollm2", "messages": ask, "tools": [weather()], "temperature": 0});
+    let (s, v) = post(&app, "/v1/chat/completions", req.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "It is sunny.", "{v}");
+    // A call the model writes its own way is read, and generated under the call grammar.
+    let app = router(shows, r#"<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>"#);
+    let (s, v) = post(&app, "/v1/chat/completions", req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], r#"{"city":"Paris"}"#, "{v}");
 }
