@@ -500,20 +500,35 @@ impl EngineBackend {
     ) -> Result<Outcome, BackendError> {
         let schema = Arc::new(tools::envelope::envelope_schema(call_schema, max_calls, text));
         let constraint = ConstraintRequest::Schema { schema, strict: false };
-        let grammar = self.compile(&constraint, JsonLayout::Flexible)?;
+        // Pretty: every whitespace token is forced, so the token after `{\n  "` is the choice
+        // itself, not a run of whitespace the model may wander into first (flexible), and the
+        // model keeps the `": "` it writes JSON with (compact takes it away, which cost
+        // accuracy in `bench extract`).
+        let grammar = self.compile(&constraint, JsonLayout::Pretty)?;
         let reasoning = self.reasoning_for(job, None);
         let mut reader = tools::envelope::EnvelopeReader::new();
         let g = self.run(job, prompt, grammar.as_ref(), reasoning.as_ref(), &mut |p| match p {
             Piece::Text(t) => {
                 let plain = reader.push(t);
-                if plain.is_empty() {
-                    ControlFlow::Continue(())
-                } else {
-                    on_text(Piece::Text(&plain))
+                if !plain.is_empty() {
+                    on_text(Piece::Text(&plain))?;
                 }
+                if reader.repeated() {
+                    return ControlFlow::Break(());
+                }
+                ControlFlow::Continue(())
             }
             other => on_text(other),
         })?;
+        if reader.repeated() {
+            // Stopped at a repeated call: the calls before it are the answer, each checked.
+            tracing::debug!("a tool call repeated an earlier one of the turn; the calls end before it");
+            let calls = ConstraintRequest::ToolCalls { call_schema: Arc::new(call_schema.clone()), max_calls };
+            validate(&calls, reader.output())?;
+            let mut o = outcome(g, reader.output().to_string());
+            o.done_reason = DoneReason::Stop;
+            return Ok(o);
+        }
         if g.done_reason == StopReason::Stop {
             validate(&constraint, &g.text)?;
         }

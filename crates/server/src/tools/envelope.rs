@@ -6,6 +6,11 @@
 //! or the calls as `{"name", "arguments"}` objects one per line (what
 //! [`parse_calls`](super::parse_calls), [`CallDetector`](super::detect::CallDetector) and
 //! [`CallScanner`](super::scan::CallScanner) read).
+//!
+//! The first call is handed on as it is generated (its arguments stream); each later one is
+//! handed on once it is complete, so that a call that repeats an earlier one of the same turn
+//! ([`EnvelopeReader::repeated`]) never reaches the client, and one cut off by the token
+//! limit is not half-written after whole ones.
 
 use formwork_engine::tool_prompt::{CALLS_KEY, RESPONSE_KEY};
 use serde_json::{json, Value};
@@ -67,6 +72,11 @@ pub struct EnvelopeReader {
     at: At,
     /// The envelope's key was the calls'.
     calls: bool,
+    /// The text of the call being read, and the calls read whole so far.
+    call: String,
+    done_calls: Vec<Value>,
+    /// A call repeated an earlier one of the turn: reading stopped before it.
+    repeated: bool,
     /// All the plain output so far.
     out: String,
 }
@@ -80,12 +90,27 @@ impl Default for EnvelopeReader {
 impl EnvelopeReader {
     /// A reader at the start of an envelope.
     pub fn new() -> Self {
-        EnvelopeReader { at: At::Head(String::new()), calls: false, out: String::new() }
+        EnvelopeReader {
+            at: At::Head(String::new()),
+            calls: false,
+            call: String::new(),
+            done_calls: Vec::new(),
+            repeated: false,
+            out: String::new(),
+        }
     }
 
     /// The plain output so far: the answer's text, or the calls one per line.
     pub fn output(&self) -> &str {
         &self.out
+    }
+
+    /// Whether a call repeated an earlier call of the turn (the same function with the same
+    /// arguments): a small model, once in the list, may go on writing the call it just
+    /// wrote, and a client would run it again (a second email, a second timer). The repeat is
+    /// not handed on, and nothing after it is read: the caller should stop generating.
+    pub fn repeated(&self) -> bool {
+        self.repeated
     }
 
     /// Whether the envelope holds calls (known once its key is read).
@@ -188,12 +213,13 @@ impl EnvelopeReader {
                 if *depth == 0 {
                     match c {
                         '{' => {
-                            if *calls > 0 {
-                                self.out.push('\n');
-                            }
                             *calls += 1;
                             *depth = 1;
-                            self.out.push(c);
+                            self.call.clear();
+                            self.call.push(c);
+                            if *calls == 1 {
+                                self.out.push(c);
+                            }
                         }
                         ']' => self.at = At::Done,
                         c if c == ',' || c.is_whitespace() => {}
@@ -201,7 +227,10 @@ impl EnvelopeReader {
                     }
                     return;
                 }
-                self.out.push(c);
+                self.call.push(c);
+                if *calls == 1 {
+                    self.out.push(c);
+                }
                 if *in_string {
                     if *escaped {
                         *escaped = false;
@@ -218,6 +247,23 @@ impl EnvelopeReader {
                     '}' | ']' => *depth -= 1,
                     _ => {}
                 }
+                if *depth > 0 {
+                    return;
+                }
+                // A call is complete: the first has been handed on as it came; a later one is
+                // handed on whole, unless it repeats an earlier call of the turn.
+                let first = *calls == 1;
+                let call: Value = serde_json::from_str(&self.call).unwrap_or(Value::Null);
+                if self.done_calls.contains(&call) {
+                    self.repeated = true;
+                    self.at = At::Done;
+                    return;
+                }
+                if !first {
+                    self.out.push('\n');
+                    self.out.push_str(&self.call);
+                }
+                self.done_calls.push(call);
             }
             At::Done => {}
         }
@@ -268,10 +314,33 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_call_ends_the_calls() {
+        let a = r#"{"name": "set_timer", "arguments": {"minutes": 10}}"#;
+        let b = r#"{"name":"set_timer","arguments":{"minutes":5}}"#;
+        let mut r = EnvelopeReader::new();
+        let mut out = String::new();
+        for c in format!(r#"{{"tool_calls": [{a}, {b}, {a}, {b}]}}"#).chars() {
+            out.push_str(&r.push(&c.to_string()));
+            if r.repeated() {
+                break;
+            }
+        }
+        assert!(r.repeated());
+        assert_eq!(out, format!("{a}\n{b}"));
+        // The same arguments written differently are the same call.
+        let mut r = EnvelopeReader::new();
+        r.push(&format!(r#"{{"tool_calls": [{b}, {{"arguments": {{"minutes": 5}}, "name": "set_timer"}}]}}"#));
+        assert!(r.repeated());
+        assert_eq!(r.output(), b);
+    }
+
+    #[test]
     fn a_cut_envelope_gives_what_was_read() {
         assert_eq!(read(r#"{"response": "It is sun"#, 2), "It is sun");
         assert_eq!(read(r#"{"response": "ab\"#, 1), "ab");
         assert_eq!(read(r#"{"tool_calls": [{"name": "x", "argu"#, 3), r#"{"name": "x", "argu"#);
+        // A later call is handed on whole or not at all.
+        assert_eq!(read(r#"{"tool_calls": [{"name": "x"}, {"name": "y", "argu"#, 3), r#"{"name": "x"}"#);
         assert_eq!(read("", 1), "");
     }
 
