@@ -178,7 +178,10 @@ fn checked_calls(v: &Value, tools: &Value) -> Vec<(String, Value)> {
 /// What a model whose template cannot show tools (this one has no template) is asked to
 /// write to make `calls` (see `formwork_engine::tool_prompt`).
 fn envelope(calls: &[&str]) -> String {
-    format!(r#"{{"tool_calls": [{}]}}"#, calls.join(", "))
+    let calls: Vec<Value> = calls.iter().map(|c| serde_json::from_str(c).unwrap()).collect();
+    // Laid out as the envelope's grammar lays it out (pretty, two spaces), so that the
+    // scripted model's text and the forced whitespace agree.
+    serde_json::to_string_pretty(&json!({"tool_calls": calls})).unwrap()
 }
 
 fn chat(tools: &Value, choice: Value) -> Value {
@@ -222,8 +225,9 @@ async fn each_tool_resolves_its_own_definitions() {
     let (s, v) = post(&app, "/v1/chat/completions", chat(&tools, json!("required"))).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(checked_calls(&v, &tools), vec![("n".to_string(), json!({"x": 7}))]);
-    // The script's 3 is below tool n's minimum: the grammar must not take it.
-    let (app, _) = router(&envelope(&[r#"{"name":"n","arguments":{"x":3}}"#]));
+    // The script's -3 is below tool n's minimum: the grammar must not take it. (A 3 would be
+    // taken as the start of a larger number, whose digits the script could then not end.)
+    let (app, _) = router(&envelope(&[r#"{"name":"n","arguments":{"x":-3}}"#]));
     let (s, v) = post(&app, "/v1/chat/completions", chat(&tools, json!({"type": "function", "function": {"name": "n"}}))).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     let calls = checked_calls(&v, &tools);

@@ -17,9 +17,10 @@ use std::time::Duration;
 
 const SMOLLM2: &str = include_str!("../../engine/tests/fixtures/smollm2.jinja");
 /// The envelope of a call, as the instruction asks (`formwork_engine::tool_prompt`).
-const CALL: &str = r#"{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}"#;
+/// Laid out as the envelope's grammar lays it out (pretty, two spaces).
+const CALL: &str = "{\n  \"tool_calls\": [\n    {\n      \"name\": \"get_weather\",\n      \"arguments\": {\n        \"city\": \"Paris\"\n      }\n    }\n  ]\n}";
 /// The envelope of an answer: a JSON string, with escapes.
-const ANSWER: &str = r#"{"response": "It is \"sunny\".\nWarm, too."}"#;
+const ANSWER: &str = "{\n  \"response\": \"It is \\\"sunny\\\".\\nWarm, too.\"\n}";
 /// The answer's text.
 const ANSWER_TEXT: &str = "It is \"sunny\".\nWarm, too.";
 
