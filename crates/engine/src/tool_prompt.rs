@@ -31,13 +31,16 @@
 //!
 //! ## Why every reply is one JSON object
 //! The reply is always an *envelope*: `{"tool_calls": [...]}` or `{"response": "..."}`, and the
-//! server generates it under that grammar (`tool_calls` only when a call is required) and
-//! hands the client plain text or calls. The choice between answering and calling is then one
+//! server generates it under that grammar (`tool_calls` only when a call is required; laid
+//! out pretty, so every whitespace token is forced) and hands the client plain text or calls
+//! (`formwork_server`'s `tools::envelope`). The choice between answering and calling is then one
 //! key, right after a forced `{"`, where the instruction has just named both, instead of the
 //! first token of a free reply, where text always wins on a model never trained to call. On
 //! SmolLM2-135M the first token of a free reply opened a call with at most 0.8 % probability
 //! even when the system message said to call the function; as the envelope's key, `tool`
-//! took 50–70 % on the same requests. The same design is llama.cpp's generic tool format for
+//! took 50–70 % on the same requests (on a bench of 20 other requests, 10 needing a tool:
+//! greedy, calls when needed 0 → 10 of 10, text when not 10 → 4 of 10; the README has the
+//! figures). The same design is llama.cpp's generic tool format for
 //! templates it does not know (`tool_call` / `response` keys). The cost: a text answer is
 //! written as a JSON string (escapes for newlines and quotes).
 //!
