@@ -505,6 +505,15 @@ impl EngineBackend {
         // model keeps the `": "` it writes JSON with (compact takes it away, which cost
         // accuracy in `bench extract`).
         let grammar = self.compile(&constraint, JsonLayout::Pretty)?;
+        if text {
+            // A token limit with no room for even `{"response": ""}` is not the client's
+            // error: the envelope is formwork's device. The reply is then free text, as for a
+            // model that calls natively (a call only if it starts like one).
+            let needed = grammar.as_ref().and_then(|g| g.matcher().completion_tokens()).map_or(0, |t| t.len());
+            if (job.num_predict as usize) < needed {
+                return self.text_or_call(job, prompt, Arc::new(call_schema.clone()), max_calls, on_text);
+            }
+        }
         let reasoning = self.reasoning_for(job, None);
         let mut reader = tools::envelope::EnvelopeReader::new();
         let g = self.run(job, prompt, grammar.as_ref(), reasoning.as_ref(), &mut |p| match p {

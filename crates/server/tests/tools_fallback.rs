@@ -120,6 +120,17 @@ async fn an_answer_comes_back_as_text_whole_and_streamed() {
 }
 
 #[tokio::test]
+async fn a_token_limit_too_small_for_an_envelope_gives_free_text() {
+    let app = router(SMOLLM2, "Hello there");
+    let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "Hi"}], "tools": [weather()],
+                     "temperature": 0, "max_tokens": 2});
+    let (s, v) = post(&app, "/v1/chat/completions", req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "He", "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "length", "{v}");
+}
+
+#[tokio::test]
 async fn streamed_calls_come_in_openai_shape() {
     let app = router(SMOLLM2, CALL);
     let req = json!({"model": "smollm2", "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [weather()],
