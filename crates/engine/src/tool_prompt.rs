@@ -98,7 +98,7 @@ pub fn tools_instruction(tools: &Value) -> Option<String> {
 /// envelopes (see the module docs). `None` when `tools` defines no function.
 pub fn messages_with_tools(messages: &[ChatMessage], tools: &Value) -> Option<Vec<ChatMessage>> {
     let instruction = tools_instruction(tools)?;
-    let mut out: Vec<ChatMessage> = messages.iter().map(calls_as_text).collect();
+    let mut out: Vec<ChatMessage> = messages.iter().map(as_envelope).collect();
     match out.first_mut() {
         Some(first) if first.role == "system" => {
             if !first.content.trim().is_empty() {
@@ -113,7 +113,7 @@ pub fn messages_with_tools(messages: &[ChatMessage], tools: &Value) -> Option<Ve
 
 /// An assistant message as an envelope: its calls as `{"tool_calls": [...]}` after its text,
 /// or its text as `{"response": "..."}` (see the module docs).
-fn calls_as_text(m: &ChatMessage) -> ChatMessage {
+fn as_envelope(m: &ChatMessage) -> ChatMessage {
     let mut m = m.clone();
     if m.role != "assistant" {
         return m;

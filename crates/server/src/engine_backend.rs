@@ -466,7 +466,7 @@ impl Backend for EngineBackend {
                 if offers_tools && self.tools_in_system =>
             {
                 let text = matches!(job.constraint, ConstraintRequest::TextOrCall { .. });
-                return self.envelope(job, &prompt, call_schema, *max_calls, text, on_text);
+                return self.envelope(job, &prompt, call_schema.clone(), *max_calls, text, on_text);
             }
             ConstraintRequest::TextOrCall { call_schema, max_calls } => {
                 return self.text_or_call(job, &prompt, call_schema.clone(), *max_calls, on_text);
@@ -493,12 +493,12 @@ impl EngineBackend {
         &mut self,
         job: &Job,
         prompt: &Prompt,
-        call_schema: &Value,
+        call_schema: Arc<Value>,
         max_calls: u32,
         text: bool,
         on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
     ) -> Result<Outcome, BackendError> {
-        let schema = Arc::new(tools::envelope::envelope_schema(call_schema, max_calls, text));
+        let schema = Arc::new(tools::envelope::envelope_schema(&call_schema, max_calls, text));
         let constraint = ConstraintRequest::Schema { schema, strict: false };
         // Pretty: every whitespace token is forced, so the token after `{\n  "` is the choice
         // itself, not a run of whitespace the model may wander into first (flexible), and the
@@ -511,7 +511,7 @@ impl EngineBackend {
             // model that calls natively (a call only if it starts like one).
             let needed = grammar.as_ref().and_then(|g| g.matcher().completion_tokens()).map_or(0, |t| t.len());
             if (job.num_predict as usize) < needed {
-                return self.text_or_call(job, prompt, Arc::new(call_schema.clone()), max_calls, on_text);
+                return self.text_or_call(job, prompt, call_schema, max_calls, on_text);
             }
         }
         let reasoning = self.reasoning_for(job, None);
@@ -532,7 +532,7 @@ impl EngineBackend {
         if reader.repeated() {
             // Stopped at a repeated call: the calls before it are the answer, each checked.
             tracing::debug!("a tool call repeated an earlier one of the turn; the calls end before it");
-            let calls = ConstraintRequest::ToolCalls { call_schema: Arc::new(call_schema.clone()), max_calls };
+            let calls = ConstraintRequest::ToolCalls { call_schema, max_calls };
             validate(&calls, reader.output())?;
             let mut o = outcome(g, reader.output().to_string());
             o.done_reason = DoneReason::Stop;
