@@ -270,3 +270,36 @@ fn a_deferred_rule_that_starts_with_the_grammar_around_it_is_refused() {
     m.commit_bytes(b"1").unwrap();
     assert!(m.is_accepting());
 }
+
+#[test]
+fn a_deferred_rule_is_bounded_as_the_whole_grammar_would_be_not_by_the_families_built_so_far() {
+    // `root ::= {unordered k0..k11} "=" need`, `need` deferred. An unordered group's family
+    // rules are built as inputs reach them, beyond what `Limits::max_rules` bounds in the
+    // lowering; they must not count against the deferred part, or a long object would make
+    // every later deferred rule match nothing (a valid output rejected halfway).
+    struct Need;
+    impl RuleSource for Need {
+        fn expand(&mut self, rule: RuleId) -> Result<Expansion, String> {
+            Ok(Expansion { rules: vec![(rule, Rule { name: "need".into(), expr: Expr::lit("[n]") })], deferred: Vec::new() })
+        }
+    }
+    let lazy = |limits: &Limits| {
+        let mut b = GrammarBuilder::new();
+        let need = b.rule_id("need");
+        let members: Vec<(Expr, bool)> = (0..12).map(|i| (Expr::lit(format!("k{i}:1")), false)).collect();
+        let group = Expr::Unordered(Box::new(Unordered { members, extra: None, sep: Expr::lit(","), min: 0, max: None, presence: Vec::new() }));
+        b.define("root", Expr::seq([Expr::lit("{"), group, Expr::lit("}="), Expr::Rule(need)]));
+        b.define("need", Expr::empty());
+        let grammar = b.build("root").unwrap();
+        let lg = LazyGrammar { grammar, deferred: vec![need], source: Box::new(Need) };
+        CompiledGrammar::lazy(lg, TokenIndex::for_vocab(&vocab()), limits)
+    };
+    // The smallest rule limit the base grammar lowers under, and a little room for the part.
+    let fits = (1..10_000).find(|&n| lazy(&Limits { max_rules: n, ..Limits::default() }).is_ok()).expect("the base grammar lowers");
+    let cg = lazy(&Limits { max_rules: fits + 4, ..Limits::default() }).unwrap();
+    let mut m = cg.matcher();
+    let members: Vec<String> = (0..12).rev().map(|i| format!("k{i}:1")).collect();
+    m.commit_bytes(format!("{{{}}}=", members.join(",")).as_bytes()).unwrap();
+    m.commit_bytes(b"[n]").expect("the deferred rule is built after the group's families");
+    assert!(m.is_accepting());
+}

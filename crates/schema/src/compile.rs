@@ -403,11 +403,16 @@ impl Compiler<'_> {
             'outer: for &i in &live {
                 let universe = crate::negate::closed_keys(self, &branches[i])?;
                 for &j in live.iter().filter(|&&j| j != i && !disjoint[i][j]) {
-                    let neg = match (&universe, &plain[j]) {
-                        (None, Some(c)) => Ok(c.clone()),
-                        (None, None) => crate::negate::negate(self, &branches[j]),
-                        (Some(u), _) => crate::negate::negate_within(self, &branches[j], Some(u.clone())),
+                    let memo = branches[j].key().map(|k| (k, universe.clone()));
+                    let neg = match (&universe, &plain[j], memo.as_ref().and_then(|m| self.negations.get(m))) {
+                        (None, Some(c), _) => Ok(c.clone()),
+                        (_, _, Some(c)) => Ok(c.clone()),
+                        (None, None, None) => crate::negate::negate(self, &branches[j]),
+                        (Some(u), _, None) => crate::negate::negate_within(self, &branches[j], Some(u.clone())),
                     };
+                    if let (Ok(neg), Some(m)) = (&neg, memo) {
+                        self.negations.entry(m).or_insert_with(|| neg.clone());
+                    }
                     match neg {
                         Ok(neg) => {
                             if universe.is_none() {

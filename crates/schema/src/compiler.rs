@@ -68,6 +68,11 @@ pub(crate) struct Compiler<'a> {
     /// Results of the string-body automata that may be over the size bounds (`None`), by
     /// what they depend on (see [`Compiler::remembered`]).
     pub automaton_memo: HashMap<String, Option<Expr>>,
+    /// The negations of `oneOf` branches built so far, by branch and the closed universe of
+    /// keys they were built within (see `negate::negate_within`): a `oneOf` conjoined with
+    /// different parts at different places is compiled once per place, and its negations,
+    /// which depend only on the branch, once.
+    pub(crate) negations: HashMap<(crate::conjunct::PartKey, Option<Vec<String>>), Conjunct>,
     /// Lazy compilation: the locations deferred (`None`: everything is compiled now).
     pub lazy: Option<Box<Deferrals>>,
     /// Which locations may be deferred (module `defer`).
@@ -112,6 +117,7 @@ impl<'a> Compiler<'a> {
             key_regexes: Default::default(),
             pattern_regions_memo: HashMap::default(),
             automaton_memo: HashMap::default(),
+            negations: HashMap::default(),
             lazy: None,
             scan: defer::Scan::default(),
         }
@@ -246,9 +252,8 @@ impl<'a> Compiler<'a> {
     pub fn synth(&self, v: Value, like: &Conjunct, kw: &str) -> Conjunct {
         // Keep the document root so `$ref`s inside copied subschemas resolve the same way;
         // the synthetic value lives in its own root.
-        let content = Conjunct::content_of(&v);
         let root = Arc::new(v);
-        Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: like.doc, at: like.kw_ptr(kw), real: false, derived: true, consumed: Consumed::empty(), content }
+        Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: like.doc, at: like.kw_ptr(kw), real: false, derived: true, consumed: Consumed::empty(), content: Some(Default::default()) }
     }
 
     /// Resolves a `$ref` in `p`.

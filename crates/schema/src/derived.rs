@@ -100,21 +100,3 @@ pub(crate) fn absolute_refs(v: &mut Value, base: &str) {
         }
     }
 }
-
-/// The `$ref` of a negated reference `{"not": {"$ref": r}}` (the form the negation of a
-/// recursive schema leaves where the recursion comes back, see `negate`), or `None`.
-pub(crate) fn negated_ref(v: &Value) -> Option<&str> {
-    let o = v.as_object().filter(|o| o.len() == 1)?;
-    let n = o.get("not")?.as_object().filter(|n| n.len() == 1)?;
-    n.get("$ref")?.as_str()
-}
-
-/// Whether `v` holds a negated reference (see [`negated_ref`]) anywhere.
-pub(crate) fn holds_negated_ref(v: &Value) -> bool {
-    negated_ref(v).is_some()
-        || match v {
-            Value::Object(o) => o.values().any(holds_negated_ref),
-            Value::Array(a) => a.iter().any(holds_negated_ref),
-            _ => false,
-        }
-}

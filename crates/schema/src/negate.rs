@@ -137,7 +137,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     if n == Value::Bool(false) {
                         continue;
                     }
-                    alts.push(json!({"type": "object", "required": [name], "properties": { name.clone(): n }}));
+                    alts.push(obj([("type", "object".into()), ("required", json!([name])), ("properties", obj([(name.as_str(), n)]))]));
                 }
             }
             "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
@@ -182,7 +182,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 for s in x.as_array().into_iter().flatten() {
                     all.push(neg_value(cx, at, s.clone(), depth + 1, walk)?);
                 }
-                alts.push(json!({ "allOf": all }));
+                alts.push(obj([("allOf", Value::Array(all))]));
             }
             "allOf" => {
                 for s in x.as_array().into_iter().flatten() {
@@ -205,7 +205,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
             "items" if (x.is_object() || x.is_boolean()) && !o.contains_key("prefixItems") => {
                 let n = nested(walk, |walk| neg_value(cx, at, x.clone(), depth + 1, walk))?;
                 if n != Value::Bool(false) {
-                    alts.push(json!({"type": "array", "contains": n}));
+                    alts.push(obj([("type", "array".into()), ("contains", n)]));
                 }
             }
             // The tuple form (no `prefixItems` beside it): some position `j` it lists holds an
@@ -220,7 +220,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     }
                     let mut tuple = vec![Value::Bool(true); j];
                     tuple.push(n);
-                    alts.push(json!({"type": "array", "minItems": j + 1, "items": tuple}));
+                    alts.push(obj([("type", "array".into()), ("minItems", json!(j + 1)), ("items", Value::Array(tuple))]));
                 }
             }
             // No item matches (with `minContains: 0` it asks nothing, so nothing; a count
@@ -228,7 +228,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
             "contains" if !o.contains_key("maxContains") && o.get("minContains").is_none_or(|m| m.as_u64().is_some_and(|m| m <= 1)) => {
                 if o.get("minContains").and_then(Value::as_u64) != Some(0) {
                     let n = nested(walk, |walk| neg_value(cx, at, x.clone(), depth + 1, walk))?;
-                    alts.push(json!({"type": "array", "items": n}));
+                    alts.push(obj([("type", "array".into()), ("items", n)]));
                 }
             }
             "minContains" | "maxContains" if o.contains_key("contains") => {} // read with `contains`
@@ -249,7 +249,10 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 let branches: Vec<Value> = x.as_array().cloned().unwrap_or_default();
                 // The disjointness proof reads the branches' `$ref` targets, resolved against
                 // the document's root base: sound only where no inner `$id` moves the base.
-                let inner_ids = at.root.as_object().is_some_and(|o| o.iter().any(|(k, v)| k != "$id" && k != "id" && has_id(v)));
+                // (A real document knows whether it has any below its root: no walk.)
+                let doc = &cx.res.docs[at.doc];
+                let real_root = std::sync::Arc::ptr_eq(&at.root, &doc.value);
+                let inner_ids = (!real_root || doc.ids_below_root) && at.root.as_object().is_some_and(|o| o.iter().any(|(k, v)| k != "$id" && k != "id" && has_id(v)));
                 if inner_ids && contains_ref(x) {
                     return Err(unsupported("oneOf", "its negation is not expressible as a grammar (`$ref`s in a document with inner `$id`s)", at.at.clone()));
                 }
@@ -274,7 +277,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 for b in branches {
                     all.push(neg_value(cx, at, b, depth + 1, walk)?);
                 }
-                alts.push(json!({ "allOf": all }));
+                alts.push(obj([("allOf", Value::Array(all))]));
                 alts.extend(both);
             }
             "$ref" => {
@@ -288,7 +291,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 // the way to it or inside it: otherwise it must not contain `$ref`s.
                 let root_base = cx.res.base_at(&crate::resolve::Loc { doc: target.doc, ptr: String::new() });
                 let own_base = cx.res.base_at(&crate::resolve::Loc { doc: target.doc, ptr: target.ptr.clone() });
-                if (own_base != root_base || has_id(&tv)) && contains_ref(&tv) {
+                if (own_base != root_base || (cx.res.docs[target.doc].ids && has_id(&tv))) && contains_ref(&tv) {
                     return Err(unsupported("not", "negating a schema with `$ref`s under an `$id`", at.at.clone()));
                 }
                 let key = format!("{}#{}", target.doc, target.ptr);
@@ -324,7 +327,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 if n != Value::Bool(false) {
                     let universe = walk.universe.clone().unwrap_or_default();
                     for k in universe.iter().filter(|k| !listed.contains(k)) {
-                        alts.push(json!({"type": "object", "required": [k], "properties": { k.clone(): n.clone() }}));
+                        alts.push(obj([("type", "object".into()), ("required", json!([k])), ("properties", obj([(k.as_str(), n.clone())]))]));
                     }
                 }
             }
@@ -347,7 +350,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     let props: Map<String, Value> = listed.iter().map(|k| ((*k).clone(), Value::Bool(true))).collect();
                     let pps: Map<String, Value> = pats.iter().map(|k| ((*k).clone(), Value::Bool(true))).collect();
                     let std = json!({"not": {"properties": props, "patternProperties": pps, "additionalProperties": x}});
-                    alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": key, "value": n, "std": std}}));
+                    alts.push(obj([("type", "object".into()), (SOME_KEY, obj([("kw", kw.into()), ("key", key), ("value", n), ("std", std)]))]));
                 }
             }
             // Some key that matches a pattern has a value its schema rejects.
@@ -356,7 +359,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     let n = nested(walk, |walk| neg_value(cx, at, sub.clone(), depth + 1, walk))?;
                     if n != Value::Bool(false) {
                         let std = json!({"not": {"patternProperties": { pat.clone(): sub }}});
-                        alts.push(json!({"type": "object", SOME_KEY: {"kw": kw, "key": {"type": "string", "pattern": pat}, "value": n, "std": std}}));
+                        alts.push(obj([("type", "object".into()), (SOME_KEY, obj([("kw", kw.into()), ("key", json!({"type": "string", "pattern": pat})), ("value", n), ("std", std)]))]));
                     }
                 }
             }
@@ -392,14 +395,14 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 if let Some(b) = o.get("then") {
                     let nb = neg_value(cx, at, b.clone(), depth + 1, walk)?;
                     if nb != Value::Bool(false) {
-                        alts.push(json!({"allOf": [x, nb]}));
+                        alts.push(obj([("allOf", Value::Array(vec![x.clone(), nb]))]));
                     }
                 }
                 if let Some(c) = o.get("else") {
                     let nc = neg_value(cx, at, c.clone(), depth + 1, walk)?;
                     if nc != Value::Bool(false) {
                         let na = neg_value(cx, at, x.clone(), depth + 1, walk)?;
-                        alts.push(json!({"allOf": [na, nc]}));
+                        alts.push(obj([("allOf", Value::Array(vec![na, nc]))]));
                     }
                 }
             }
@@ -417,7 +420,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                             // The key is present and the instance fails the schema.
                             let n = neg_value(cx, at, d.clone(), depth + 1, walk)?;
                             if n != Value::Bool(false) {
-                                alts.push(json!({"type": "object", "required": [k], "allOf": [n]}));
+                                alts.push(obj([("type", "object".into()), ("required", json!([k])), ("allOf", Value::Array(vec![n]))]));
                             }
                         }
                         _ => return Err(unsupported(kw, "must map names to arrays of names (dependentRequired) or to schemas", at.at.clone())),
@@ -445,13 +448,68 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
             _ => {} // unknown keywords are annotations
         }
     }
+    merge_absent_or_failing(&mut alts);
     Ok(match alts.len() {
         0 => Value::Bool(false),
         1 => alts.pop().unwrap_or(Value::Bool(false)),
-        _ => json!({ "anyOf": alts }),
+        _ => obj([("anyOf", Value::Array(alts))]),
     })
 }
 
+
+/// Merges, for each key `r` that the negated schema both requires and describes, the two
+/// reasons about it into one: "`r` is absent" (from `required`) or "`r` is present with a
+/// value its schema rejects" (from `properties`) is exactly "`r`, if present, has such a
+/// value", which is `properties: {r: ¬S}` alone. The same set of instances, one alternative
+/// fewer: a conjunction of negations (the exact form of `oneOf`) distributes into the
+/// product of their alternatives, so each negated branch that discriminates by one required
+/// key costs one alternative instead of two (eight such branches: 1 part instead of 256).
+fn merge_absent_or_failing(alts: &mut Vec<Value>) {
+    // The key `r` of an alternative `{type: object, properties: {r: false}}`.
+    fn absent_key(v: &Value) -> Option<&str> {
+        let o = v.as_object()?;
+        let props = o.get("properties")?.as_object()?;
+        if o.len() != 2 || o.get("type")? != "object" || props.len() != 1 {
+            return None;
+        }
+        let (k, s) = props.iter().next()?;
+        (s == &Value::Bool(false)).then_some(k.as_str())
+    }
+    // The key and value negation of `{type: object, required: [r], properties: {r: n}}`.
+    fn failing_key(v: &Value) -> Option<(&str, &Value)> {
+        let o = v.as_object()?;
+        let props = o.get("properties")?.as_object()?;
+        let req = o.get("required")?.as_array()?;
+        if o.len() != 3 || o.get("type")? != "object" || props.len() != 1 || req.len() != 1 {
+            return None;
+        }
+        let (k, n) = props.iter().next()?;
+        (req[0].as_str() == Some(k.as_str())).then_some((k.as_str(), n))
+    }
+    let mut i = 0;
+    while i < alts.len() {
+        let Some(r) = absent_key(&alts[i]).map(str::to_string) else {
+            i += 1;
+            continue;
+        };
+        if let Some(j) = alts.iter().position(|a| failing_key(a).is_some_and(|(k, _)| k == r)) {
+            let mut failing = alts.remove(j);
+            if j < i {
+                i -= 1;
+            }
+            let n = failing.get_mut("properties").and_then(|p| p.get_mut(r.as_str())).map(Value::take).unwrap_or(Value::Bool(false));
+            alts[i] = obj([("type", "object".into()), ("properties", obj([(r.as_str(), n)]))]);
+        }
+        i += 1;
+    }
+}
+
+/// A schema object from its members, moved in (`json!` would copy each value through the
+/// serializer: a negation wraps the negations below it level by level, so copies would
+/// cost the size of the subtree at every level).
+fn obj<'k>(members: impl IntoIterator<Item = (&'k str, Value)>) -> Value {
+    Value::Object(members.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
 
 /// The strings a schema accepts when they are finitely many and read off its `const` or
 /// `enum` (all its other keywords annotations).

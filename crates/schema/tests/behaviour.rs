@@ -502,6 +502,29 @@ fn one_of_branches_not_proven_disjoint_take_the_exact_form() {
     assert_agrees_with_validator(&schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
 }
 
+/// Branches told apart by one required key each, in open objects (JSON Schema Store's
+/// `{"==": ...}`, `{"!=": ...}` operators; helm-unittest's assertions): any two may match
+/// one object holding both keys. Negating a branch gives "its key is absent" or "its key
+/// holds a value its schema rejects", which is the one alternative "its key, if present,
+/// holds such a value": eight branches take one part each, not 2^7, and agree with the
+/// validator (a key present with a value of the wrong type does not make a second match).
+#[test]
+fn one_of_branches_discriminated_by_required_keys_take_one_part_each() {
+    let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    let branches: Vec<serde_json::Value> = keys
+        .iter()
+        .map(|k| json!({"type": "object", "required": [k], "properties": {*k: {"type": "integer"}}}))
+        .collect();
+    let schema = json!({"oneOf": branches});
+    let values = [json!(1), json!("x")];
+    let instances_owned = small_objects(&["a", "b", "h"], &values);
+    let instances: Vec<&str> = instances_owned.iter().map(String::as_str).collect();
+    assert_agrees_with_validator(&schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
+    // A key required with no schema of its own stays "absent" alone.
+    let schema = json!({"oneOf": [{"required": ["a"]}, {"required": ["b"], "properties": {"b": {"type": "string"}}}]});
+    assert_agrees_with_validator(&schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
+}
+
 /// The negations of `additionalProperties`, `patternProperties` and `propertyNames` in an
 /// object whose keys are not a known set: "some key the keyword applies to is present with
 /// a value it rejects" (a key witness), met by a listed name or by an additional key. Every

@@ -47,7 +47,9 @@ fn compare(name: &str, schema: &serde_json::Value, opts: &SchemaOptions, texts: 
     let (ge, gl) = match (CompiledGrammar::with_index(&g, index.clone(), &limits), CompiledGrammar::lazy(lg, index.clone(), &limits)) {
         (Ok(e), Ok(l)) => (e, l),
         (Err(e), Err(l)) => {
-            assert_eq!(e.to_string(), l.to_string(), "{name}: refused differently");
+            // The same refusal; a size limit may name another rule (the lazy grammar has
+            // fewer rules up front, so its lowering crosses the limit elsewhere).
+            assert_eq!(without_rule_name(&e.to_string()), without_rule_name(&l.to_string()), "{name}: refused differently");
             return None;
         }
         (e, l) => panic!("{name}: eager {:?} but lazy {:?}", e.err(), l.err()),
@@ -56,6 +58,14 @@ fn compare(name: &str, schema: &serde_json::Value, opts: &SchemaOptions, texts: 
         assert_eq!(accepts(&ge, text), accepts(&gl, text), "{name}: {}", &text[..text.len().min(300)]);
     }
     Some(deferred)
+}
+
+/// A lowering error's text without the rule it names (`(rule `obj12-m`)`).
+fn without_rule_name(e: &str) -> String {
+    match (e.find("(rule `"), e.find("`)")) {
+        (Some(a), Some(b)) if a < b => format!("{}{}", &e[..a], &e[b + 2..]),
+        _ => e.to_string(),
+    }
 }
 
 /// Each instance of `tests` compact and pretty-printed.

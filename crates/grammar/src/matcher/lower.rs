@@ -699,6 +699,7 @@ impl Lowerer<'_> {
             opaque: FxHashMap::default(),
             dispatch_of: Vec::new(),
             dispatches: Vec::new(),
+            lowered: (self.rules.len(), self.n_elems),
         }
     }
 }

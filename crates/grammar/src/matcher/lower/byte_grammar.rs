@@ -109,6 +109,12 @@ pub(crate) struct ByteGrammar {
     pub dispatch_of: Vec<u32>,
     /// The dispatch rules' tables (see [`Dispatch`]).
     pub dispatches: Vec<Dispatch>,
+    /// What the lowering itself made, as `Limits::max_rules` and `max_elements` bound it:
+    /// (rules, elements). The rules added after it (dispatch tables, unordered families
+    /// built as inputs reach them, loop rules) are not counted, so a deferred part appended
+    /// later is bounded as the whole grammar lowered at once would have been, however many
+    /// family rules the inputs so far have built.
+    pub lowered: (usize, usize),
 }
 
 /// `ByteGrammar::dispatch_of` for a rule that is not a dispatch rule.

@@ -159,12 +159,13 @@ impl Deferred {
             rules.push(Rule { name: flat.names.get(f), expr: Expr::empty() });
             opaque.insert(k + j as u32, self.nullable[f as usize]);
         }
-        if flat.alts.len() + rules.len() > self.limits.max_rules {
-            return Err(format!("the grammar would need more than {} rules (Limits::max_rules)", self.limits.max_rules));
-        }
         let g = Grammar::from_rules(rules, RuleId(root)).map_err(|e| e.to_string())?;
         let (part, nullable) = lower_with(&g, self.vocab.as_deref(), &self.limits, opaque).map_err(|e| e.to_string())?;
-        if flat.elems.len() + part.elems.len() > self.limits.max_elements {
+        // Bounded as one lowering of the whole grammar would be (see `ByteGrammar::lowered`).
+        if flat.lowered.0 + part.lowered.0 > self.limits.max_rules {
+            return Err(format!("the grammar would need more than {} rules (Limits::max_rules)", self.limits.max_rules));
+        }
+        if flat.lowered.1 + part.lowered.1 > self.limits.max_elements {
             return Err(format!("the grammar would need more than {} elements (Limits::max_elements)", self.limits.max_elements));
         }
         if nullable[root as usize] {
@@ -173,6 +174,8 @@ impl Deferred {
         if let Some(s) = left_edge_stub(&part, &nullable, root, k, k + stubs.len() as u32) {
             return Err(format!("the rule starts with rule `{}` of the grammar around it", part.names.get(s)));
         }
+        flat.lowered.0 += part.lowered.0;
+        flat.lowered.1 += part.lowered.1;
         let map = self.append(flat, part, nullable, r, root, k, &stubs);
         for (i, &rid) in ids.iter().enumerate() {
             if rid != id {
