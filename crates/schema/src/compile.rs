@@ -138,7 +138,7 @@ impl Compiler<'_> {
         });
         if let Some(k) = &key {
             if let Some(&id) = self.memo.get(k) {
-                return Ok(Expr::Rule(id));
+                return Ok(if self.nothing_rules.contains(&id) { nothing() } else { Expr::Rule(id) });
             }
         }
         if self.depth >= self.opts.limits.max_nesting {
@@ -157,7 +157,12 @@ impl Compiler<'_> {
                     self.defer(id, name, parts);
                     return Ok(Expr::Rule(id));
                 }
-                self.define_location(&name, parts)?;
+                if self.define_location(&name, parts)? {
+                    // Matches nothing: said as such, so that callers drop what holds it (an
+                    // object member whose value matches nothing is no member).
+                    self.nothing_rules.insert(id);
+                    return Ok(nothing());
+                }
                 Ok(Expr::Rule(id))
             }
             None => {
@@ -170,13 +175,15 @@ impl Compiler<'_> {
     }
 
     /// Compiles the location of `parts` one level of nesting down and defines it as rule
-    /// `name` (now, or when a deferred rule is built: `lazy`).
-    fn define_location(&mut self, name: &str, parts: Vec<Conjunct>) -> CompileResult<()> {
+    /// `name` (now, or when a deferred rule is built: `lazy`); true when it matches nothing.
+    pub(crate) fn define_location(&mut self, name: &str, parts: Vec<Conjunct>) -> CompileResult<bool> {
         self.depth += 1;
         let body = self.conjunction(parts);
         self.depth -= 1;
-        self.b.define(name, body?);
-        Ok(())
+        let body = body?;
+        let none = is_nothing(&body);
+        self.b.define(name, body);
+        Ok(none)
     }
 
     /// Expands `$ref` and `allOf` into a flat list; `Ok(None)` means the conjunction is empty

@@ -73,6 +73,9 @@ pub(crate) struct Compiler<'a> {
     /// different parts at different places is compiled once per place, and its negations,
     /// which depend only on the branch, once.
     pub(crate) negations: HashMap<(crate::conjunct::PartKey, Option<Vec<String>>), Conjunct>,
+    /// The rules of the memo whose body matches nothing (a memo hit on one reads as
+    /// nothing, as the first compilation did).
+    pub(crate) nothing_rules: std::collections::HashSet<RuleId>,
     /// Lazy compilation: the locations deferred (`None`: everything is compiled now).
     pub lazy: Option<Box<Deferrals>>,
     /// Which locations may be deferred (module `defer`).
@@ -118,6 +121,7 @@ impl<'a> Compiler<'a> {
             pattern_regions_memo: HashMap::default(),
             automaton_memo: HashMap::default(),
             negations: HashMap::default(),
+            nothing_rules: Default::default(),
             lazy: None,
             scan: defer::Scan::default(),
         }
