@@ -591,6 +591,11 @@ pub(crate) struct Sig {
     /// `(pattern, its types)` for every `patternProperties` entry of a member: a key that
     /// matches the pattern must have a value of these types.
     pub pattern_props: Vec<(String, JsonTypes)>,
+    /// Per `anyOf`/`oneOf` of the branch (or of its `allOf` members and `$ref` targets, up to
+    /// [`SIG_ALT_DEPTH`] combinators deep): the signatures of its branches, each read alone
+    /// (so each holds at least the instances of the branch that take it). An instance of
+    /// the branch matches one branch of each.
+    pub alts: Vec<Vec<Sig>>,
     pub empty: bool,
 }
 
@@ -607,6 +612,8 @@ impl Sig {
 /// - a constant-valued part (the instance, or a property one of them requires) has no
 ///   value in common with the other's constants for it, or none that the other's schema
 ///   for it accepts (checked exactly, through `jsonschema`);
+/// - one side is (or holds in an `allOf`, through `$ref`s) an `anyOf`/`oneOf` each of
+///   whose branches is disjoint from the other side;
 /// - objects only: one requires a key the other forbids (a closed object without it, or
 ///   the key's schema `false`), or a key one requires has types that do not meet in the two
 ///   (the other's types for it from `properties`, or from a `patternProperties` entry whose
@@ -614,6 +621,13 @@ impl Sig {
 pub(crate) fn disjoint(cx: &mut Compiler, a: &Sig, b: &Sig) -> bool {
     if !a.types.intersects(b.types) {
         return true;
+    }
+    // One side's instances all take a branch of one of its combinators: disjoint when
+    // every such branch is disjoint from the other side.
+    for (x, y) in [(a, b), (b, a)] {
+        if x.alts.iter().any(|group| group.iter().all(|s| s.empty || disjoint(cx, s, y))) {
+            return true;
+        }
     }
     let only_objects = !(a.types & b.types).intersects(!JsonTypes::OBJ);
     for (x, y) in [(a, b), (b, a)] {
@@ -693,6 +707,16 @@ fn consts_of(v: &Map<String, Value>) -> Option<Vec<Value>> {
 
 /// The signature of `branch` within the conjunction `parts`.
 pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct) -> CompileResult<Sig> {
+    signature_at(cx, parts, branch, 0)
+}
+
+/// Most nested `anyOf`/`oneOf` levels a signature reads ([`Sig::alts`]), and most branches
+/// it reads of one.
+const SIG_ALT_DEPTH: usize = 2;
+const SIG_ALT_BRANCHES: usize = 16;
+
+/// [`signature`] of a branch `nest` combinators deep.
+fn signature_at(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct, nest: usize) -> CompileResult<Sig> {
     let mut types = JsonTypes::all();
     for p in parts {
         if let Some(t) = p.get("type").and_then(type_bits) {
@@ -708,6 +732,7 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
         closed: Vec::new(),
         props: Vec::new(),
         pattern_props: Vec::new(),
+        alts: Vec::new(),
         empty: false,
     };
     // The branch and its allOf members / $ref targets, a few levels deep.
@@ -771,6 +796,16 @@ pub(crate) fn signature(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct
                         for i in 0..all.len() {
                             stack.push((b.sub(&format!("/allOf/{i}")), d + 1));
                         }
+                    }
+                }
+                if nest < SIG_ALT_DEPTH {
+                    for kw in ["anyOf", "oneOf"] {
+                        let Some(n) = o.get(kw).and_then(Value::as_array).map(Vec::len).filter(|&n| n <= SIG_ALT_BRANCHES) else { continue };
+                        let mut group = Vec::with_capacity(n);
+                        for i in 0..n {
+                            group.push(signature_at(cx, parts, &b.sub(&format!("/{kw}/{i}")), nest + 1)?);
+                        }
+                        sig.alts.push(group);
                     }
                 }
             }

@@ -525,6 +525,27 @@ fn one_of_branches_discriminated_by_required_keys_take_one_part_each() {
     assert_agrees_with_validator(&schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
 }
 
+/// A branch that is itself an `anyOf` (here through a `$ref`) is disjoint from another
+/// when each of its branches is: proven without negating it (a `format` has no negation, so
+/// the exact form was refused).
+#[test]
+fn one_of_branches_that_are_any_ofs_are_disjoint_when_each_of_their_branches_is() {
+    let schema = json!({
+        "$defs": {"other": {"anyOf": [
+            {"type": "string", "format": "email"},
+            {"type": "object", "required": ["a"], "properties": {"a": {"const": 2}}}]}},
+        "oneOf": [
+            {"type": "object", "required": ["a"], "properties": {"a": {"const": 1}}},
+            {"$ref": "#/$defs/other"}]});
+    let instances = [r#"{"a":1}"#, r#"{"a":2}"#, r#"{"a":3}"#, r#""x@y.org""#, r#""x""#, "1", r#"{"a":1,"b":2}"#];
+    assert_agrees_with_validator(&schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
+    // Still refused when a branch of the `anyOf` may overlap the other side.
+    let overlapping = json!({"oneOf": [
+        {"type": "object", "required": ["a"]},
+        {"anyOf": [{"type": "string", "format": "email"}, {"type": "object", "required": ["b"]}]}]});
+    assert_eq!(compile(&overlapping, &SchemaOptions::default()).unwrap_err().keyword(), Some("oneOf"));
+}
+
 /// The negations of `additionalProperties`, `patternProperties` and `propertyNames` in an
 /// object whose keys are not a known set: "some key the keyword applies to is present with
 /// a value it rejects" (a key witness), met by a listed name or by an additional key. Every
