@@ -155,8 +155,16 @@ fn write(v: &serde_json::Value, style: Whitespace, level: u32, out: &mut String)
 /// constant objects, `Compiler::literal`).
 pub(crate) fn unordered(seps: &Seps, members: Vec<(Expr, bool)>, extra: Vec<(Expr, Expr)>, minp: u64, maxp: Option<u64>, presence: Vec<Vec<formwork_grammar::Presence>>) -> Expr {
     let kv = |k: Expr, v: Expr| Expr::seq([k, seps.colon.clone(), v]);
+    let extra = extra.into_iter().map(|(k, v)| kv(k, v)).collect();
+    unordered_in(seps, "{", "}", members, extra, minp, maxp, presence)
+}
+
+/// An unordered group of `members` (each at most once, `extra` repeatable) between `open`
+/// and `close`: an object's members, or the distinct items of a `uniqueItems` array.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn unordered_in(seps: &Seps, open: &str, close: &str, members: Vec<(Expr, bool)>, extra: Vec<Expr>, minp: u64, maxp: Option<u64>, presence: Vec<Vec<formwork_grammar::Presence>>) -> Expr {
     let any_required = members.iter().any(|m| m.1);
-    let extra = (!extra.is_empty()).then(|| alt_of(extra.into_iter().map(|(k, v)| kv(k, v)).collect()));
+    let extra = (!extra.is_empty()).then(|| alt_of(extra));
     let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     // An empty object must also satisfy the presence clauses with no key present.
     let none_present_ok = presence.iter().all(|c| c.iter().any(|t| t.present.is_empty()));
@@ -164,12 +172,12 @@ pub(crate) fn unordered(seps: &Seps, members: Vec<(Expr, bool)>, extra: Vec<(Exp
     let group = |min: u64| Unordered { members, extra, sep: seps.comma.clone(), min: clamp(min), max: maxp.map(clamp), presence };
     if matches!(seps.first, Expr::Seq(ref v) if v.is_empty()) {
         // No separator that only a non-empty group has: the group as it is.
-        return seps.wrap("{", Expr::Unordered(Box::new(group(minp))), false, "}");
+        return seps.wrap(open, Expr::Unordered(Box::new(group(minp))), false, close);
     }
     if maxp == Some(0) {
-        return if none_present_ok { seps.empty("{", "}") } else { crate::exprs::nothing() };
+        return if none_present_ok { seps.empty(open, close) } else { crate::exprs::nothing() };
     }
-    seps.wrap("{", Expr::Unordered(Box::new(group(minp.max(1)))), may_be_empty, "}")
+    seps.wrap(open, Expr::Unordered(Box::new(group(minp.max(1)))), may_be_empty, close)
 }
 
 #[cfg(test)]

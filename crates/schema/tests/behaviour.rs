@@ -546,6 +546,45 @@ fn one_of_branches_that_are_any_ofs_are_disjoint_when_each_of_their_branches_is(
     assert_eq!(compile(&overlapping, &SchemaOptions::default()).unwrap_err().keyword(), Some("oneOf"));
 }
 
+/// `uniqueItems` over more values than one rule per set of them allows (here 12): in any
+/// order an unordered group of the values, exact; in listed order (generation) the values
+/// in the schema's order, each at most once, which accepts nothing invalid.
+#[test]
+fn unique_items_over_many_values_are_exact_in_any_order_and_ordered_when_generating() {
+    let vals: Vec<serde_json::Value> = (0..12).map(|i| json!(format!("v{i}"))).collect();
+    let schema = json!({"type": "array", "items": {"enum": vals}, "uniqueItems": true, "minItems": 2, "maxItems": 5});
+    let mut instances_owned = vec!["[]".to_string(), r#"["v1"]"#.to_string(), r#"["v12","v1"]"#.to_string()];
+    let mut rng = 7u64;
+    for len in 1..=7 {
+        for _ in 0..40 {
+            let items: Vec<String> = (0..len)
+                .map(|_| {
+                    rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    // Mostly a few values, so that repeats come up.
+                    format!("\"v{}\"", (rng >> 33) % if len % 2 == 0 { 4 } else { 12 })
+                })
+                .collect();
+            instances_owned.push(format!("[{}]", items.join(",")));
+        }
+    }
+    instances_owned.push(r#"["v0","v1","v2","v3","v4"]"#.into());
+    instances_owned.push(r#"["v11","v10","v9","v8","v7"]"#.into());
+    let instances: Vec<&str> = instances_owned.iter().map(String::as_str).collect();
+    assert_agrees_with_validator(&schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
+    let opts = SchemaOptions { key_order: KeyOrder::Listed, ..Default::default() };
+    let g = compile(&schema, &opts).unwrap();
+    for s in &instances {
+        let got = accepts(&g, s.as_bytes(), &opts.limits).unwrap();
+        assert!(!got || validate_with(&schema, s, &opts).is_ok(), "listed order accepted {s}");
+    }
+    assert!(accepts(&g, br#"["v0","v3","v11"]"#, &opts.limits).unwrap());
+    assert!(!accepts(&g, br#"["v3","v0"]"#, &opts.limits).unwrap(), "listed order: the schema's order");
+    // Past the bound, still refused naming the keyword.
+    let many: Vec<serde_json::Value> = (0..300).map(|i| json!(i)).collect();
+    let refused = json!({"type": "array", "items": {"enum": many}, "uniqueItems": true});
+    assert_eq!(compile(&refused, &SchemaOptions::default()).unwrap_err().keyword(), Some("uniqueItems"));
+}
+
 /// The negations of `additionalProperties`, `patternProperties` and `propertyNames` in an
 /// object whose keys are not a known set: "some key the keyword applies to is present with
 /// a value it rejects" (a key witness), met by a listed name or by an additional key. Every

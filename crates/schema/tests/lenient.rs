@@ -43,18 +43,37 @@ fn unenforced_unique_items_widens_the_grammar() {
     assert_eq!((e.keyword(), e.pointer.as_str()), (Some("uniqueItems"), "/uniqueItems"));
 }
 
+/// Past 256 values `uniqueItems` is not enforced: refused, or ignored when lenient.
+fn many_values() -> Vec<Value> {
+    (0..300).map(|i| json!(format!("{}", char::from_u32(0x61 + i).unwrap()))).collect()
+}
+
 #[test]
-fn unique_items_over_more_than_eight_values_is_ignored_when_lenient() {
-    let s = json!({"type": "array", "items": {"enum": ["a", "b", "c", "d", "e", "f", "g", "h", "i"]}, "uniqueItems": true});
+fn unique_items_over_more_than_256_values_is_ignored_when_lenient() {
+    let s = json!({"type": "array", "items": {"enum": many_values()}, "uniqueItems": true});
     let (g, w) = compile_with_warnings(&s, &lenient()).unwrap();
     assert_eq!(w.iter().map(|w| (w.keyword.as_str(), w.pointer.as_str())).collect::<Vec<_>>(), [("uniqueItems", "/uniqueItems")]);
     for yes in [json!([]), json!(["a"]), json!(["i", "a"]), json!(["a", "a"])] {
         assert!(accepted(&g, &yes), "lenient grammar should accept {yes}");
     }
-    assert!(!accepted(&g, &json!(["j"])));
+    assert!(!accepted(&g, &json!(["A"])));
     let e = compile(&s, &SchemaOptions::default()).unwrap_err();
     assert_eq!((e.keyword(), e.pointer.as_str()), (Some("uniqueItems"), "/uniqueItems"));
-    assert!(e.to_string().contains("9 distinct item values"), "{e}");
+    assert!(e.to_string().contains("300 distinct item values"), "{e}");
+    // Nine values are enforced in both modes: in listed order (generation) in the schema's
+    // order, each at most once; in any order exactly.
+    let s9 = json!({"type": "array", "items": {"enum": ["a", "b", "c", "d", "e", "f", "g", "h", "i"]}, "uniqueItems": true});
+    for opts in [SchemaOptions::default(), lenient()] {
+        let (g, w) = compile_with_warnings(&s9, &opts).unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        assert!(accepted(&g, &json!(["a", "c", "i"])));
+        assert!(!accepted(&g, &json!(["a", "c", "a"])));
+        assert!(!accepted(&g, &json!(["i", "a"])), "listed order: the schema's");
+        let any = SchemaOptions { key_order: formwork_schema::KeyOrder::Any, ..opts };
+        let (g, _) = compile_with_warnings(&s9, &any).unwrap();
+        assert!(accepted(&g, &json!(["i", "a"])));
+        assert!(!accepted(&g, &json!(["i", "a", "i"])));
+    }
     // Eight values are enforced exactly, in both modes.
     let s8 = json!({"type": "array", "items": {"enum": ["a", "b", "c", "d", "e", "f", "g", "h"]}, "uniqueItems": true});
     for opts in [SchemaOptions::default(), lenient()] {
@@ -70,10 +89,10 @@ fn unique_items_over_more_than_eight_values_is_ignored_when_lenient() {
 /// refused naming `uniqueItems` and its pointer.
 #[test]
 fn lenient_grammars_accept_every_valid_instance() {
-    let nine: Vec<Value> = "abcdefghi".chars().map(|c| json!(c.to_string())).collect();
+    let many = many_values();
     let cases = [
         (json!({"type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": true}), "/uniqueItems"),
-        (json!({"type": "array", "items": {"enum": nine}, "uniqueItems": true}), "/uniqueItems"),
+        (json!({"type": "array", "items": {"enum": many}, "uniqueItems": true}), "/uniqueItems"),
         (json!({"type": "array", "items": {"enum": ["a", "b", 1]}, "uniqueItems": true, "maxItems": 2}), ""),
         (json!({"type": "array", "items": {"type": "boolean"}, "uniqueItems": true}), ""),
         (json!({"type": "array", "uniqueItems": true, "maxItems": 3}), "/uniqueItems"),

@@ -138,10 +138,20 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> Com
     Ok(seps.wrap("[", seq_of(vec![pos[0].clone(), tail]), min == 0, "]"))
 }
 
-/// `uniqueItems` enforced exactly: one rule per set of item values used so far, for a finite
-/// item domain of at most 8 values and no positional items. Otherwise refused (an error), or
-/// under lenient mode a warning and `None`: the caller then compiles the array without the
-/// keyword, so that an unenforced keyword only widens the grammar.
+/// Most distinct item values `uniqueItems` is enforced over with one rule per set of values
+/// used so far (2^8 rules).
+const MAX_UNIQUE_SETS: usize = 8;
+/// Most distinct item values `uniqueItems` is enforced over at all.
+const MAX_UNIQUE_VALUES: usize = 256;
+
+/// `uniqueItems` enforced, for a finite item domain and no positional items: up to
+/// [`MAX_UNIQUE_SETS`] values exactly, one rule per set of item values used so far; up to
+/// [`MAX_UNIQUE_VALUES`], in any key order (checking) an unordered group of the values
+/// (exact), in listed order (generation) the values in the order the schema lists them, each
+/// at most once (narrower, as listed key order is for objects: it generates only valid
+/// arrays). Otherwise refused (an error), or under lenient mode a warning and `None`: the
+/// caller then compiles the array without the keyword, so that an unenforced keyword only
+/// widens the grammar.
 #[allow(clippy::too_many_arguments)]
 fn unique_items(cx: &mut Compiler, parts: &[Conjunct], rest_parts: &[Conjunct], k: usize, min: u64, max: Option<u64>, seps: &Seps) -> CompileResult<Option<Expr>> {
     // Finite item domain: enum/const on the items, or boolean/null types.
@@ -185,11 +195,20 @@ fn unique_items(cx: &mut Compiler, parts: &[Conjunct], rest_parts: &[Conjunct], 
         }
     }
     let n = vals.len();
-    if n > 8 {
-        cx.refuse("uniqueItems", format!("{n} distinct item values (at most 8 are supported)"), at)?;
+    if n > MAX_UNIQUE_VALUES {
+        cx.refuse("uniqueItems", format!("{n} distinct item values (at most {MAX_UNIQUE_VALUES} are supported)"), at)?;
         return Ok(None);
     }
     let lits: Vec<Expr> = vals.iter().map(|v| cx.literal(v)).collect();
+    if n > MAX_UNIQUE_SETS {
+        return Ok(Some(if cx.opts.key_order == crate::KeyOrder::Any {
+            // Each value at most once, in any order: an unordered group of the values, whose
+            // rules are built as inputs reach them (what an object's keys are).
+            crate::layout::unordered_in(seps, "[", "]", lits.into_iter().map(|l| (l, false)).collect(), Vec::new(), min, max, Vec::new())
+        } else {
+            unique_in_listed_order(cx, lits, min, max, seps)
+        }));
+    }
     cx.uid += 1;
     let uid = cx.uid;
     let name = |set: u32| format!("uniq{uid}-{set}");
@@ -212,4 +231,42 @@ fn unique_items(cx: &mut Compiler, parts: &[Conjunct], rest_parts: &[Conjunct], 
     }
     let start = cx.b.rule_id(&name(0));
     Ok(Some(Expr::seq([Expr::lit("["), seps.outer_open.clone(), Expr::Rule(start), seps.outer_close.clone(), Expr::lit("]")])))
+}
+
+/// Distinct items in the order of `lits` (listed order): `pick(i, n)` is "item `i`, or one
+/// after it" with `n` items so far, and `after(i, n)` the array may end (at least `min`
+/// items) or go on with `pick(i, n)` while there is room; counts are kept up to what the
+/// bounds need. Rules: 2 × (values + 1) × (counts), each of at most two alternatives.
+fn unique_in_listed_order(cx: &mut Compiler, lits: Vec<Expr>, min: u64, max: Option<u64>, seps: &Seps) -> Expr {
+    let n_vals = lits.len();
+    // Counts that matter: up to `max`, or up to `min` (every count past it behaves alike).
+    let cap = max.unwrap_or(min.max(1)).min(n_vals as u64);
+    let next = |n: u64| (n + 1).min(cap);
+    let room = |n: u64| max.is_none_or(|m| n < m) && n < n_vals as u64;
+    cx.uid += 1;
+    let uid = cx.uid;
+    let after = |i: usize, n: u64| format!("uniq{uid}-{i}-{n}");
+    let pick = |i: usize, n: u64| format!("uniq{uid}-{i}-{n}-p");
+    for n in 0..=cap {
+        for i in 0..=n_vals {
+            let mut alts = Vec::new();
+            if n >= min {
+                alts.push(if n == 0 { Expr::empty() } else { seps.last.clone() });
+            }
+            if i < n_vals && room(n) {
+                let s = if n == 0 { seps.first.clone() } else { seps.comma.clone() };
+                alts.push(Expr::seq([s, Expr::Rule(cx.b.rule_id(&pick(i, n)))]));
+            }
+            cx.b.define(&after(i, n), alt_of(alts));
+            if i < n_vals {
+                let mut p = vec![Expr::seq([lits[i].clone(), Expr::Rule(cx.b.rule_id(&after(i + 1, next(n))))])];
+                if i + 1 < n_vals {
+                    p.push(Expr::Rule(cx.b.rule_id(&pick(i + 1, n))));
+                }
+                cx.b.define(&pick(i, n), alt_of(p));
+            }
+        }
+    }
+    let start = cx.b.rule_id(&after(0, 0));
+    Expr::seq([Expr::lit("["), seps.outer_open.clone(), Expr::Rule(start), seps.outer_close.clone(), Expr::lit("]")])
 }
