@@ -579,6 +579,10 @@ fn unique_items_over_many_values_are_exact_in_any_order_and_ordered_when_generat
     }
     assert!(accepts(&g, br#"["v0","v3","v11"]"#, &opts.limits).unwrap());
     assert!(!accepts(&g, br#"["v3","v0"]"#, &opts.limits).unwrap(), "listed order: the schema's order");
+    // Values that are prefixes of each other (`1`, `10`, `1.5`).
+    let nums = json!({"type": "array", "items": {"enum": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1.5]}, "uniqueItems": true});
+    let texts = ["[1,10]", "[10,1]", "[1,1]", "[10,10]", "[1.5,1,11]", "[1.0,1]", "[11,1,10,1.5]", "[12]", "[]"];
+    assert_agrees_with_validator(&nums, &texts, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
     // Past the bound, still refused naming the keyword.
     let many: Vec<serde_json::Value> = (0..300).map(|i| json!(i)).collect();
     let refused = json!({"type": "array", "items": {"enum": many}, "uniqueItems": true});
