@@ -404,29 +404,22 @@ impl Compiler<'_> {
             // negs[i][j]: branch j negated for alternative i. When branch i is a closed
             // object, its keys are the universe of the negation (an
             // `additionalProperties` can then be negated); else one negation serves
-            // every alternative.
+            // every alternative. Negations are kept by branch and universe
+            // (`Compiler::negations`), for every place this `oneOf` is compiled.
             let mut negs: Vec<Vec<Option<Conjunct>>> = vec![vec![None; n]; n];
-            let mut plain: Vec<Option<Conjunct>> = vec![None; n];
             'outer: for &i in &live {
                 let universe = crate::negate::closed_keys(self, &branches[i])?;
                 for &j in live.iter().filter(|&&j| j != i && !disjoint[i][j]) {
                     let memo = branches[j].key().map(|k| (k, universe.clone()));
-                    let neg = match (&universe, &plain[j], memo.as_ref().and_then(|m| self.negations.get(m))) {
-                        (None, Some(c), _) => Ok(c.clone()),
-                        (_, _, Some(c)) => Ok(c.clone()),
-                        (None, None, None) => crate::negate::negate(self, &branches[j]),
-                        (Some(u), _, None) => crate::negate::negate_within(self, &branches[j], Some(u.clone())),
+                    let neg = match memo.as_ref().and_then(|m| self.negations.get(m)) {
+                        Some(c) => Ok(c.clone()),
+                        None => crate::negate::negate_within(self, &branches[j], universe.clone()),
                     };
                     if let (Ok(neg), Some(m)) = (&neg, memo) {
                         self.negations.entry(m).or_insert_with(|| neg.clone());
                     }
                     match neg {
-                        Ok(neg) => {
-                            if universe.is_none() {
-                                plain[j] = Some(neg.clone());
-                            }
-                            negs[i][j] = Some(neg);
-                        }
+                        Ok(neg) => negs[i][j] = Some(neg),
                         Err(e) => {
                             why = format!("; the exact form needs the negation of branch {j}, which cannot be expressed: {e}");
                             break 'outer;
