@@ -583,6 +583,17 @@ fn unique_items_over_many_values_are_exact_in_any_order_and_ordered_when_generat
     let nums = json!({"type": "array", "items": {"enum": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1.5]}, "uniqueItems": true});
     let texts = ["[1,10]", "[10,1]", "[1,1]", "[10,10]", "[1.5,1,11]", "[1.0,1]", "[11,1,10,1.5]", "[12]", "[]"];
     assert_agrees_with_validator(&nums, &texts, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
+    // A `maxItems` at or above the number of values says nothing more: 256 values compile
+    // in listed order; with many counts to tell apart, refused naming the keyword.
+    let all: Vec<serde_json::Value> = (0..256).map(|i| json!(i)).collect();
+    let implied = json!({"type": "array", "items": {"enum": all}, "uniqueItems": true, "maxItems": 256});
+    let g = compile(&implied, &SchemaOptions::default()).unwrap();
+    assert!(accepts(&g, b"[1,2,255]", &SchemaOptions::default().limits).unwrap());
+    assert!(!accepts(&g, b"[1,2,2]", &SchemaOptions::default().limits).unwrap());
+    let counted = json!({"type": "array", "items": {"enum": all}, "uniqueItems": true, "maxItems": 200});
+    let e = compile(&counted, &SchemaOptions::default()).unwrap_err();
+    assert_eq!(e.keyword(), Some("uniqueItems"), "{e}");
+    assert!(compile(&counted, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() }).is_ok());
     // Past the bound, still refused naming the keyword.
     let many: Vec<serde_json::Value> = (0..300).map(|i| json!(i)).collect();
     let refused = json!({"type": "array", "items": {"enum": many}, "uniqueItems": true});

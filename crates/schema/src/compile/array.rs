@@ -143,6 +143,8 @@ pub(crate) fn compile(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps) -> Com
 const MAX_UNIQUE_SETS: usize = 8;
 /// Most distinct item values `uniqueItems` is enforced over at all.
 const MAX_UNIQUE_VALUES: usize = 256;
+/// Most (value, item count) states of `uniqueItems` in listed order (two rules each).
+const MAX_UNIQUE_ORDERED_STATES: u64 = 8_192;
 
 /// `uniqueItems` enforced, for a finite item domain and no positional items: up to
 /// [`MAX_UNIQUE_SETS`] values exactly, one rule per set of item values used so far; up to
@@ -201,6 +203,17 @@ fn unique_items(cx: &mut Compiler, parts: &[Conjunct], rest_parts: &[Conjunct], 
     }
     let lits: Vec<Expr> = vals.iter().map(|v| cx.literal(v)).collect();
     if n > MAX_UNIQUE_SETS {
+        // A bound at or above the number of values says nothing distinct items do not.
+        let max = max.filter(|&m| m < n as u64);
+        let counts = max.unwrap_or(min.max(1)).min(n as u64) + 1;
+        if cx.opts.key_order != crate::KeyOrder::Any && counts.saturating_mul(n as u64 + 1) > MAX_UNIQUE_ORDERED_STATES {
+            cx.refuse(
+                "uniqueItems",
+                format!("{n} distinct item values with {} item counts to tell apart (minItems/maxItems): more than {MAX_UNIQUE_ORDERED_STATES} states", counts - 1),
+                at,
+            )?;
+            return Ok(None);
+        }
         return Ok(Some(if cx.opts.key_order == crate::KeyOrder::Any {
             // Each value at most once, in any order: an unordered group of the values, whose
             // rules are built as inputs reach them (what an object's keys are).
