@@ -294,6 +294,17 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 if (own_base != root_base || (cx.res.docs[target.doc].ids && has_id(&tv))) && contains_ref(&tv) {
                     return Err(unsupported("not", "negating a schema with `$ref`s under an `$id`", at.at.clone()));
                 }
+                // Below the negated instance (a property's value, an item), "not this
+                // `$ref`" is left as that, whether or not the target is recursive: the
+                // compiler negates the target where it compiles that value, once per target
+                // (`Conjunct::key`), instead of once per negation that reaches it. The
+                // negations of a `oneOf` whose branches share their targets (each branch's
+                // value a `$ref` to the same definitions, which may hold the `oneOf`
+                // itself) then share one rule per target.
+                if walk.level > 0 && at.doc == walk.doc && walk.universe.is_none() {
+                    alts.push(json!({"not": {"$ref": x}}));
+                    continue;
+                }
                 let key = format!("{}#{}", target.doc, target.ptr);
                 if let Some(&(_, level)) = walk.refs.iter().find(|(k, _)| *k == key) {
                     // A recursive schema, met again below itself. Where that is in a value

@@ -525,6 +525,39 @@ fn one_of_branches_discriminated_by_required_keys_take_one_part_each() {
     assert_agrees_with_validator(&schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
 }
 
+/// A recursive predicate language (JSON Schema Store's `component_spec` `PredicateType`):
+/// a `oneOf` of open objects each requiring its operator, whose operands `$ref` shared
+/// definitions that hold the `oneOf` again (`and`, `not`). The exact form negates each
+/// branch, and a branch's negation reaches the operands' targets below the negated
+/// object: those stay "not this `$ref`", negated once per target where the compiler meets
+/// them (not once per branch negation that reaches them). Instances where a nested
+/// predicate is valid, invalid, or matches two branches agree with the validator.
+#[test]
+fn one_of_of_recursive_operators_negates_each_shared_target_once_and_agrees() {
+    let schema = json!({
+        "$defs": {
+            "pred": {"oneOf": [
+                {"type": "object", "required": ["eq"], "properties": {"eq": {"$ref": "#/$defs/two"}}},
+                {"type": "object", "required": ["lt"], "properties": {"lt": {"$ref": "#/$defs/two"}}},
+                {"type": "object", "required": ["and"], "properties": {"and": {"$ref": "#/$defs/preds"}}},
+                {"type": "object", "required": ["not"], "properties": {"not": {"$ref": "#/$defs/pred"}}}]},
+            "two": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+            "preds": {"type": "array", "items": {"$ref": "#/$defs/pred"}, "minItems": 2, "maxItems": 2}},
+        "$ref": "#/$defs/pred"});
+    let leaves = [r#"{"eq":[1,2]}"#, r#"{"lt":[1]}"#, r#"{"eq":[1,2],"lt":[3,4]}"#, r#"{"eq":[1,2],"lt":"x"}"#, r#"{}"#, "1"];
+    let mut owned: Vec<String> = leaves.iter().map(|s| s.to_string()).collect();
+    for a in leaves {
+        owned.push(format!(r#"{{"not":{a}}}"#));
+        owned.push(format!(r#"{{"eq":[5,6],"not":{a}}}"#));
+        for b in leaves {
+            owned.push(format!(r#"{{"and":[{a},{b}]}}"#));
+            owned.push(format!(r#"{{"not":{{"and":[{a},{b}]}},"lt":[0,0]}}"#));
+        }
+    }
+    let instances: Vec<&str> = owned.iter().map(String::as_str).collect();
+    assert_agrees_with_validator(&schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
+}
+
 /// A branch that is itself an `anyOf` (here through a `$ref`) is disjoint from another
 /// when each of its branches is: proven without negating it (a `format` has no negation, so
 /// the exact form was refused).
