@@ -314,52 +314,118 @@ impl Product {
         ids.insert(s0.clone(), 0);
         sets.push(s0);
         let mut i = 0;
-        let mut buckets: Vec<Vec<usize>> = vec![Vec::new(); nint];
-        let mut memo: HashMap<Vec<usize>, usize> = HashMap::default();
-        let mut touched = Vec::new();
+        // Per `Char` node: the elementary intervals its ranges cover, as a bitset
+        // (`iwords` words per node).
+        let iwords = nint.div_ceil(64);
+        let mut imask: Vec<u64> = vec![0; nfa.nodes.len() * iwords];
+        for (n, node) in nfa.nodes.iter().enumerate() {
+            if let Node::Char(r, _) = node {
+                let row = &mut imask[n * iwords..(n + 1) * iwords];
+                for &(a, b) in r {
+                    set_bits(row, interval_of(a as u32), interval_of(b as u32));
+                }
+            }
+        }
+        // Per subset, its `Char` nodes are grouped by their interval bitsets (the encoded
+        // forms of one class share theirs), and each interval gets the bitset of the groups
+        // that take it (`words` words). Intervals taken by the same groups lead to the same
+        // subset, so each distinct bitset is closed once per subset: a class such as "any
+        // character but `a`" spans most intervals, all with one bitset.
+        let mut node_groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut cover: Vec<u64> = Vec::new();
+        let mut touched: Vec<usize> = Vec::new();
+        // The distinct bitsets met in this subset: (first interval with it, target subset).
+        let mut groups: Vec<(usize, usize)> = Vec::new();
+        let mut next_nodes: Vec<usize> = Vec::new();
+        // By target nodes (sorted): the subset they close into.
+        let mut closed: HashMap<Vec<usize>, usize> = HashMap::default();
         while i < sets.len() {
             let set = std::mem::take(&mut sets[i]);
             let ends = set.iter().fold(0u32, |m, &n| match nfa.nodes[n as usize] {
                 Node::End(k) => m | 1 << k,
                 _ => m,
             });
-            touched.clear();
+            let mut used = 0;
             for &n in &set {
-                if let Node::Char(r, next) = &nfa.nodes[n as usize] {
-                    for &(a, b) in r {
-                        for k in interval_of(a as u32)..=interval_of(b as u32) {
-                            if buckets[k].is_empty() {
-                                touched.push(k);
-                            }
-                            buckets[k].push(*next);
+                let n = n as usize;
+                let Node::Char(_, next) = &nfa.nodes[n] else { continue };
+                let row = &imask[n * iwords..(n + 1) * iwords];
+                match node_groups[..used].iter_mut().find(|(rep, _)| &imask[*rep * iwords..(*rep + 1) * iwords] == row) {
+                    Some((_, nexts)) => nexts.push(*next),
+                    None => {
+                        if used == node_groups.len() {
+                            node_groups.push((n, Vec::new()));
                         }
+                        node_groups[used].0 = n;
+                        node_groups[used].1.clear();
+                        node_groups[used].1.push(*next);
+                        used += 1;
+                    }
+                }
+            }
+            // `cover` is all zeros between subsets (the rows touched are cleared after use).
+            let words = used.div_ceil(64).max(1);
+            if cover.len() < nint * words {
+                cover.resize(nint * words, 0);
+            }
+            touched.clear();
+            for (g, (rep, _)) in node_groups[..used].iter().enumerate() {
+                for (w, &bits) in imask[*rep * iwords..(*rep + 1) * iwords].iter().enumerate() {
+                    let mut bits = bits;
+                    while bits != 0 {
+                        let k = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        let row = &mut cover[k * words..(k + 1) * words];
+                        if row.iter().all(|&x| x == 0) {
+                            touched.push(k);
+                        }
+                        row[g / 64] |= 1 << (g % 64);
                     }
                 }
             }
             touched.sort_unstable();
             let mut runs: Vec<(usize, usize, usize)> = Vec::new();
-            memo.clear();
+            groups.clear();
             for &k in &touched {
-                let mut b = std::mem::take(&mut buckets[k]);
-                b.sort_unstable();
-                b.dedup();
-                let t = match memo.get(&b) {
-                    Some(&t) => t,
+                let row = &cover[k * words..(k + 1) * words];
+                let known = groups.iter().find(|&&(g, _)| &cover[g * words..(g + 1) * words] == row).map(|&(_, t)| t);
+                let t = match known {
+                    Some(t) => t,
                     None => {
-                        let key = nfa.closure(&b, &mut seen, &owner);
-                        let t = match ids.get(&key) {
+                        next_nodes.clear();
+                        for (w, &bits) in row.iter().enumerate() {
+                            let mut bits = bits;
+                            while bits != 0 {
+                                let g = w * 64 + bits.trailing_zeros() as usize;
+                                bits &= bits - 1;
+                                next_nodes.extend_from_slice(&node_groups[g].1);
+                            }
+                        }
+                        next_nodes.sort_unstable();
+                        next_nodes.dedup();
+                        // The same targets recur across subsets (every subset with the
+                        // "any character" group steps it to the same nodes): closed once.
+                        let t = match closed.get(next_nodes.as_slice()) {
                             Some(&t) => t,
                             None => {
-                                work += key.len();
-                                if sets.len() >= MAX_SUBSETS || work > work_budget {
-                                    return None;
-                                }
-                                ids.insert(key.clone(), sets.len());
-                                sets.push(key);
-                                sets.len() - 1
+                                let key = nfa.closure(&next_nodes, &mut seen, &owner);
+                                let t = match ids.get(&key) {
+                                    Some(&t) => t,
+                                    None => {
+                                        work += key.len();
+                                        if sets.len() >= MAX_SUBSETS || work > work_budget {
+                                            return None;
+                                        }
+                                        ids.insert(key.clone(), sets.len());
+                                        sets.push(key);
+                                        sets.len() - 1
+                                    }
+                                };
+                                closed.insert(next_nodes.clone(), t);
+                                t
                             }
                         };
-                        memo.insert(b, t);
+                        groups.push((k, t));
                         t
                     }
                 };
@@ -368,10 +434,22 @@ impl Product {
                     _ => runs.push((k, k, t)),
                 }
             }
+            for &k in &touched {
+                cover[k * words..(k + 1) * words].fill(0);
+            }
             trans.push((ends, runs));
             i += 1;
         }
         Some(Product { trans, cuts })
+    }
+}
+
+/// Sets bits `lo..=hi` of the bitset `row`, a word at a time.
+fn set_bits(row: &mut [u64], lo: usize, hi: usize) {
+    for (w, word) in row.iter_mut().enumerate().take(hi / 64 + 1).skip(lo / 64) {
+        let from = if w == lo / 64 { lo % 64 } else { 0 };
+        let to = if w == hi / 64 { hi % 64 } else { 63 };
+        *word |= (u64::MAX >> (63 - to)) & (u64::MAX << from);
     }
 }
 
@@ -687,5 +765,16 @@ mod tests {
         // Over the work budget: the plain lowering stays.
         let long = Expr::seq([Expr::star(Expr::class([('a', 'z')], false)), Expr::repeat(Expr::class([('a', 'b')], false), 162, Some(162))]);
         assert!(determinize(&long).is_none());
+    }
+
+    #[test]
+    fn set_bits_sets_exactly_the_range_across_words() {
+        for (lo, hi) in [(0, 0), (3, 9), (0, 63), (63, 64), (5, 130), (64, 127), (127, 191)] {
+            let mut row = [0u64; 3];
+            super::set_bits(&mut row, lo, hi);
+            for k in 0..192 {
+                assert_eq!(row[k / 64] >> (k % 64) & 1 == 1, (lo..=hi).contains(&k), "bit {k} of {lo}..={hi}");
+            }
+        }
     }
 }
