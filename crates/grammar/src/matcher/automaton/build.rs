@@ -276,6 +276,19 @@ impl Builder {
         let (mut accepting, mut ctx) = (false, false);
         for i in 0..self.seeds.len() {
             let seed = self.seeds[i];
+            // A seed at a terminal (or a dispatch rule) is its own closure: one stack, not
+            // remembered (in a state of many stacks stepped on a byte, most seeds are the
+            // next byte of a key or a literal, each new).
+            let terminal = match self.flat.elems[seed.0 as usize] {
+                Symbol::Bytes(_) | Symbol::Token(_) | Symbol::NotToken(_) => true,
+                Symbol::Rule(r) => self.flat.dispatch(r).is_some(),
+                Symbol::End => false,
+            };
+            if terminal {
+                let n = self.intern_node(seed.0, seed.1);
+                stacks.push(n);
+                continue;
+            }
             if !self.seed_closures.contains_key(&seed) {
                 let c = self.reach(seed);
                 self.seed_bytes += c.as_ref().map_or(0, |c| c.stacks.len() * 4) + 40;
