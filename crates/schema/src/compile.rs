@@ -235,12 +235,45 @@ impl Compiler<'_> {
         Ok(Some(out))
     }
 
+    /// Does the conjunction hold a schema and its negation: a part `{"not": {"$ref": r}}` (as
+    /// a negation leaves below the negated instance, see `negate`) beside the whole of `r`'s
+    /// target? `S` and not `S` match nothing, and saying so here spares distributing `S`'s
+    /// combinators over the negation (the exact form of a `oneOf` whose overlapping branches
+    /// share their properties' definitions meets this in every alternative: each branch
+    /// conjoined with "some property fails" of the other).
+    fn contradicts(&mut self, parts: &[Conjunct]) -> CompileResult<bool> {
+        // Whole: nothing of it distributed but its `$ref`/`allOf`, which the flattened
+        // conjunction holds as parts of their own.
+        let whole = Consumed::REF | Consumed::ALLOF | Consumed::REF_ONLY;
+        for p in parts {
+            if p.consumed.contains(Consumed::NOT) {
+                continue;
+            }
+            let Some(Value::Object(n)) = p.get("not") else { continue };
+            if n.len() != 1 || !n.contains_key("$ref") {
+                continue;
+            }
+            let Ok(target) = self.resolve_ref(&p.sub("/not"), "$ref") else { continue };
+            if !target.real {
+                continue;
+            }
+            let t: *const Value = target.value();
+            if parts.iter().any(|q| q.real && q.doc == target.doc && whole.contains(q.consumed) && std::ptr::eq(q.value(), t)) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Compiles a conjunction of parts: `$ref` and `allOf` expanded ([`flatten`](Self::flatten)),
     /// then the first combinator left (`anyOf`, `oneOf`, `if`, dependencies, `not`)
     /// distributed over its branches, each branch a conjunction again; with none left, the
     /// parts go to [`flat_conjunction`](Self::flat_conjunction).
     fn conjunction(&mut self, parts: Vec<Conjunct>) -> CompileResult<Expr> {
         let Some(mut parts) = self.flatten(parts)? else { return Ok(nothing()) };
+        if self.contradicts(&parts)? {
+            return Ok(nothing());
+        }
         if parts.is_empty() {
             let root = Arc::new(Value::Object(Map::new()));
             parts.push(Conjunct { node: Conjunct::locate(&root, ""), root, ptr: String::new(), doc: 0, at: String::new(), real: false, derived: false, consumed: Consumed::empty(), content: None });

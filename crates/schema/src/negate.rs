@@ -8,13 +8,13 @@
 //! "some key ... is present", which no standard keyword says: they leave a key witness
 //! (`derived::SOME_KEY`) that the object compiler expands.
 //!
-//! `$ref`s are followed into their targets. A recursive schema, whose negation would never
-//! end, is cut where the recursion comes back one value further down the instance: the
-//! negation there is again "not this `$ref`", left as `{"not": {"$ref": r}}` for the compiler
-//! to negate when it gets there. Derived parts holding such a reference are keyed for the
-//! compiler's memo of conjunctions (`Conjunct::key`), so the second time round is the same
-//! rule: a recursive rule, as for a recursive `$ref`. A recursion that comes back at the same
-//! instance would not move down the input, and is refused.
+//! `$ref`s at the negated instance itself are followed into their targets. Below it (a
+//! property's value, an item) the negation of a `$ref` is left as `{"not": {"$ref": r}}` for
+//! the compiler to negate when it gets there: once per target, however many negations reach
+//! it, and a recursive schema, whose negation would never end, is cut there. Derived parts
+//! are keyed for the compiler's memo of conjunctions (`Conjunct::key`), so the second time
+//! round is the same rule: a recursive rule, as for a recursive `$ref`. A recursion that comes
+//! back at the same instance would not move down the input, and is refused.
 
 use crate::compiler::{Compiler, CompileResult};
 use crate::conjunct::Conjunct;
@@ -33,9 +33,9 @@ const NEGATION_BUDGET: usize = 2_000;
 /// down (a target met again below itself is a recursive schema: see the module docs).
 struct Walk {
     visited: usize,
-    /// The `$ref` targets being negated (`doc#ptr`), each with the instance level it was
-    /// entered at.
-    refs: Vec<(String, usize)>,
+    /// The `$ref` targets being followed (`doc#ptr`): one met again below itself is a
+    /// recursion where the reference could not be left as one (see the `$ref` case).
+    refs: Vec<String>,
     /// How many values down from the negated instance the walk is (a property's value or an
     /// item is one more).
     level: usize,
@@ -300,27 +300,21 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                 // (`Conjunct::key`), instead of once per negation that reaches it. The
                 // negations of a `oneOf` whose branches share their targets (each branch's
                 // value a `$ref` to the same definitions, which may hold the `oneOf`
-                // itself) then share one rule per target.
+                // itself) then share one rule per target. A recursive target is cut here too:
+                // the compiler's memo of conjunctions closes the recursion. The copied `$ref`
+                // resolves against the document root, as the other copies do.
                 if walk.level > 0 && at.doc == walk.doc && walk.universe.is_none() {
                     alts.push(json!({"not": {"$ref": x}}));
                     continue;
                 }
                 let key = format!("{}#{}", target.doc, target.ptr);
-                if let Some(&(_, level)) = walk.refs.iter().find(|(k, _)| *k == key) {
-                    // A recursive schema, met again below itself. Where that is in a value
-                    // further down the instance (a property's value, an item), its negation
-                    // there is again "not this `$ref`": left as that, the compiler negates it
-                    // when it gets there, and its memo of conjunctions closes the recursion
-                    // (see `Conjunct::key`). The copied `$ref` resolves against the document
-                    // root, as the other copies do. At the same instance the recursion would
-                    // not move down the input: refused.
-                    if walk.level > level && at.doc == walk.doc && walk.universe.is_none() {
-                        alts.push(json!({"not": {"$ref": x}}));
-                        continue;
-                    }
+                if walk.refs.contains(&key) {
+                    // A recursive schema, met again below itself where the reference is not
+                    // left as one (above): at the same instance, where the recursion would
+                    // not move down the input, or in a value of another document. Refused.
                     return Err(unsupported("not", format!("negating a recursive schema (`$ref` to {:?} inside itself, at the same instance)", target.ptr), at.at.clone()));
                 }
-                walk.refs.push((key, walk.level));
+                walk.refs.push(key);
                 let n = neg_value(cx, &target, tv, depth + 1, walk);
                 walk.refs.pop();
                 alts.push(n?);

@@ -558,6 +558,36 @@ fn one_of_of_recursive_operators_negates_each_shared_target_once_and_agrees() {
     assert_agrees_with_validator(&schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
 }
 
+/// A schema conjoined with its own negation matches nothing, written out (`allOf` of a
+/// `$ref` and `not` of the same `$ref`) or arising in the exact form of a `oneOf` whose two
+/// overlapping branches share a property's definition (each alternative holds that
+/// definition and "it fails" from the other branch's negation).
+#[test]
+fn a_schema_and_its_negation_together_match_nothing() {
+    let schema = json!({
+        "$defs": {"term": {"oneOf": [
+            {"type": "object", "required": ["v"], "properties": {"v": {"const": "x"}}},
+            {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}]}},
+        "type": "object",
+        "properties": {
+            "never": {"allOf": [{"$ref": "#/$defs/term"}, {"not": {"$ref": "#/$defs/term"}}]},
+            "head": {"oneOf": [
+                {"type": "object", "required": ["p"], "properties": {"p": {"$ref": "#/$defs/term"}, "k": {"const": 1}}},
+                {"type": "object", "required": ["p"], "properties": {"p": {"$ref": "#/$defs/term"}, "k": {"const": 2}}}]}}});
+    let instances = [
+        r#"{}"#,
+        r#"{"never":{"v":"x"}}"#,
+        r#"{"never":1}"#,
+        r#"{"head":{"p":{"v":"x"}}}"#,
+        r#"{"head":{"p":{"v":"x"},"k":1}}"#,
+        r#"{"head":{"p":{"n":3},"k":2}}"#,
+        r#"{"head":{"p":{"v":"y"},"k":1}}"#,
+        r#"{"head":{"p":{"v":"x","n":1},"k":1}}"#,
+        r#"{"head":{"p":{"n":3},"k":3}}"#,
+    ];
+    assert_agrees_with_validator(&schema, &instances, &SchemaOptions { key_order: KeyOrder::Any, ..Default::default() });
+}
+
 /// A branch that is itself an `anyOf` (here through a `$ref`) is disjoint from another
 /// when each of its branches is: proven without negating it (a `format` has no negation, so
 /// the exact form was refused).
