@@ -312,7 +312,7 @@ fn neg_value(cx: &mut Compiler, at: &Conjunct, v: Value, depth: usize, walk: &mu
                     // A recursive schema, met again below itself where the reference is not
                     // left as one (above): at the same instance, where the recursion would
                     // not move down the input, or in a value of another document. Refused.
-                    return Err(unsupported("not", format!("negating a recursive schema (`$ref` to {:?} inside itself, at the same instance)", target.ptr), at.at.clone()));
+                    return Err(unsupported("not", format!("negating a recursive schema (`$ref` to {:?} inside itself, at the same instance or through another document)", target.ptr), at.at.clone()));
                 }
                 walk.refs.push(key);
                 let n = neg_value(cx, &target, tv, depth + 1, walk);

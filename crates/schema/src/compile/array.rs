@@ -205,7 +205,7 @@ fn unique_items(cx: &mut Compiler, parts: &[Conjunct], rest_parts: &[Conjunct], 
     if n > MAX_UNIQUE_SETS {
         // A bound at or above the number of values says nothing distinct items do not.
         let max = max.filter(|&m| m < n as u64);
-        let counts = max.unwrap_or(min.max(1)).min(n as u64) + 1;
+        let counts = counts_kept(min, max, n) + 1;
         if cx.opts.key_order != crate::KeyOrder::Any && counts.saturating_mul(n as u64 + 1) > MAX_UNIQUE_ORDERED_STATES {
             cx.refuse(
                 "uniqueItems",
@@ -243,7 +243,7 @@ fn unique_items(cx: &mut Compiler, parts: &[Conjunct], rest_parts: &[Conjunct], 
         cx.b.define(&name(set), alt_of(alts));
     }
     let start = cx.b.rule_id(&name(0));
-    Ok(Some(Expr::seq([Expr::lit("["), seps.outer_open.clone(), Expr::Rule(start), seps.outer_close.clone(), Expr::lit("]")])))
+    Ok(Some(bracketed(seps, start)))
 }
 
 /// Distinct items in the order of `lits` (listed order): `pick(i, n)` is "item `i`, or one
@@ -252,8 +252,7 @@ fn unique_items(cx: &mut Compiler, parts: &[Conjunct], rest_parts: &[Conjunct], 
 /// bounds need. Rules: 2 × (values + 1) × (counts), each of at most two alternatives.
 fn unique_in_listed_order(cx: &mut Compiler, lits: Vec<Expr>, min: u64, max: Option<u64>, seps: &Seps) -> Expr {
     let n_vals = lits.len();
-    // Counts that matter: up to `max`, or up to `min` (every count past it behaves alike).
-    let cap = max.unwrap_or(min.max(1)).min(n_vals as u64);
+    let cap = counts_kept(min, max, n_vals);
     let next = |n: u64| (n + 1).min(cap);
     let room = |n: u64| max.is_none_or(|m| n < m) && n < n_vals as u64;
     cx.uid += 1;
@@ -280,6 +279,16 @@ fn unique_in_listed_order(cx: &mut Compiler, lits: Vec<Expr>, min: u64, max: Opt
             }
         }
     }
-    let start = cx.b.rule_id(&after(0, 0));
+    bracketed(seps, cx.b.rule_id(&after(0, 0)))
+}
+
+/// The largest item count `uniqueItems` in listed order keeps apart for `n` values: up to
+/// `max`, or up to `min` (every count past it behaves alike), and never more than `n`.
+fn counts_kept(min: u64, max: Option<u64>, n: usize) -> u64 {
+    max.unwrap_or(min.max(1)).min(n as u64)
+}
+
+/// `[` rule `start` `]`, with the array's outer separators.
+fn bracketed(seps: &Seps, start: formwork_grammar::RuleId) -> Expr {
     Expr::seq([Expr::lit("["), seps.outer_open.clone(), Expr::Rule(start), seps.outer_close.clone(), Expr::lit("]")])
 }
