@@ -82,6 +82,18 @@ fn cases() -> Vec<(serde_json::Value, &'static str)> {
             obj(json!({"type": "string", "minLength": 3, "maxLength": 20, "pattern": "^[^\\s]*[.]"})),
             r#"{"a":"ab日.cd \" ë"}"#,
         ),
+        // ECMA-262 `.` takes every character but the line terminators, so its loop takes
+        // every multi-byte character but those led by 0xE2 (U+2028 and U+2029): those
+        // tokens are stepped (here `’` and `…`, led by 0xE2 too, but allowed). Before the
+        // `.` the search loops on all but `.`, inside a closed set with the state after it.
+        (
+            obj(json!({"type": "string", "pattern": "^https?:\\/\\/.*?\\..*$"})),
+            r#"{"a":"https://it’s-日本 x.example/…ok","b":"x"}"#,
+        ),
+        (obj(json!({"type": "string", "pattern": "^.+@.+\\..+$"})), r#"{"a":"jo’s@mail.ex…ample.io"}"#),
+        // Unanchored `[^\s]+`: before a first non-space character, the space's subtree
+        // (most of a vocabulary's words) is not walked: a closed set takes it.
+        (obj(json!({"type": "string", "pattern": "[^\\s]+"})), r#"{"a":"  \t ü x y","b":"   "}"#),
     ]
 }
 

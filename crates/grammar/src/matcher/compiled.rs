@@ -54,7 +54,7 @@ use super::automaton::{Automaton, StackId, StateId, Stepper, DEAD, OVERFLOW};
 use super::error::CompileError;
 use super::index::TokenIndex;
 use super::lower::{lower, lower_with, ByteGrammar, ByteSet, Deferred};
-use super::mask::{repeat_split, same_within, walk_from, Accel, Chain, Closed, MAX_CHAIN, SetChain, ContextIndependentMask, ContextIndependentSubtree};
+use super::mask::{repeat_split, same_within, walk_from, Accel, Chain, Closed, MAX_CHAIN, MAX_CLOSED, MAX_CLOSED_INSTEAD, SetChain, ContextIndependentMask, ContextIndependentSubtree};
 use super::slots::Slots;
 use crate::{Grammar, Limits};
 use formwork_vocab::{TokenId, TokenMask, Vocabulary};

@@ -26,8 +26,59 @@ use std::sync::{Arc, Mutex, Weak};
 /// Most class indexes kept per vocabulary (each is a mask plus a small trie).
 const MAX_CLASSES: usize = 64;
 
-/// A byte class, and whether valid multi-byte UTF-8 characters count as inside it.
-type ClassKey = (ByteSet, bool);
+/// A byte class, and the multi-byte UTF-8 characters that count as inside it.
+type ClassKey = (ByteSet, Leads);
+
+/// Which valid multi-byte UTF-8 characters count as inside a class, by lead byte (bit
+/// `b - 0xC0` for lead byte `b`): [`Leads::ALL`] for every character (a JSON string body),
+/// [`Leads::NONE`] for a class of bytes taken one by one. Per lead byte, because one
+/// character may be all that keeps a state from looping on the rest: an ECMA-262 `.`
+/// excludes U+2028 and U+2029 (lead byte 0xE2), so `.*` loops on every character but
+/// those led by 0xE2, and the tokens holding such a character are the only multi-byte
+/// ones a walk must step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Leads(u64);
+
+impl Leads {
+    /// No multi-byte character.
+    pub(crate) const NONE: Leads = Leads(0);
+    /// Every valid lead byte, 0xC2..=0xF4.
+    pub(crate) const ALL: Leads = Leads(((1u64 << 51) - 1) << 2);
+
+    /// Whether the characters led by `b` count (never for a byte below 0xC0).
+    #[inline(always)]
+    pub(crate) fn contains(self, b: u8) -> bool {
+        b >= 0xC0 && (self.0 >> (b - 0xC0)) & 1 == 1
+    }
+
+    /// Adds lead byte `b` (a valid one, 0xC2..=0xF4).
+    pub(crate) fn insert(&mut self, b: u8) {
+        debug_assert!(Leads::ALL.contains(b), "{b:#x} is not a lead byte");
+        self.0 |= 1 << (b - 0xC0);
+    }
+
+    /// Whether some multi-byte character counts.
+    #[inline(always)]
+    pub(crate) fn any(self) -> bool {
+        self.0 != 0
+    }
+
+    /// Whether every lead byte of `other` is here too.
+    pub(crate) fn covers(self, other: Leads) -> bool {
+        other.0 & !self.0 == 0
+    }
+
+    /// The lead bytes in both.
+    pub(crate) fn and(self, other: Leads) -> Leads {
+        Leads(self.0 & other.0)
+    }
+
+    /// The valid lead bytes that are not here, as bits of the high word of
+    /// [`TokenIndex::below`].
+    fn missing(self) -> u64 {
+        Leads::ALL.0 & !self.0
+    }
+}
 
 /// A vocabulary with its token trie and cached class indexes; shared by `Arc`.
 #[derive(Debug)]
@@ -40,9 +91,10 @@ pub struct TokenIndex {
     first_byte: std::sync::OnceLock<Vec<TokenMask>>,
     /// Indexed by trie node: the length of the longest token in its subtree (saturated).
     subtree_max: Vec<u16>,
-    /// Indexed by trie node: the ASCII bytes on the edges below it (a 128-bit set), so that
-    /// a walk can pass over a subtree whose tokens all stay in a class ([`Pruner`]).
-    below: Vec<[u64; 2]>,
+    /// Indexed by trie node: the ASCII bytes on the edges below it (a 128-bit set), then
+    /// the bytes from 0xC0 (bit `b - 0xC0`: lead bytes), so that a walk can pass over a
+    /// subtree whose tokens all stay in a class ([`Pruner`]).
+    below: Vec<[u64; 3]>,
     /// Indexed by trie node: the [`TokenFlags`] of the tokens in its subtree (itself
     /// included), or'ed.
     below_flags: Vec<u8>,
@@ -70,11 +122,12 @@ pub struct TokenIndex {
 /// the nodes on the way to the other tokens (those holding `"`, `\`, a control byte...).
 #[derive(Debug)]
 pub(crate) struct ClassIndex {
-    /// Text tokens whose every byte is in `C` (with UTF-8: or in a valid character).
+    /// Text tokens whose every byte is in `C` (with UTF-8: or in a valid character whose
+    /// lead byte is in `leads`).
     pub all_in: TokenMask,
-    /// The class and whether valid multi-byte characters count as inside it.
+    /// The class and the multi-byte characters that count as inside it.
     class: ByteSet,
-    utf8: bool,
+    leads: Leads,
     /// For a self-loop (`mask::Accel`): a trie of the suffixes, from their first byte
     /// outside `C`, of the tokens that start in `C` and leave it. From a state that loops on
     /// `C` a token's bytes before that point lead back to the state, so these suffixes are
@@ -103,17 +156,27 @@ impl ClassIndex {
     /// The first bytes of the tokens in `all_in` or in the suffix trie: the bytes of `C`
     /// (with UTF-8, and every byte from 0x80).
     pub(crate) fn enters(&self) -> ByteSet {
-        enters_of(&self.class, self.utf8)
+        enters_of(&self.class, self.leads)
+    }
+
+    /// The multi-byte characters that count as inside the class.
+    pub(crate) fn leads(&self) -> Leads {
+        self.leads
+    }
+
+    /// Whether byte `b` is in the class (taken as a byte).
+    pub(crate) fn contains(&self, b: u8) -> bool {
+        self.class.contains(b)
     }
 
     /// The skip test of a walk over `index`'s trie that allows [`all_in`](Self::all_in) on
     /// its own: see [`Pruner`].
     pub(crate) fn pruner<'a>(&self, index: &'a TokenIndex) -> Pruner<'a> {
-        Pruner::new(index, &self.class, self.utf8)
+        Pruner::new(index, &self.class, self.leads)
     }
 }
 
-/// See [`TokenIndex::masks`]: 131 token masks (2 MB on a 128k vocabulary).
+/// See [`TokenIndex::masks`]: 182 token masks (2.8 MB on a 128k vocabulary).
 #[derive(Debug)]
 struct ClassMasks {
     text: TokenMask,
@@ -121,6 +184,9 @@ struct ClassMasks {
     has: Vec<TokenMask>,
     high: TokenMask,
     invalid: TokenMask,
+    /// Indexed by lead byte less 0xC2: the tokens holding that lead byte (for classes
+    /// that take some multi-byte characters but not all, [`Leads`]).
+    lead: Vec<TokenMask>,
 }
 
 impl ClassMasks {
@@ -131,6 +197,7 @@ impl ClassMasks {
             has: vec![TokenMask::new(n); 128],
             high: TokenMask::new(n),
             invalid: TokenMask::new(n),
+            lead: vec![TokenMask::new(n); 0xF5 - 0xC2],
         };
         for t in vocab.ids().filter(|&t| vocab.is_text(t)) {
             let b = vocab.token_bytes(t);
@@ -147,6 +214,9 @@ impl ClassMasks {
             }
             if token_flags[t.index()] & TokenFlags::HIGH != 0 {
                 m.high.insert(t);
+                for &x in b.iter().filter(|&&x| Leads::ALL.contains(x)) {
+                    m.lead[(x - 0xC2) as usize].insert(t);
+                }
             }
             if token_flags[t.index()] & TokenFlags::INVALID != 0 {
                 m.invalid.insert(t);
@@ -156,7 +226,7 @@ impl ClassMasks {
     }
 
     fn memory_usage(&self) -> usize {
-        self.text.memory_usage() * (self.has.len() + 3)
+        self.text.memory_usage() * (self.has.len() + self.lead.len() + 3)
     }
 }
 
@@ -193,14 +263,14 @@ impl TokenFlags {
 /// `C` holds some (a conservative test: it only walks more). Called once per node the walk
 /// reaches, in depth-first order (so the path's state is kept by depth); O(1).
 pub(crate) struct Pruner<'a> {
-    below: &'a [[u64; 2]],
+    below: &'a [[u64; 3]],
     flags: &'a [u8],
     nodes: &'a [formwork_vocab::Node],
-    /// The ASCII bytes outside `C`.
-    out: [u64; 2],
+    /// The ASCII bytes outside `C`, then (with UTF-8) the valid lead bytes outside it.
+    out: [u64; 3],
     /// `C` itself, for high bytes without UTF-8.
     class: ByteSet,
-    utf8: bool,
+    leads: Leads,
     /// Flags that keep a subtree from being passed over.
     stop: u8,
     /// By depth: does the path to the node at that depth stay in `C`?
@@ -208,19 +278,19 @@ pub(crate) struct Pruner<'a> {
 }
 
 impl<'a> Pruner<'a> {
-    fn new(index: &'a TokenIndex, c: &ByteSet, utf8: bool) -> Pruner<'a> {
+    fn new(index: &'a TokenIndex, c: &ByteSet, leads: Leads) -> Pruner<'a> {
         // Without UTF-8 a high byte below stops, whether or not `C` holds it (conservative
         // when it does: the walk steps what it could have passed over).
-        let stop = if utf8 { TokenFlags::INVALID } else { TokenFlags::HIGH };
+        let stop = if leads.any() { TokenFlags::INVALID } else { TokenFlags::HIGH };
         let mut inside = vec![false; index.trie.max_depth() + 2];
         inside[0] = true;
         Pruner {
             below: &index.below,
             flags: &index.below_flags,
             nodes: index.trie.nodes(),
-            out: [!c.0[0], !c.0[1]],
+            out: [!c.0[0], !c.0[1], if leads.any() { leads.missing() } else { 0 }],
             class: *c,
-            utf8,
+            leads,
             stop,
             inside,
         }
@@ -230,7 +300,9 @@ impl<'a> Pruner<'a> {
     #[inline(always)]
     fn enter(&mut self, i: usize, depth: usize) -> bool {
         let b = self.nodes[i][0] as u8;
-        let in_b = if b >= 0x80 && self.utf8 { true } else { self.class.contains(b) };
+        // With UTF-8, a continuation byte is inside when its lead byte was (a token that is
+        // not valid UTF-8 is never passed over: `stop`).
+        let in_b = if b >= 0x80 && self.leads.any() { b < 0xC0 || self.leads.contains(b) } else { self.class.contains(b) };
         let inside = self.inside[depth - 1] && in_b;
         self.inside[depth] = inside;
         inside
@@ -243,6 +315,7 @@ impl<'a> Pruner<'a> {
         self.enter(i, depth)
             && self.below[i][0] & self.out[0] == 0
             && self.below[i][1] & self.out[1] == 0
+            && self.below[i][2] & self.out[2] == 0
             && self.flags[i] & self.stop == 0
     }
 }
@@ -351,7 +424,7 @@ impl TokenIndex {
     /// once per vocabulary, and the memory of the two structures, which the first such
     /// string would build anyway.
     fn start_string_class(&self) {
-        if let Some(ix) = self.class_index(json_string_class(), true) {
+        if let Some(ix) = self.class_index(json_string_class(), Leads::ALL) {
             let _ = self.class_suffixes(&ix, false);
             let _ = self.class_counted(&ix, false);
         }
@@ -438,7 +511,7 @@ impl TokenIndex {
                 .unwrap_or(0)
             + self.subtree_max.capacity() * 2
             + (self.by_len.capacity() + self.longer_than.capacity()) * 4
-            + self.below.capacity() * 16
+            + self.below.capacity() * 24
             + self.below_flags.capacity()
             + self.token_flags.capacity()
             + self.masks.memory_usage()
@@ -449,13 +522,14 @@ impl TokenIndex {
                 .unwrap_or(0)
     }
 
-    /// The class index of `c` (built on first use, then shared). With `utf8`, every
-    /// complete, valid multi-byte UTF-8 character also counts as inside the class.
+    /// The class index of `c` (built on first use, then shared). Every complete, valid
+    /// multi-byte UTF-8 character whose lead byte is in `leads` also counts as inside the
+    /// class.
     ///
     /// `None` when more than a quarter of the text tokens enter the class and leave it
     /// again: a walk would then pass over little.
-    pub(crate) fn class_index(&self, c: ByteSet, utf8: bool) -> Option<Arc<ClassIndex>> {
-        memo(&self.classes, (c, utf8), || self.build_class_index(&c, utf8))
+    pub(crate) fn class_index(&self, c: ByteSet, leads: Leads) -> Option<Arc<ClassIndex>> {
+        memo(&self.classes, (c, leads), || self.build_class_index(&c, leads))
     }
 
     /// The suffix trie of `ix` (see [`ClassIndex::suffixes`]) when it is built; otherwise
@@ -511,18 +585,18 @@ impl TokenIndex {
     /// reached gives its own when its path stays in `c` (and, with UTF-8, they are valid).
     /// The rest (every token below a node whose path leaves `c`, or not valid) is counted
     /// as leaving. O(nodes on the way to the tokens that leave, plus tokens in `c`).
-    fn build_class_index(&self, c: &ByteSet, utf8: bool) -> Option<Arc<ClassIndex>> {
+    fn build_class_index(&self, c: &ByteSet, leads: Leads) -> Option<Arc<ClassIndex>> {
         // The walk reads only the subtrees of the bytes entering the class, so it is the
         // cheaper for a small class; without UTF-8, high bytes of the class are bytes like
         // any other, which only the walk handles.
-        let enters = enters_of(c, utf8);
+        let enters = enters_of(c, leads);
         let entering = self.entering(&enters);
-        let by_masks = entering * 8 > self.by_len.len() && (utf8 || c.0[2] | c.0[3] == 0);
-        let (all_in, max_prefix) = if by_masks { self.class_by_masks(c, utf8)? } else { self.class_by_walk(c, utf8)? };
+        let by_masks = entering * 8 > self.by_len.len() && (leads.any() || c.0[2] | c.0[3] == 0);
+        let (all_in, max_prefix) = if by_masks { self.class_by_masks(c, leads)? } else { self.class_by_walk(c, leads)? };
         Some(Arc::new(ClassIndex {
             all_in,
             class: *c,
-            utf8,
+            leads,
             suffixes: Default::default(),
             building: Default::default(),
             max_prefix,
@@ -531,14 +605,15 @@ impl TokenIndex {
         }))
     }
 
-    /// The tokens of class `c` (every ASCII byte in `c`; with `utf8` no invalid byte, else no
-    /// high byte) by bitset operations: the tokens in the trie less those holding an ASCII
-    /// byte outside `c` and, with `utf8`, those not valid UTF-8, else those with a high byte.
+    /// The tokens of class `c` (every ASCII byte in `c`; with `leads` no invalid byte and no
+    /// lead byte outside `leads`, else no high byte) by bitset operations: the tokens in the
+    /// trie less those holding an ASCII byte outside `c` and, with `leads`, those not valid
+    /// UTF-8 and those holding a lead byte outside `leads`, else those with a high byte.
     /// O(vocabulary / 64 × bytes outside `c`): 15–75 µs on a 128k vocabulary for classes
     /// that most tokens enter (`class_index_build_times`). The most characters of `c` a
     /// token starts with is bounded by the longest token starting with a byte that enters
     /// `c`. `None` as for [`class_index`](Self::class_index).
-    fn class_by_masks(&self, c: &ByteSet, utf8: bool) -> Option<(TokenMask, usize)> {
+    fn class_by_masks(&self, c: &ByteSet, leads: Leads) -> Option<(TokenMask, usize)> {
         let m = &self.masks;
         let mut all_in = m.text.clone();
         let out = |w: &mut [u64], drop: &TokenMask| w.iter_mut().zip(drop.words()).for_each(|(x, d)| *x &= !d);
@@ -547,8 +622,13 @@ impl TokenIndex {
                 out(all_in.words_mut(), &m.has[b as usize]);
             }
         }
-        out(all_in.words_mut(), if utf8 { &m.invalid } else { &m.high });
-        let enters = enters_of(c, utf8);
+        out(all_in.words_mut(), if leads.any() { &m.invalid } else { &m.high });
+        if leads.any() {
+            for b in (0xC2..=0xF4u8).filter(|&b| !leads.contains(b)) {
+                out(all_in.words_mut(), &m.lead[(b - 0xC2) as usize]);
+            }
+        }
+        let enters = enters_of(c, leads);
         let entering = self.entering(&enters);
         if entering - all_in.count_ones() > self.by_len.len() / 4 {
             return None;
@@ -580,13 +660,13 @@ impl TokenIndex {
     }
 
     /// [`class_by_masks`](Self::class_by_masks) by a pruned walk of the trie, for any class.
-    fn class_by_walk(&self, c: &ByteSet, utf8: bool) -> Option<(TokenMask, usize)> {
+    fn class_by_walk(&self, c: &ByteSet, leads: Leads) -> Option<(TokenMask, usize)> {
         let t = &self.trie;
-        let enters = enters_of(c, utf8);
+        let enters = enters_of(c, leads);
         let mut all_in = TokenMask::new(self.vocab.len());
         let words = all_in.words_mut();
         let mut set = |tok: TokenId| words[tok.index() / 64] |= 1 << (tok.index() % 64);
-        let mut p = Pruner::new(self, c, utf8);
+        let mut p = Pruner::new(self, c, leads);
         let (mut leave, most) = (0usize, self.by_len.len() / 4);
         let mut max_prefix = 0usize;
         let n = t.len();
@@ -616,7 +696,7 @@ impl TokenIndex {
             }
             max_prefix = max_prefix.max(depth);
             for &tok in t.tokens_at(i) {
-                if utf8 && self.token_flags[tok.index()] & TokenFlags::INVALID != 0 {
+                if leads.any() && self.token_flags[tok.index()] & TokenFlags::INVALID != 0 {
                     leave += 1;
                 } else {
                     set(tok);
@@ -643,12 +723,13 @@ fn memo<V: Clone>(map: &Mutex<FxHashMap<ClassKey, V>>, key: ClassKey, build: imp
     x
 }
 
-/// First bytes of the tokens a class index holds: the bytes of `c` and, with `utf8`,
-/// every byte from 0x80 (so that a character is never split).
-fn enters_of(c: &ByteSet, utf8: bool) -> ByteSet {
+/// First bytes of the tokens a class index holds: the bytes of `c` and, with `leads`,
+/// every byte from 0x80 but the valid lead bytes outside `leads` (so that a character is
+/// never split).
+fn enters_of(c: &ByteSet, leads: Leads) -> ByteSet {
     let mut enters = ByteSet::default();
     for b in 0..=255u8 {
-        if (utf8 && b >= 0x80) || c.contains(b) {
+        if (leads.any() && b >= 0x80 && (leads.contains(b) || !Leads::ALL.contains(b))) || c.contains(b) {
             enters.insert(b);
         }
     }
@@ -656,13 +737,13 @@ fn enters_of(c: &ByteSet, utf8: bool) -> ByteSet {
 }
 
 /// The index of the first byte of `b` outside the class — a byte not in `c`, or (with
-/// `utf8`) the start of an invalid or incomplete multi-byte character — and the number of
-/// characters before it.
-fn first_exit_counted(b: &[u8], c: &ByteSet, utf8: bool) -> (Option<usize>, usize) {
+/// `leads`) the start of an invalid or incomplete multi-byte character or of one whose lead
+/// byte is not in `leads` — and the number of characters before it.
+fn first_exit_counted(b: &[u8], c: &ByteSet, leads: Leads) -> (Option<usize>, usize) {
     let (mut i, mut count) = (0, 0);
     while i < b.len() {
         let x = b[i];
-        if x < 0x80 || !utf8 {
+        if x < 0x80 || !leads.any() {
             if !c.contains(x) {
                 return (Some(i), count);
             }
@@ -676,6 +757,9 @@ fn first_exit_counted(b: &[u8], c: &ByteSet, utf8: bool) -> (Option<usize>, usiz
             0xF0..=0xF4 => 4,
             _ => return (Some(i), count),
         };
+        if !leads.contains(x) {
+            return (Some(i), count);
+        }
         if i + len > b.len() || std::str::from_utf8(&b[i..i + len]).is_err() {
             return (Some(i), count);
         }
@@ -694,7 +778,7 @@ fn suffix_trie(vocab: &Vocabulary, ix: &ClassIndex) -> TokenTrie {
     for t in vocab.ids().filter(|&t| vocab.is_text(t) && !ix.all_in.contains(t)) {
         let b = vocab.token_bytes(t);
         if b.first().is_some_and(|&x| enters.contains(x)) {
-            if let (Some(k), _) = first_exit_counted(b, &ix.class, ix.utf8) {
+            if let (Some(k), _) = first_exit_counted(b, &ix.class, ix.leads) {
                 items.push((&b[k..], t));
             }
         }
@@ -715,7 +799,7 @@ fn counted_of(vocab: &Vocabulary, ix: &ClassIndex) -> Counted {
         if !b.first().is_some_and(|&x| enters.contains(x)) {
             continue;
         }
-        match first_exit_counted(b, &ix.class, ix.utf8) {
+        match first_exit_counted(b, &ix.class, ix.leads) {
             (None, count) => all_in_by_count.push((count.min(u16::MAX as usize) as u16, t)),
             (Some(k), count) => {
                 let start = keys.len() as u32;
@@ -733,9 +817,9 @@ fn counted_of(vocab: &Vocabulary, ix: &ClassIndex) -> Counted {
 
 /// Indexed by node of `t`: the ASCII bytes on the edges strictly below it, and the flags of
 /// the tokens in its subtree (itself included), or'ed (see [`Pruner`]).
-fn below_of(t: &TokenTrie, token_flags: &[u8]) -> (Vec<[u64; 2]>, Vec<u8>) {
+fn below_of(t: &TokenTrie, token_flags: &[u8]) -> (Vec<[u64; 3]>, Vec<u8>) {
     let n = t.len();
-    let mut below = vec![[0u64; 2]; n];
+    let mut below = vec![[0u64; 3]; n];
     let mut flags = vec![0u8; n];
     for (i, f) in flags.iter_mut().enumerate() {
         *f = t.tokens_at(i).iter().fold(0, |a, tok| a | token_flags[tok.index()]);
@@ -754,9 +838,12 @@ fn below_of(t: &TokenTrie, token_flags: &[u8]) -> (Vec<[u64; 2]>, Vec<u8>) {
         let mut x = below[i];
         if b < 0x80 {
             x[(b >> 6) as usize] |= 1 << (b & 63);
+        } else if b >= 0xC0 {
+            x[2] |= 1 << (b - 0xC0);
         }
         below[p][0] |= x[0];
         below[p][1] |= x[1];
+        below[p][2] |= x[2];
         flags[p] |= flags[i];
     }
     (below, flags)
@@ -798,7 +885,7 @@ mod tests {
     /// Classes of several kinds: the JSON string body, digits, a word class, one ASCII
     /// letter short of the string body (more than a quarter of the tokens leave it), and
     /// a class with high bytes taken as bytes.
-    fn classes() -> Vec<(ByteSet, bool)> {
+    fn classes() -> Vec<(ByteSet, Leads)> {
         let without = json_string_class();
         let mut digits = ByteSet::default();
         digits.insert_range(b'0', b'9');
@@ -816,7 +903,24 @@ mod tests {
         high.insert_range(b'a', b'z');
         high.insert_range(0xC3, 0xC3);
         high.insert_range(0x80, 0xBF);
-        vec![(without, true), (without, false), (digits, false), (word, true), (no_e, true), (high, false), (high, true)]
+        // An ECMA-262 `.` inside a string: every character but those led by 0xE2 (U+2028
+        // and U+2029 are line terminators); and a word class with two lead bytes.
+        let mut no_e2 = Leads::ALL;
+        no_e2.0 &= !(1 << (0xE2 - 0xC0));
+        let mut two = Leads::NONE;
+        two.insert(0xC3);
+        two.insert(0xD0);
+        vec![
+            (without, Leads::ALL),
+            (without, Leads::NONE),
+            (digits, Leads::NONE),
+            (word, Leads::ALL),
+            (no_e, Leads::ALL),
+            (high, Leads::NONE),
+            (high, Leads::ALL),
+            (without, no_e2),
+            (word, two),
+        ]
     }
 
     /// A class index holds exactly the tokens every byte (or, with UTF-8, character) of
@@ -849,15 +953,32 @@ mod tests {
                     }
                 }
                 let got = ix.class_index(c, utf8);
-                assert_eq!(got.is_some(), leave.len() * 4 <= n_text, "{tok:?} {c:?} {utf8}");
+                assert_eq!(got.is_some(), leave.len() * 4 <= n_text, "{tok:?} {c:?} {utf8:?}");
                 let Some(got) = got else { continue };
                 let all: Vec<TokenId> = v.ids().filter(|&t| got.all_in.contains(t)).collect();
-                assert_eq!(all, inside, "{tok:?} {c:?} {utf8}");
+                assert_eq!(all, inside, "{tok:?} {c:?} {utf8:?}");
+                // The same, read character by character from the token's text.
+                for t in v.ids().filter(|&t| v.is_text(t)) {
+                    let b = v.token_bytes(t);
+                    let expected = !b.is_empty()
+                        && if utf8.any() {
+                            std::str::from_utf8(b).is_ok_and(|s| {
+                                s.chars().all(|ch| {
+                                    let mut buf = [0u8; 4];
+                                    let e = ch.encode_utf8(&mut buf).as_bytes();
+                                    if e.len() == 1 { c.contains(e[0]) } else { utf8.contains(e[0]) }
+                                })
+                            })
+                        } else {
+                            b.iter().all(|&x| c.contains(x))
+                        };
+                    assert_eq!(got.all_in.contains(t), expected, "{tok:?} {c:?} {utf8:?} {b:?}");
+                }
                 // The walk, for any class, finds the same tokens (and a bound as good).
                 let (walked, walked_max) = ix.class_by_walk(&c, utf8).unwrap();
-                assert_eq!(walked.words(), got.all_in.words(), "{tok:?} {c:?} {utf8}");
-                assert!(by_count.iter().all(|&(n, _)| n as usize <= walked_max), "{tok:?} {c:?} {utf8}");
-                assert!(by_count.iter().all(|&(n, _)| n as usize <= got.max_prefix), "{tok:?} {c:?} {utf8}");
+                assert_eq!(walked.words(), got.all_in.words(), "{tok:?} {c:?} {utf8:?}");
+                assert!(by_count.iter().all(|&(n, _)| n as usize <= walked_max), "{tok:?} {c:?} {utf8:?}");
+                assert!(by_count.iter().all(|&(n, _)| n as usize <= got.max_prefix), "{tok:?} {c:?} {utf8:?}");
                 let items = |trie: &TokenTrie| {
                     let mut out: Vec<(Vec<u8>, TokenId)> = Vec::new();
                     let mut path: Vec<u8> = Vec::new();
@@ -870,22 +991,22 @@ mod tests {
                     out
                 };
                 leave.sort();
-                assert_eq!(items(ix.class_suffixes(&got, true).unwrap()), leave, "{tok:?} {c:?} {utf8}");
+                assert_eq!(items(ix.class_suffixes(&got, true).unwrap()), leave, "{tok:?} {c:?} {utf8:?}");
                 let counted = ix.class_counted(&got, true).unwrap();
                 keyed.sort();
-                assert_eq!(items(&counted.exits), keyed, "{tok:?} {c:?} {utf8}");
+                assert_eq!(items(&counted.exits), keyed, "{tok:?} {c:?} {utf8:?}");
                 let mut got_by_count = counted.all_in_by_count.clone();
                 assert!(got_by_count.windows(2).all(|w| w[0].0 >= w[1].0), "most characters first");
                 got_by_count.sort();
                 by_count.sort();
-                assert_eq!(got_by_count, by_count, "{tok:?} {c:?} {utf8}");
+                assert_eq!(got_by_count, by_count, "{tok:?} {c:?} {utf8:?}");
                 // Every subtree the pruned walk passes over holds only tokens of the class.
                 let mut p = got.pruner(&ix);
                 let t = ix.trie();
                 let mut i = 1;
                 while i < t.len() {
                     if p.skip(i, t.depth(i)) {
-                        assert!(t.tokens_below(i).iter().all(|&x| got.all_in.contains(x)), "{tok:?} {c:?} {utf8} node {i}");
+                        assert!(t.tokens_below(i).iter().all(|&x| got.all_in.contains(x)), "{tok:?} {c:?} {utf8:?} node {i}");
                         i = t.end(i);
                     } else {
                         i += 1;
@@ -918,7 +1039,7 @@ mod tests {
                 let (plain, a) = best(&|| ix.class_index(c, utf8).is_some());
                 let (_, b) = best(&|| ix.class_index(c, utf8).is_some_and(|x| ix.class_suffixes(&x, true).is_some()));
                 let (_, d) = best(&|| ix.class_index(c, utf8).is_some_and(|x| ix.class_counted(&x, true).is_some()));
-                println!("{tok:?} class {i} utf8={utf8:<5} index {plain:<5} {a:>7.3} ms, with suffixes {b:>7.3} ms, with counts {d:>7.3} ms (best of 10)");
+                println!("{tok:?} class {i} utf8={:<5} index {plain:<5} {a:>7.3} ms, with suffixes {b:>7.3} ms, with counts {d:>7.3} ms (best of 10)", format!("{utf8:?}"));
             }
         }
     }

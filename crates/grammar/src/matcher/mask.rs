@@ -26,6 +26,22 @@
 //! of the class's tokens (`index::Pruner`). The set is found once and remembered for each of
 //! its states, which are the states of the string's next positions.
 //!
+//! A closed set also serves two states that have another accelerator, when it allows more:
+//! - a state that loops, but not on some character a string body may hold (`.*?` before
+//!   the `.` a URL pattern waits for loops on everything but `.`, and the tokens holding a
+//!   `.` are most of a large vocabulary's trie), when the loop and the states after the
+//!   missing characters make a closed set;
+//! - a state that would dispatch on its first bytes (below), when the first bytes no group
+//!   takes lead to an eighth of the trie or more (an unanchored `[^\s]+` before its first
+//!   non-space character: the space starts most of a vocabulary's words).
+//!
+//! ## Multi-byte characters, by lead byte
+//! A class counts multi-byte UTF-8 characters in by lead byte (`index::Leads`): a state
+//! whose loop takes every character but a few (ECMA-262 `.` leaves out U+2028 and U+2029,
+//! led by 0xE2) keeps the others in its class, and only the tokens holding a character led
+//! by a missing lead byte are stepped. Before, one such character took every multi-byte
+//! character out of the class, and a `.*` walked a third of Llama 3.1's trie.
+//!
 //! ## First-byte dispatch
 //! A state that does not loop itself, but whose first bytes mostly lead to one state that
 //! loops on them (just after an object key's opening quote: any letter but the first letters
@@ -64,6 +80,7 @@
 //! place.
 
 use super::automaton::{StateId, Stepper, DEAD, MEMO, OVERFLOW, UTF8_SEQUENCES};
+use super::index::Leads;
 use formwork_vocab::TokenId;
 use formwork_vocab::{TokenMask, TokenTrie};
 
@@ -171,6 +188,16 @@ impl Accel {
         self.class.all_in.count_ones()
     }
 
+    /// Whether some character a JSON string body may hold starts a token from a state
+    /// whose first bytes are `first` but is not in the class: a printable ASCII byte of
+    /// `first` but `"` and `\`, or a multi-byte character. Then a closed set around the
+    /// state may allow more than its loop (the loop of `.*?` before the `.` that
+    /// `^https?://.*?\..*$` waits for misses only that `.`).
+    pub(crate) fn misses_string_chars(&self, first: super::lower::ByteSet) -> bool {
+        self.class.leads() != Leads::ALL
+            || (0x20..0x7Fu8).any(|b| b != b'"' && b != b'\\' && first.contains(b) && !self.class.contains(b))
+    }
+
     /// The accelerator for state `s`, when its loop class is large enough.
     pub(crate) fn for_state(
         aut: &mut Stepper<'_>,
@@ -206,16 +233,21 @@ impl Accel {
         if c.len() < MIN_CLASS {
             return None;
         }
-        let utf8 = utf8_loops(aut, s);
+        let leads = utf8_loops(aut, s);
         Some(std::sync::Arc::new(Accel {
-            class: index.class_index(c, utf8)?,
+            class: index.class_index(c, leads)?,
             looping: true,
         }))
     }
 }
 
 /// Most states a closed set may hold (see [`Closed`]).
-const MAX_CLOSED: usize = 64;
+pub(crate) const MAX_CLOSED: usize = 64;
+/// Most states of a closed set tried for a state that has another accelerator (a loop
+/// that misses a few string characters, a first-byte dispatch): the searches that fail
+/// (an object's key states, where the listed keys' prefixes make the set) cost every
+/// state that has no set, so they stop early.
+pub(crate) const MAX_CLOSED_INSTEAD: usize = 8;
 /// First states of a closed-set search that, each moving on the whole class to one next
 /// state, make it a counter and end the search (see [`Closed::for_state`]).
 const CHAIN_PROBE: usize = 3;
@@ -233,8 +265,8 @@ const CHAIN_PROBE: usize = 3;
 /// leaves `C` depends on its bytes before, so the other tokens are walked whole
 /// ([`TokenIndex::closed_index`](super::index::TokenIndex::closed_index)).
 ///
-/// Finding `K` steps every state of it on every byte of `C`: bounded by [`MAX_CLOSED`]
-/// states, and given up as soon as `C` falls under [`MIN_CLASS`] bytes. A byte found to
+/// Finding `K` steps every state of it on every byte of `C`: bounded by `max` states (at
+/// most [`MAX_CLOSED`]), and given up as soon as `C` falls under [`MIN_CLASS`] bytes. A byte found to
 /// leave `K` from some state is dropped from `C` (the states already reached through it
 /// stay in `K`: a larger `K` only makes the condition stricter, never wrong).
 #[derive(Debug)]
@@ -244,12 +276,14 @@ impl Closed {
     /// The closed index for state `s` as an accelerator, when `s` has a closed set on a
     /// class of at least [`MIN_CLASS`] ASCII bytes.
     /// Returns the accelerator with the states of `K` (each of which it serves as well:
-    /// from a state of `K` every step on the class stays in `K`).
+    /// from a state of `K` every step on the class stays in `K`); `None` past `max` states.
     pub(crate) fn for_state(
         aut: &mut Stepper<'_>,
         index: &super::index::TokenIndex,
         s: StateId,
+        max: usize,
     ) -> Option<(std::sync::Arc<Accel>, Vec<StateId>)> {
+        let max = max.min(MAX_CLOSED);
         let info = aut.info(s);
         if info.first.len() < MIN_CLASS {
             return None;
@@ -263,7 +297,7 @@ impl Closed {
         if c.len() < MIN_CLASS {
             return None;
         }
-        let mut utf8 = true;
+        let mut leads = Leads::ALL;
         let mut counting = 0;
         let mut set = vec![s];
         let mut seen: rustc_hash::FxHashSet<StateId> = std::iter::once(s).collect();
@@ -304,17 +338,17 @@ impl Closed {
                     return None;
                 }
             }
-            if c.len() < MIN_CLASS || set.len() > MAX_CLOSED {
+            if c.len() < MIN_CLASS || set.len() > max {
                 return None;
             }
-            if utf8 && !utf8_into(aut, k, &mut seen, &mut set) {
-                utf8 = false;
+            if leads.any() {
+                leads = leads.and(utf8_into(aut, k, leads, &mut seen, &mut set));
             }
-            if set.len() > MAX_CLOSED {
+            if set.len() > max {
                 return None;
             }
         }
-        Some((std::sync::Arc::new(Accel { class: index.class_index(c, utf8)?, looping: false }), set))
+        Some((std::sync::Arc::new(Accel { class: index.class_index(c, leads)?, looping: false }), set))
     }
 }
 
@@ -326,50 +360,56 @@ fn narrow(first: super::lower::ByteSet, c: &super::lower::ByteSet) -> bool {
     both * 2 < c.len()
 }
 
-/// Does every valid multi-byte UTF-8 character lead from `s` to a live state outside the
-/// context, one state per lead byte and continuation range? Those states are added to
-/// `set` (when not `seen`). `false` as soon as one character does not.
+/// The lead bytes of `of` whose every valid multi-byte UTF-8 character leads from `s` to a
+/// live state outside the context, one state per lead byte and continuation range. Those
+/// states are added to `set` (when not `seen`).
 fn utf8_into(
     aut: &mut Stepper<'_>,
     s: StateId,
+    of: Leads,
     seen: &mut rustc_hash::FxHashSet<StateId>,
     set: &mut Vec<StateId>,
-) -> bool {
+) -> Leads {
     let mut stepped = false;
+    let first = aut.info(s).first;
+    let mut into = Leads::NONE;
     for &((lo, hi), rest) in UTF8_SEQUENCES {
-        for lead in lo..=hi {
-            let Some(x) = char_target(aut, s, lead, rest, &mut stepped) else {
-                return false;
-            };
+        for lead in (lo..=hi).filter(|&b| of.contains(b) && first.contains(b)) {
+            let Some(x) = char_target(aut, s, lead, rest, &mut stepped) else { continue };
             if x == DEAD || x == OVERFLOW || aut.is_ctx(x) {
-                return false;
+                continue;
             }
+            into.insert(lead);
             if seen.insert(x) {
                 set.push(x);
             }
         }
     }
-    true
+    into
 }
 
-/// Does every valid multi-byte UTF-8 character lead from `s` back to `s`?
-fn utf8_loops(aut: &mut Stepper<'_>, s: StateId) -> bool {
+/// The lead bytes whose every valid multi-byte UTF-8 character leads from `s` back to `s`.
+fn utf8_loops(aut: &mut Stepper<'_>, s: StateId) -> Leads {
     utf8_to(aut, s, s)
 }
 
-/// Does every valid multi-byte UTF-8 character lead from `s` to `to` (with `to` =
-/// [`DEAD`]: is every one rejected)? Checked exactly: per lead byte, every continuation
-/// byte of its valid range must give one same state, level by level.
-fn utf8_to(aut: &mut Stepper<'_>, s: StateId, to: StateId) -> bool {
+/// The lead bytes whose every valid multi-byte UTF-8 character leads from `s` to `to`
+/// (with `to` = [`DEAD`]: is rejected). Checked exactly: per lead byte, every continuation
+/// byte of its valid range must give one same state, level by level. A lead byte that does
+/// not start `s` is rejected without a step.
+fn utf8_to(aut: &mut Stepper<'_>, s: StateId, to: StateId) -> Leads {
     let mut stepped = false;
+    let first = aut.info(s).first;
+    let mut leads = Leads::NONE;
     for &((lo, hi), rest) in UTF8_SEQUENCES {
         for lead in lo..=hi {
-            if char_target(aut, s, lead, rest, &mut stepped) != Some(to) {
-                return false;
+            let x = if first.contains(lead) { char_target(aut, s, lead, rest, &mut stepped) } else { Some(DEAD) };
+            if x == Some(to) {
+                leads.insert(lead);
             }
         }
     }
-    true
+    leads
 }
 
 /// The state to which every valid character with lead byte `lead` (continuation byte
@@ -499,8 +539,8 @@ impl Chain {
         if class.len() < MIN_CLASS || aut.is_ctx(x1) {
             return None;
         }
-        let utf8 = utf8_to(aut, t, x1);
-        let counted = index.class_index(class, utf8)?;
+        let leads = utf8_to(aut, t, x1);
+        let counted = index.class_index(class, leads)?;
         if counted.max_prefix > 255 {
             return None;
         }
@@ -534,7 +574,7 @@ impl Chain {
             if next == OVERFLOW || (next != DEAD && aut.is_ctx(next)) {
                 return None;
             }
-            if utf8 && !utf8_to(aut, cur, next) {
+            if leads.any() && !utf8_to(aut, cur, next).covers(leads) {
                 return None;
             }
             if next == cur {
@@ -757,7 +797,7 @@ impl SetChain {
         if (0..0x80u8).any(|b| class.contains(b) && !first.contains(b)) {
             return None;
         }
-        let ix = index.class_index(class, true)?;
+        let ix = index.class_index(class, Leads::ALL)?;
         let counted = index.class_counted(&ix, false)?;
         let mut level: Vec<StateId> = vec![t];
         let mut last = 0;
@@ -780,7 +820,7 @@ impl SetChain {
                     }
                 }
                 // Every multi-byte character must go where one of the ASCII ones goes.
-                if !targets.iter().any(|&y| utf8_to(aut, x, y)) {
+                if !targets.iter().any(|&y| utf8_to(aut, x, y) == Leads::ALL) {
                     return None;
                 }
                 for y in targets {

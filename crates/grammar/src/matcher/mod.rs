@@ -27,7 +27,10 @@
 //!    characters of `C` precede them, each walked from the state after that many. A state
 //!    that neither loops nor counts, but whose steps on `C` stay within a small set of live
 //!    states (an unanchored pattern's search), uses a closed set: the tokens made only of
-//!    `C`, plus a walk of the other tokens whole. Whole masks are cached per state.
+//!    `C`, plus a walk of the other tokens whole (also for a state whose loop misses a few
+//!    string characters, when the set allows more). A class counts multi-byte characters
+//!    in by lead byte, so one excluded character (ECMA `.` and U+2028) costs only the tokens
+//!    holding characters with its lead byte. Whole masks are cached per state.
 //! 4. **Sharing**: a [`CompiledGrammar`] holds the automaton and the mask caches, so all
 //!    requests using the grammar share the warm-up (the built-in JSON grammar compiled once
 //!    per vocabulary is warm after the first few requests) — without a lock around them:

@@ -174,12 +174,19 @@ impl CompiledGrammar {
         let loops = Accel::for_state(st, &self.index, t);
         let looped = loops.as_ref().map_or(0, |a| a.covers());
         let c = if looped >= self.index.vocab().len() / 2 {
-            ContextIndependentMask::build(st, &self.index, t, loops.as_deref())
+            // A closed set, if the loop misses characters of a string body and the set
+            // allows more.
+            let first = st.info(t).first;
+            let closed = match &loops {
+                Some(a) if a.misses_string_chars(first) => self.closed_of(st, t, MAX_CLOSED_INSTEAD).filter(|c| c.covers() > looped),
+                _ => None,
+            };
+            ContextIndependentMask::build(st, &self.index, t, closed.as_deref().or(loops.as_deref()))
         } else {
             match self.dispatch_ci(st, t) {
                 Some(c) => c,
                 // A closed set, if one allows more than the loop does.
-                None => match self.closed_of(st, t).filter(|c| c.covers() > looped).or(loops) {
+                None => match self.closed_of(st, t, MAX_CLOSED).filter(|c| c.covers() > looped).or(loops) {
                     Some(a) => ContextIndependentMask::build(st, &self.index, t, Some(&a)),
                     None => match Chain::for_state(st, &self.index, t, self.deep_min_budget(), MAX_CHAIN) {
                         Some(ch) => ContextIndependentMask::build_chain(st, &self.index, t, &ch),
@@ -209,8 +216,9 @@ impl CompiledGrammar {
     /// set found: the next positions of the same stretch), and only when the trie's
     /// subtrees under `t`'s first bytes hold a quarter of its nodes or more: a search steps
     /// every state of the set on every byte of the class (tens of µs), which only a large
-    /// walk repays.
-    fn closed_of(&self, st: &mut Stepper<'_>, t: StateId) -> Option<Arc<Accel>> {
+    /// walk repays. A search gives up past `max` states (and `t` is then remembered as
+    /// having no set, whatever `max` a later call asks).
+    fn closed_of(&self, st: &mut Stepper<'_>, t: StateId, max: usize) -> Option<Arc<Accel>> {
         if let Some(known) = locked(&self.ci.closed).get(&t) {
             return known.clone();
         }
@@ -227,7 +235,7 @@ impl CompiledGrammar {
         if under < trie.len() / 4 {
             return None;
         }
-        let found = Closed::for_state(st, &self.index, t);
+        let found = Closed::for_state(st, &self.index, t, max);
         let mut map = locked(&self.ci.closed);
         match found {
             Some((a, set)) => {
@@ -310,6 +318,20 @@ impl CompiledGrammar {
                     break;
                 }
             }
+        }
+        // When the first bytes no group takes hold an eighth of the trie or more (the
+        // space before words, under an unanchored `[^\s]+` still waiting for its first
+        // character), their walks would cost more than the dispatch saves: a closed set
+        // around `t` that allows half of the vocabulary serves instead (see `ci_of_walk`).
+        let ungrouped: usize = kids
+            .iter()
+            .filter(|&&(_, b, x)| x != DEAD && x != OVERFLOW && !groups.iter().any(|g| g.1.contains(b)))
+            .map(|&(node, _, _)| trie.end(node) - node)
+            .sum();
+        if ungrouped >= trie.len() / 8
+            && self.closed_of(aut, t, MAX_CLOSED_INSTEAD).is_some_and(|a| a.covers() >= self.index.vocab().len() / 2)
+        {
+            return None;
         }
         let vocab = self.index.vocab();
         let mut ci = ContextIndependentMask::empty(vocab.len());
