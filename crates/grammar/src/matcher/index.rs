@@ -44,6 +44,9 @@ impl Leads {
     pub(crate) const NONE: Leads = Leads(0);
     /// Every valid lead byte, 0xC2..=0xF4.
     pub(crate) const ALL: Leads = Leads(((1u64 << 51) - 1) << 2);
+    /// Every valid lead byte but 0xE2: the multi-byte characters an ECMA-262 `.` takes
+    /// (it leaves out U+2028 and U+2029).
+    pub(crate) const ECMA_DOT: Leads = Leads(Leads::ALL.0 & !(1 << (0xE2 - 0xC0)));
 
     /// Whether the characters led by `b` count (never for a byte below 0xC0).
     #[inline(always)]
@@ -423,10 +426,16 @@ impl TokenIndex {
     /// loads its vocabulary well before the first request; the threads cost that much CPU
     /// once per vocabulary, and the memory of the two structures, which the first such
     /// string would build anyway.
+    ///
+    /// The same for the characters an ECMA-262 `.` takes inside a string (every one but
+    /// U+2028 and U+2029, so every lead byte but 0xE2): the class of `.*`'s loop and of
+    /// the counted positions of patterns like `^....-..-..$`.
     fn start_string_class(&self) {
-        if let Some(ix) = self.class_index(json_string_class(), Leads::ALL) {
-            let _ = self.class_suffixes(&ix, false);
-            let _ = self.class_counted(&ix, false);
+        for leads in [Leads::ALL, Leads::ECMA_DOT] {
+            if let Some(ix) = self.class_index(json_string_class(), leads) {
+                let _ = self.class_suffixes(&ix, false);
+                let _ = self.class_counted(&ix, false);
+            }
         }
     }
 
@@ -905,8 +914,7 @@ mod tests {
         high.insert_range(0x80, 0xBF);
         // An ECMA-262 `.` inside a string: every character but those led by 0xE2 (U+2028
         // and U+2029 are line terminators); and a word class with two lead bytes.
-        let mut no_e2 = Leads::ALL;
-        no_e2.0 &= !(1 << (0xE2 - 0xC0));
+        let no_e2 = Leads::ECMA_DOT;
         let mut two = Leads::NONE;
         two.insert(0xC3);
         two.insert(0xD0);
