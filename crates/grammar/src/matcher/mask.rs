@@ -266,9 +266,10 @@ const CHAIN_PROBE: usize = 3;
 /// ([`TokenIndex::closed_index`](super::index::TokenIndex::closed_index)).
 ///
 /// Finding `K` steps every state of it on every byte of `C`: bounded by `max` states (at
-/// most [`MAX_CLOSED`]), and given up as soon as `C` falls under [`MIN_CLASS`] bytes. A byte found to
-/// leave `K` from some state is dropped from `C` (the states already reached through it
-/// stay in `K`: a larger `K` only makes the condition stricter, never wrong).
+/// most [`MAX_CLOSED`]), and given up as soon as `C` falls under [`MIN_CLASS`] bytes. A
+/// byte found to leave `K` from some state is dropped from `C` (the states already reached
+/// through it stay in `K`: a larger `K` only makes the condition stricter, never wrong);
+/// so is a lead byte whose characters leave it.
 #[derive(Debug)]
 pub(crate) struct Closed;
 
