@@ -428,8 +428,8 @@ impl TokenIndex {
     /// string would build anyway.
     ///
     /// The same for the characters an ECMA-262 `.` takes inside a string (every one but
-    /// U+2028 and U+2029, so every lead byte but 0xE2): the class of `.*`'s loop and of
-    /// the counted positions of patterns like `^....-..-..$`.
+    /// U+2028 and U+2029, so every lead byte but 0xE2): the class of `.*`'s loop, and of a
+    /// chain counting `.` characters (`^.{8,}`).
     fn start_string_class(&self) {
         for leads in [Leads::ALL, Leads::ECMA_DOT] {
             if let Some(ix) = self.class_index(json_string_class(), leads) {

@@ -189,13 +189,13 @@ impl Accel {
     }
 
     /// Whether some character a JSON string body may hold starts a token from a state
-    /// whose first bytes are `first` but is not in the class: a printable ASCII byte of
-    /// `first` but `"` and `\`, or a multi-byte character. Then a closed set around the
-    /// state may allow more than its loop (the loop of `.*?` before the `.` that
-    /// `^https?://.*?\..*$` waits for misses only that `.`).
+    /// whose first bytes are `first` but is not in the class: a raw ASCII character of the
+    /// string class (`index::json_string_class`) in `first`, or a multi-byte character.
+    /// Then a closed set around the state may allow more than its loop (the loop of `.*?`
+    /// before the `.` that `^https?://.*?\..*$` waits for misses only that `.`).
     pub(crate) fn misses_string_chars(&self, first: super::lower::ByteSet) -> bool {
-        self.class.leads() != Leads::ALL
-            || (0x20..0x7Fu8).any(|b| b != b'"' && b != b'\\' && first.contains(b) && !self.class.contains(b))
+        let string = super::index::json_string_class();
+        self.class.leads() != Leads::ALL || (0..0x80u8).any(|b| string.contains(b) && first.contains(b) && !self.class.contains(b))
     }
 
     /// The accelerator for state `s`, when its loop class is large enough.
