@@ -50,6 +50,13 @@ fn cases() -> Vec<(serde_json::Value, &'static str)> {
             ),
             r#"{"a":"x\"é 12ab-9 日本 123e4567-e89b-12d3 tail ü","b":"q"}"#,
         ),
+        // A long counted search (about 40 states): the positions after the first are
+        // states the first position's search already placed in the set, served by its
+        // accelerator without dispatching on their first bytes.
+        (
+            obj(json!({"type": "string", "pattern": "[a-f0-9]{40}"})),
+            r#"{"a":"e3b0 c442\"98fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 é-ok","b":"x"}"#,
+        ),
         (
             obj(json!({"type": "string", "pattern": "[a-z\\d_\\.-]+@([a-z\\d_\\.-]+\\.)+[a-z]+"})),
             r#"{"a":"mail: Jo <jo.doe@mail.example.org> \u00e9 ok"}"#,

