@@ -1268,3 +1268,18 @@ fn negated_multiples_and_excluded_multiples_agree_with_the_validator() {
     let e = compile(&json!({"multipleOf": 5, "not": {"const": 10}}), &opts).unwrap_err();
     assert_eq!(e.keyword(), Some("not"), "{e}");
 }
+
+/// `minProperties` above `maxProperties` admits no object: never the empty object, never
+/// one in the range either bound allows. (Each beside an integer, so that the root matches
+/// something.)
+#[test]
+fn objects_with_min_properties_above_max_properties_match_nothing() {
+    let or_integer = |s: serde_json::Value| json!({"anyOf": [s, {"type": "integer"}]});
+    check(or_integer(json!({"type": "object", "minProperties": 2, "maxProperties": 1})), &["1"], &["{}", r#"{"a":1}"#, r#"{"a":1,"b":2}"#]);
+    check(or_integer(json!({"type": "object", "minProperties": 1, "maxProperties": 0})), &["1"], &["{}", r#"{"a":1}"#]);
+    check(
+        or_integer(json!({"type": "object", "patternProperties": {"^[0-9]x$": {}}, "additionalProperties": false, "minProperties": 2, "maxProperties": 1})),
+        &["1"],
+        &["{}", r#"{"2x":1}"#, r#"{"2x":1,"3x":2}"#],
+    );
+}
