@@ -140,8 +140,9 @@ impl CompiledGrammar {
 
     /// The context-independent mask of state `t` (cached by state), and the trie nodes
     /// walked to build it (0 on a hit). A state that loops on enough bytes to allow half of
-    /// the vocabulary is built with its accelerator; one that does not, but whose first
-    /// bytes lead to a looping state, by first-byte dispatch
+    /// the vocabulary is built with its accelerator; one that an earlier search already
+    /// placed in a closed set allowing half of it, with that set's accelerator; one whose
+    /// first bytes lead to a looping state, by first-byte dispatch
     /// ([`dispatch_ci`](Self::dispatch_ci)); one in a closed set (`mask::Closed`, see
     /// [`closed_of`](Self::closed_of)) with that set's accelerator; one that counts through
     /// a class to a loop by its chain (`mask::Chain`); any other by a plain walk. Unless
