@@ -1283,3 +1283,22 @@ fn objects_with_min_properties_above_max_properties_match_nothing() {
         &["{}", r#"{"2x":1}"#, r#"{"2x":1,"3x":2}"#],
     );
 }
+
+/// Known defect (README, "Known defects"): an object under three negated closed objects,
+/// nested as the value of one of its own properties, loses valid inner objects in any key
+/// order (listed order, and any two of the three negations, accept them). The schema IR has
+/// no presence clauses here and its rules, as printed, accept the instance, so the loss is
+/// in lowering or matching the unordered groups; not found yet. Run with `--ignored`.
+#[test]
+#[ignore = "known defect: a valid nested object is rejected in any key order (README, Known defects)"]
+fn nested_objects_under_three_negated_closed_objects_accept_valid_members_in_any_order() {
+    let negs = json!([{"not": {"type": "object", "required": ["ios", "android"], "additionalProperties": false}},{"not": {"type": "object", "required": ["ref"], "additionalProperties": false}},{"not": {"type": "object", "properties": {"inherit": {}}, "required": ["inherit"], "additionalProperties": false}}]);
+    let sel = json!({"type":"object","allOf":negs});
+    let outer = json!({"type":"object","properties":{"2x":sel},"allOf":negs});
+    let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
+    let g = compile(&outer, &opts).unwrap();
+    for ok in [r#"{"2x": {"ab": 1}}"#, r#"{"2x": {"x": 1}}"#, r#"{"2x": {"ios": 1, "ab": 2}}"#] {
+        assert!(validate(&outer, ok).is_ok(), "test bug: {ok}");
+        assert!(accepts(&g, ok.as_bytes(), &opts.limits).unwrap(), "{ok} rejected");
+    }
+}
