@@ -3,7 +3,7 @@
 //! | subcommand | what it does |
 //! |---|---|
 //! | `print FILE.gbnf` | the grammar as normalized GBNF (`--ir`: the IR; `--json`/`--schema`: those grammars) |
-//! | `check (--grammar F \| --schema S \| --json) < input` | accept (exit 0) or reject (exit 1) the input, and say where it failed |
+//! | `check (--grammar F \| --schema S \| --json) < input` | accept (exit 0) or reject (exit 1) the input, and say where it failed; exit 2 when a limit stopped the check (undecided) |
 //! | `compile SCHEMA.json` | the GBNF that a JSON Schema compiles to |
 //! | `tokens (--grammar F \| ...) --tokenizer smollm2\|llama3\|PATH --prefix TEXT` | the tokens allowed after a prefix |
 //!
@@ -12,7 +12,7 @@
 
 use anyhow::{bail, Context, Result};
 use formwork_grammar::json::JsonGrammarOptions;
-use formwork_grammar::matcher::{CompiledGrammar, Matcher};
+use formwork_grammar::matcher::{CompiledGrammar, MatchError, Matcher};
 use formwork_grammar::{gbnf, json, Grammar, Limits};
 use formwork_vocab::{TokenId, TokenMask, Vocabulary};
 use std::io::Read;
@@ -25,7 +25,8 @@ pub enum Command {
     /// Print a grammar as normalized GBNF (or its IR).
     Print(PrintArgs),
     /// Check text from stdin (or --input) against a grammar: exit 0 when it matches, 1 when
-    /// it does not (with the place it failed and what was expected there).
+    /// it does not (with the place it failed and what was expected there), 2 when a limit
+    /// (parser stacks or states) stopped the check before it could tell.
     Check(CheckArgs),
     /// Compile a JSON Schema and print the grammar as GBNF.
     Compile(CompileArgs),
@@ -186,8 +187,10 @@ pub fn main(c: Command) -> Result<()> {
             };
             let verdict = check(&g, &input, &limits)?;
             println!("{verdict}");
-            if !verdict.accepted() {
-                std::process::exit(1);
+            match verdict {
+                Verdict::Accepted { .. } => {}
+                Verdict::Undecided { .. } => std::process::exit(2),
+                _ => std::process::exit(1),
             }
             Ok(())
         }
@@ -275,6 +278,9 @@ enum Verdict {
     Rejected { offset: usize, line: usize, column: usize, found: String, expected: String, snippet: String, caret: usize },
     /// All bytes were consumed but the grammar needs more.
     EndedEarly { len: usize, expected: String },
+    /// The step at `offset` went over a limit (`why`: too many parser stacks or states at
+    /// once): the input may or may not match, and a rejection would misreport it.
+    Undecided { offset: usize, line: usize, column: usize, why: String },
 }
 
 impl Verdict {
@@ -300,6 +306,9 @@ impl std::fmt::Display for Verdict {
             Verdict::EndedEarly { len, expected } => {
                 write!(f, "rejected: input ended early after {len} bytes: expected {expected}")
             }
+            Verdict::Undecided { offset, line, column, why } => {
+                write!(f, "undecided at byte {offset} (line {line}, column {column}): {why}")
+            }
         }
     }
 }
@@ -310,7 +319,11 @@ fn check(g: &Grammar, input: &[u8], limits: &Limits) -> Result<Verdict> {
     let compiled = CompiledGrammar::new(g, byte_vocab(), limits).context("compiling the grammar")?;
     let mut m = compiled.matcher();
     for (i, &b) in input.iter().enumerate() {
-        if m.commit_bytes(&[b]).is_err() {
+        if let Err(e) = m.commit_bytes(&[b]) {
+            if !matches!(e, MatchError::BytesRejected { .. }) {
+                let (line, column, _, _) = locate(input, i);
+                return Ok(Verdict::Undecided { offset: i, line, column, why: e.to_string() });
+            }
             let expected = expected_bytes(&mut m);
             let (line, column, snippet, caret) = locate(input, i);
             let found = if b.is_ascii_graphic() || b == b' ' {
@@ -415,8 +428,10 @@ fn tokens(g: &Grammar, vocab: Arc<Vocabulary>, prefix: &[u8], limit: usize, limi
     let compiled = CompiledGrammar::new(g, vocab.clone(), limits).context("compiling the grammar")?;
     let mut m = compiled.matcher();
     if !prefix.is_empty() {
-        if let Verdict::Rejected { offset, expected, .. } = check(g, prefix, limits)? {
-            bail!("the prefix leaves the grammar at byte {offset} (expected {expected})");
+        match check(g, prefix, limits)? {
+            Verdict::Rejected { offset, expected, .. } => bail!("the prefix leaves the grammar at byte {offset} (expected {expected})"),
+            v @ Verdict::Undecided { .. } => bail!("the prefix cannot be checked: {v}"),
+            _ => {}
         }
         m.commit_bytes(prefix).map_err(|e| anyhow::anyhow!("the prefix does not match the grammar: {e}"))?;
     }
@@ -460,6 +475,21 @@ mod tests {
         assert_eq!(found, "`1`");
         assert_eq!(expected, "one of `\\n`, `a`..`z`");
         assert_eq!(v.to_string(), "rejected at byte 6 (line 2, column 3): found `1`, expected one of `\\n`, `a`..`z`\n  |\n2 | de1\n  |   ^");
+    }
+
+    #[test]
+    fn check_says_undecided_when_a_limit_stops_it() {
+        // After `b`, three stacks (one per rule): over a limit of 2; after `a`, two.
+        let g = gbnf::parse("root ::= \"a\" (x | y) | \"b\" (x | y | z)\nx ::= [1-3] \"p\"\ny ::= [12] \"q\"\nz ::= \"1\" \"r\"", &Limits::default()).unwrap();
+        let tight = Limits { max_stacks: 2, ..Limits::default() };
+        let v = check(&g, b"b1r", &tight).unwrap();
+        assert!(matches!(v, Verdict::Undecided { offset: 0, .. }), "{v:?}");
+        assert!(v.to_string().starts_with("undecided at byte 0 (line 1, column 1): the grammar is too ambiguous here"), "{v}");
+        assert!(!v.accepted());
+        assert!(check(&g, b"a1p", &tight).unwrap().accepted());
+        assert!(matches!(check(&g, b"a1r", &tight).unwrap(), Verdict::Rejected { offset: 2, .. }));
+        // With room, the same input is simply accepted.
+        assert!(check(&g, b"b1r", &Limits::default()).unwrap().accepted());
     }
 
     #[test]

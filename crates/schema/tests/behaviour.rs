@@ -1284,21 +1284,29 @@ fn objects_with_min_properties_above_max_properties_match_nothing() {
     );
 }
 
-/// Known defect (README, "Known defects"): an object under three negated closed objects,
-/// nested as the value of one of its own properties, loses valid inner objects in any key
-/// order (listed order, and any two of the three negations, accept them). The schema IR has
-/// no presence clauses here and its rules, as printed, accept the instance, so the loss is
-/// in lowering or matching the unordered groups; not found yet. Run with `--ignored`.
+/// An object under three negated closed objects, nested as the value of one of its own
+/// properties, is distributed into about 30 object groups at each level; in any key order the
+/// parser runs them side by side, so the inner object needs more than the default 10,000
+/// stacks. Its language is right (with room, the valid instances are accepted); at the
+/// default limit a check says so (undecided), never "rejected".
 #[test]
-#[ignore = "known defect: a valid nested object is rejected in any key order (README, Known defects)"]
-fn nested_objects_under_three_negated_closed_objects_accept_valid_members_in_any_order() {
+fn nested_objects_under_three_negated_closed_objects_are_accepted_or_undecided_never_rejected() {
     let negs = json!([{"not": {"type": "object", "required": ["ios", "android"], "additionalProperties": false}},{"not": {"type": "object", "required": ["ref"], "additionalProperties": false}},{"not": {"type": "object", "properties": {"inherit": {}}, "required": ["inherit"], "additionalProperties": false}}]);
     let sel = json!({"type":"object","allOf":negs});
     let outer = json!({"type":"object","properties":{"2x":sel},"allOf":negs});
     let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
     let g = compile(&outer, &opts).unwrap();
+    let roomy = formwork_grammar::Limits { max_stacks: 1_000_000, ..opts.limits.clone() };
     for ok in [r#"{"2x": {"ab": 1}}"#, r#"{"2x": {"x": 1}}"#, r#"{"2x": {"ios": 1, "ab": 2}}"#] {
         assert!(validate(&outer, ok).is_ok(), "test bug: {ok}");
-        assert!(accepts(&g, ok.as_bytes(), &opts.limits).unwrap(), "{ok} rejected");
+        assert_eq!(accepts(&g, ok.as_bytes(), &roomy), Ok(true), "{ok}");
+        match accepts(&g, ok.as_bytes(), &opts.limits) {
+            Ok(true) | Err(formwork_grammar::matcher::CompileError::Undecided { .. }) => {}
+            other => panic!("{ok}: {other:?}"),
+        }
+    }
+    for bad in [r#"{"2x": 1}"#, r#"{"inherit": 1}"#, r#"{"2x": {"inherit": 1}}"#] {
+        assert!(validate(&outer, bad).is_err(), "test bug: {bad}");
+        assert_eq!(accepts(&g, bad.as_bytes(), &roomy), Ok(false), "{bad}");
     }
 }

@@ -397,15 +397,26 @@ pub(super) fn takes_negated(vocab: &Vocabulary, t: TokenId) -> bool {
 }
 
 /// Byte-level check with no vocabulary: does `g` accept exactly `input`? Special tokens
-/// named by the grammar never match here.
+/// named by the grammar never match here. A step past `limits.max_stacks` (or
+/// `max_states`) is [`CompileError::Undecided`], not a rejection: the input may well be in
+/// the grammar's language (an object nested in a copy of itself under distributed negations
+/// can need more than 10,000 stacks).
 pub fn accepts(g: &Grammar, input: &[u8], limits: &Limits) -> Result<bool, CompileError> {
     let flat = lower(g, None, limits)?;
     let (aut, mut s) = Automaton::new(flat, None, limits.max_stacks, limits.max_states)
         .map_err(|limit| CompileError::TooManyStacks { limit })?;
-    for &b in input {
+    for (offset, &b) in input.iter().enumerate() {
         s = aut.step(s, b);
-        if s == DEAD || s == OVERFLOW {
+        if s == DEAD {
             return Ok(false);
+        }
+        if s == OVERFLOW {
+            let error = if aut.states_capped() {
+                super::MatchError::TooManyStates { limit: limits.max_states }
+            } else {
+                super::MatchError::TooManyStacks { limit: limits.max_stacks }
+            };
+            return Err(CompileError::Undecided { offset, error });
         }
     }
     Ok(aut.info(s).accepting)

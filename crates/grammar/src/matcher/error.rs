@@ -76,6 +76,16 @@ pub enum CompileError {
         /// The limit.
         limit: usize,
     },
+    /// Checking an input ([`accepts`](super::accepts)) hit a limit at byte `offset` (too many
+    /// parser stacks or states at once): whether the grammar accepts the input is not known,
+    /// which is not the same as rejected.
+    #[error("undecided at byte {offset}: {error}")]
+    Undecided {
+        /// The byte whose step went over the limit.
+        offset: usize,
+        /// The limit hit ([`MatchError::TooManyStacks`] or [`MatchError::TooManyStates`]).
+        error: MatchError,
+    },
 }
 
 /// An error from a [`Matcher`](super::Matcher) operation. The matcher's state is unchanged

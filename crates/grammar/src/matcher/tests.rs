@@ -818,3 +818,18 @@ fn tokens_read_as_text_and_taken_whole_go_on_both_ways() {
     assert!(masks[..5].iter().all(|m| m == &[0, 1, 2, 3, 4]), "{masks:?}");
     assert_eq!(masks[5], [0, 1, 2, 3, 4, 5]);
 }
+
+/// `accepts` tells a limit hit (too many stacks at once) from a rejection.
+#[test]
+fn accepts_reports_a_stack_limit_as_undecided_not_rejected() {
+    // After `b`, three stacks (one per rule): over a limit of 2; after `a`, two.
+    let g = crate::gbnf::parse("root ::= \"a\" (x | y) | \"b\" (x | y | z)\nx ::= [1-3] \"p\"\ny ::= [12] \"q\"\nz ::= \"1\" \"r\"", &Limits::default()).unwrap();
+    let tight = Limits { max_stacks: 2, ..Limits::default() };
+    match accepts(&g, b"b1r", &tight) {
+        Err(CompileError::Undecided { offset: 0, error: MatchError::TooManyStacks { limit: 2 } }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(accepts(&g, b"a1p", &tight), Ok(true), "two stacks fit");
+    assert_eq!(accepts(&g, b"a1r", &tight), Ok(false));
+    assert_eq!(accepts(&g, b"b1r", &Limits::default()), Ok(true));
+}
