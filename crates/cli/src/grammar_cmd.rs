@@ -187,10 +187,8 @@ pub fn main(c: Command) -> Result<()> {
             };
             let verdict = check(&g, &input, &limits)?;
             println!("{verdict}");
-            match verdict {
-                Verdict::Accepted { .. } => {}
-                Verdict::Undecided { .. } => std::process::exit(2),
-                _ => std::process::exit(1),
+            if !verdict.accepted() {
+                std::process::exit(if matches!(verdict, Verdict::Undecided { .. }) { 2 } else { 1 });
             }
             Ok(())
         }
