@@ -119,6 +119,10 @@ pub struct CheckArgs {
     /// Read the text to check from this file instead of stdin.
     #[arg(long, value_name = "FILE")]
     input: Option<PathBuf>,
+    /// Most parser stacks at once (`Limits::max_stacks`; default 10000). A check that needs
+    /// more stops as "undecided" (exit 2); a larger bound decides it, at more work per byte.
+    #[arg(long, value_name = "N")]
+    max_stacks: Option<usize>,
 }
 
 /// Flags of `grammar compile`.
@@ -185,6 +189,7 @@ pub fn main(c: Command) -> Result<()> {
                     v
                 }
             };
+            let limits = Limits { max_stacks: a.max_stacks.unwrap_or(limits.max_stacks), ..limits };
             let verdict = check(&g, &input, &limits)?;
             println!("{verdict}");
             if !verdict.accepted() {
@@ -305,7 +310,7 @@ impl std::fmt::Display for Verdict {
                 write!(f, "rejected: input ended early after {len} bytes: expected {expected}")
             }
             Verdict::Undecided { offset, line, column, why } => {
-                write!(f, "undecided at byte {offset} (line {line}, column {column}): {why}")
+                write!(f, "undecided at byte {offset} (line {line}, column {column}): {why} (`--max-stacks N` raises the stack bound for this check)")
             }
         }
     }
@@ -483,6 +488,7 @@ mod tests {
         let v = check(&g, b"b1r", &tight).unwrap();
         assert!(matches!(v, Verdict::Undecided { offset: 0, .. }), "{v:?}");
         assert!(v.to_string().starts_with("undecided at byte 0 (line 1, column 1): the grammar is too ambiguous here"), "{v}");
+        assert!(v.to_string().ends_with("(`--max-stacks N` raises the stack bound for this check)"), "{v}");
         assert!(!v.accepted());
         assert!(check(&g, b"a1p", &tight).unwrap().accepted());
         assert!(matches!(check(&g, b"a1r", &tight).unwrap(), Verdict::Rejected { offset: 2, .. }));
