@@ -282,7 +282,8 @@ enum Verdict {
     /// All bytes were consumed but the grammar needs more.
     EndedEarly { len: usize, expected: String },
     /// The step at `offset` went over a limit (`why`: too many parser stacks or states at
-    /// once): the input may or may not match, and a rejection would misreport it.
+    /// once, and for stacks, the flag that raises the bound): the input may or may not
+    /// match, and a rejection would misreport it.
     Undecided { offset: usize, line: usize, column: usize, why: String },
 }
 
@@ -310,7 +311,7 @@ impl std::fmt::Display for Verdict {
                 write!(f, "rejected: input ended early after {len} bytes: expected {expected}")
             }
             Verdict::Undecided { offset, line, column, why } => {
-                write!(f, "undecided at byte {offset} (line {line}, column {column}): {why} (`--max-stacks N` raises the stack bound for this check)")
+                write!(f, "undecided at byte {offset} (line {line}, column {column}): {why}")
             }
         }
     }
@@ -325,7 +326,8 @@ fn check(g: &Grammar, input: &[u8], limits: &Limits) -> Result<Verdict> {
         if let Err(e) = m.commit_bytes(&[b]) {
             if !matches!(e, MatchError::BytesRejected { .. }) {
                 let (line, column, _, _) = locate(input, i);
-                return Ok(Verdict::Undecided { offset: i, line, column, why: e.to_string() });
+                let hint = if matches!(e, MatchError::TooManyStacks { .. }) { " (`--max-stacks N` raises the stack bound for this check)" } else { "" };
+                return Ok(Verdict::Undecided { offset: i, line, column, why: format!("{e}{hint}") });
             }
             let expected = expected_bytes(&mut m);
             let (line, column, snippet, caret) = locate(input, i);

@@ -411,12 +411,7 @@ pub fn accepts(g: &Grammar, input: &[u8], limits: &Limits) -> Result<bool, Compi
             return Ok(false);
         }
         if s == OVERFLOW {
-            let error = if aut.states_capped() {
-                super::MatchError::TooManyStates { limit: limits.max_states }
-            } else {
-                super::MatchError::TooManyStacks { limit: limits.max_stacks }
-            };
-            return Err(CompileError::Undecided { offset, error });
+            return Err(CompileError::Undecided { offset, error: super::MatchError::overflow(limits, aut.states_capped()) });
         }
     }
     Ok(aut.info(s).accepting)

@@ -88,6 +88,18 @@ pub enum CompileError {
     },
 }
 
+impl MatchError {
+    /// The error for a step that went over a limit: too many states in the grammar
+    /// (`capped`: the automaton refused a new state) or too many stacks at once.
+    pub(crate) fn overflow(limits: &crate::Limits, capped: bool) -> MatchError {
+        if capped {
+            MatchError::TooManyStates { limit: limits.max_states }
+        } else {
+            MatchError::TooManyStacks { limit: limits.max_stacks }
+        }
+    }
+}
+
 /// An error from a [`Matcher`](super::Matcher) operation. The matcher's state is unchanged
 /// after an error.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

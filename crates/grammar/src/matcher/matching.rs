@@ -286,14 +286,9 @@ impl Matcher {
         out
     }
 
-    /// The error for a step that came out [`OVERFLOW`]: too many states in the grammar
-    /// (`capped`) or too many stacks at once.
+    /// The error for a step that came out [`OVERFLOW`] ([`MatchError::overflow`]).
     fn overflow(&self, capped: bool) -> MatchError {
-        if capped {
-            MatchError::TooManyStates { limit: self.g.limits.max_states }
-        } else {
-            MatchError::TooManyStacks { limit: self.g.limits.max_stacks }
-        }
+        MatchError::overflow(&self.g.limits, capped)
     }
 
     /// Counters for this matcher.
