@@ -163,6 +163,11 @@ pub(crate) fn unordered(seps: &Seps, members: Vec<(Expr, bool)>, extra: Vec<(Exp
 /// and `close`: an object's members, or the distinct items of a `uniqueItems` array.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn unordered_in(seps: &Seps, open: &str, close: &str, members: Vec<(Expr, bool)>, extra: Vec<Expr>, minp: u64, maxp: Option<u64>, presence: Vec<Vec<formwork_grammar::Presence>>) -> Expr {
+    if maxp.is_some_and(|m| m < minp) {
+        // Fewer members allowed than required (a `oneOf` branch's negation can ask for
+        // that): no object.
+        return crate::exprs::nothing();
+    }
     let any_required = members.iter().any(|m| m.1);
     let extra = (!extra.is_empty()).then(|| alt_of(extra));
     let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);

@@ -7,6 +7,8 @@
 //! interned, so equal stacks have equal ids and pushing is O(1) amortised. Node 0 is the
 //! empty stack ([`BOTTOM`]). A rule reference that ends an alternative pushes no return
 //! frame (tail calls), so right recursion (`S ::= x S | ε`) runs in constant stack.
+//! Stacks of a state that share their top frames are one stack over a join of their
+//! parents (a graph-structured stack; see `join`), so a state holds each top position once.
 //!
 //! ## States
 //! A state is the sorted set of stacks whose top is a terminal (a byte set, a special
@@ -57,6 +59,9 @@ use std::sync::{Mutex, MutexGuard};
 
 mod build;
 mod canon;
+mod join;
+
+pub(crate) use join::JOIN;
 
 /// A state of the automaton: its index in the table. [`DEAD`] and [`OVERFLOW`] are states
 /// too, so a step always gives one.
@@ -236,6 +241,15 @@ pub(crate) struct Builder {
     /// Indexed by node id: frames from the bottom (BOTTOM and CTX are 0).
     heights: Vec<u32>,
     node_ids: FxHashMap<(u32, StackId), StackId>,
+    /// The members of each join node (see `join`), indexed by the node's parent field.
+    joins: Vec<Box<[StackId]>>,
+    /// The join nodes by their members.
+    join_ids: FxHashMap<Box<[StackId]>, StackId>,
+    /// Heap bytes of the joins.
+    join_bytes: usize,
+    /// Scratch for `join::factor`: by position, the stamp of the last call that saw it.
+    stamps: Vec<u32>,
+    stamp: u32,
     /// The states by their stacks (the same allocation as the state's own list).
     state_ids: FxHashMap<std::sync::Arc<[StackId]>, StateId>,
     /// Heap bytes of the published states (infos and transition tables).
@@ -288,6 +302,11 @@ impl Automaton {
             nodes: vec![(u32::MAX, StackId(u32::MAX)), (u32::MAX, StackId(u32::MAX))],
             heights: vec![0, 0],
             node_ids: FxHashMap::default(),
+            joins: Vec::new(),
+            join_ids: FxHashMap::default(),
+            join_bytes: 0,
+            stamps: Vec::new(),
+            stamp: 0,
             state_ids: FxHashMap::default(),
             state_bytes: 0,
             trans_chunk: None,
@@ -418,6 +437,7 @@ impl Automaton {
             + (b.canon_nodes.capacity() + b.canon_states.capacity() + b.truncs.capacity()) * 16
             + b.closures.keys().map(|k| k.len() * 8 + 24).sum::<usize>()
             + b.seed_bytes
+            + b.join_bytes * 2
     }
 }
 

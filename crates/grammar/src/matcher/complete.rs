@@ -141,39 +141,70 @@ impl Completion {
         self.memo.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Fewest bytes that empty stack node `n` (iterative: stacks can be deep); the positions
-    /// on the way whose `rest` is not exact go to `unsettled`.
+    /// Fewest bytes that empty stack node `n` (iterative: stacks can be deep, and joins
+    /// make them a DAG: a join needs what its cheapest member needs); the positions on the
+    /// way whose `rest` is not exact go to `unsettled`.
     fn node_need(&self, aut: &Builder, memo: &mut Memo, n: StackId, unsettled: &mut Vec<u32>) -> u32 {
-        let mut chain = Vec::new();
-        let mut x = n;
-        let base = loop {
+        // Needs found in this call, exact or not: (bytes, exact).
+        let mut local: FxHashMap<StackId, (u32, bool)> = FxHashMap::default();
+        let known = |x: StackId, memo: &Memo, local: &FxHashMap<StackId, (u32, bool)>| -> Option<(u32, bool)> {
             if x == BOTTOM {
-                break 0;
+                return Some((0, true));
             }
             if x == CTX {
-                break INF;
+                return Some((INF, true));
             }
-            if let Some(&v) = memo.nodes.get(&x) {
-                break v;
-            }
-            chain.push(x);
-            x = aut.node(x).1;
+            memo.nodes.get(&x).map(|&v| (v, true)).or_else(|| local.get(&x).copied())
         };
-        let mut acc = base;
-        let mut ok = true;
-        for &y in chain.iter().rev() {
-            let pos = aut.node(y).0 as usize;
-            // Positions past the table are rules of unordered groups built since: no completion.
-            acc = acc.saturating_add(self.rest.get(pos).copied().unwrap_or(INF));
-            if !self.exact.get(pos).copied().unwrap_or(true) {
-                ok = false;
-                unsettled.push(pos as u32);
+        let mut todo = vec![n];
+        while let Some(&x) = todo.last() {
+            if known(x, memo, &local).is_some() {
+                todo.pop();
+                continue;
             }
-            if ok {
-                memo.nodes.insert(y, acc);
+            let parent = [aut.node(x).1];
+            let deps: &[StackId] = if aut.is_join(x) { aut.join_members(x) } else { &parent };
+            let waiting = todo.len();
+            todo.extend(deps.iter().copied().filter(|&d| known(d, memo, &local).is_none()));
+            if todo.len() > waiting {
+                continue;
+            }
+            todo.pop();
+            let v = if aut.is_join(x) {
+                deps.iter().map(|&d| known(d, memo, &local).expect("done above")).fold((INF, true), |(a, ea), (b, eb)| (a.min(b), ea && eb))
+            } else {
+                let (below, exact) = known(deps[0], memo, &local).expect("done above");
+                let pos = aut.node(x).0 as usize;
+                // Positions past the table are rules of unordered groups built since: no completion.
+                let here = !self.exact.get(pos).copied().unwrap_or(true);
+                if here {
+                    unsettled.push(pos as u32);
+                }
+                (below.saturating_add(self.rest.get(pos).copied().unwrap_or(INF)), exact && !here)
+            };
+            if v.1 {
+                memo.nodes.insert(x, v.0);
+            } else {
+                local.insert(x, v);
             }
         }
-        acc
+        known(n, memo, &local).map_or(INF, |(v, _)| v)
+    }
+
+    /// The member of join `j` that empties with the fewest bytes (the first on a tie), for
+    /// spelling a shortest completion through it.
+    pub(super) fn cheapest_member(&self, aut: &Builder, j: StackId) -> StackId {
+        let mut memo = self.memo();
+        let mut unsettled = Vec::new();
+        let members = aut.join_members(j);
+        let mut best = (INF, members[0]);
+        for &m in members {
+            let v = self.node_need(aut, &mut memo, m, &mut unsettled);
+            if v < best.0 {
+                best = (v, m);
+            }
+        }
+        best.1
     }
 
     /// Fewest bytes from state `s` to a complete match, and the stack that achieves it

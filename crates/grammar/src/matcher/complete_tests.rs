@@ -230,3 +230,24 @@ fn random_prefixes_complete_minimally() {
         }
     }
 }
+
+/// Stacks that share their top frames are one stack over a join of their parents (see
+/// `automaton::join`); a completion through the join takes its cheapest member.
+#[test]
+fn completions_through_joins_take_the_cheapest_continuation() {
+    let g = parse(
+        r#"
+root ::= "k" w0 "-long-tail" | "k" w1 "-22" | "k" w2 "-333"
+w0   ::= str
+w1   ::= str
+w2   ::= str
+str  ::= "\"" [a-z]* "\""
+"#,
+    );
+    assert_eq!(check_after(&g, "k\"ab"), "\"-22");
+    assert_eq!(check_after(&g, "k\"ab\"-l"), "ong-tail");
+    // Two readings at every level, one join per level.
+    let g = parse(r#"root ::= "[" root "]" | "[" root "] " | "x""#);
+    assert_eq!(check_after(&g, "[[[[x"), "]]]]");
+    assert_eq!(check_after(&g, "[[[[x] "), "]]]");
+}

@@ -358,10 +358,10 @@ fn named_special_tokens_only_where_named() {
 
 #[test]
 fn ambiguity_is_bounded() {
-    // (a|a)* nested: many equal derivations collapse thanks to hash-consing; a grammar whose
-    // stacks genuinely multiply hits the limit with an error, not a hang.
-    // (`a x b | a x c` would not do: lowering factors it into `a x (b | c)`, one stack per
-    // level; through `w` the two readings stay apart.)
+    // Two readings at every level of `x` (through `w` they stay apart: `a x b | a x c` would
+    // be factored into `a x (b | c)` when lowering). They used to multiply, 2^depth stacks;
+    // readings that share their top frames are now one stack over a join of their parents,
+    // so twenty levels stay far below the limit.
     let g = grammar(|b| {
         let x = b.rule_id("x");
         let w = b.rule_id("w");
@@ -380,17 +380,32 @@ fn ambiguity_is_bounded() {
         max_stacks: 64,
         ..Limits::default()
     };
-    let v = Arc::new(Vocabulary::from_strings(&["a", "z", "b"], &[]));
+    let v = Arc::new(Vocabulary::from_strings(&["a", "z", "b", "c"], &[]));
+    let cg = CompiledGrammar::new(&g, v.clone(), &limits).unwrap();
+    let mut m = cg.matcher();
+    for _ in 0..20 {
+        m.commit(TokenId(0)).unwrap();
+    }
+    m.commit(TokenId(1)).unwrap();
+    // Any mix of the two closings, one per level.
+    for i in 0..20 {
+        m.commit(TokenId(if i % 3 == 0 { 3 } else { 2 })).unwrap();
+    }
+    assert!(m.is_accepting());
+
+    // A grammar that keeps more than 64 distinct positions alive at once still hits the
+    // limit, with an error rather than a hang: `a`, then one of 100 rules, each its own
+    // digits.
+    let g = grammar(|b| {
+        let rules: Vec<_> = (0..100).map(|i| b.rule_id(&format!("r{i}"))).collect();
+        for i in 0..100 {
+            b.define(&format!("r{i}"), Expr::lit(format!("{i:03}")));
+        }
+        b.define("root", Expr::seq([Expr::lit("a"), Expr::alt(rules.iter().map(|&r| Expr::Rule(r)))]));
+    });
     let cg = CompiledGrammar::new(&g, v, &limits).unwrap();
     let mut m = cg.matcher();
-    let mut err = None;
-    for _ in 0..20 {
-        if let Err(e) = m.commit(TokenId(0)) {
-            err = Some(e);
-            break;
-        }
-    }
-    assert_eq!(err, Some(MatchError::TooManyStacks { limit: 64 }));
+    assert_eq!(m.commit(TokenId(0)), Err(MatchError::TooManyStacks { limit: 64 }));
 }
 
 #[test]

@@ -211,6 +211,7 @@ impl Builder {
         let mut stacks: Vec<StackId> = sa.iter().chain(sb.iter()).copied().collect();
         stacks.sort_unstable();
         stacks.dedup();
+        self.normalize(&mut stacks);
         if stacks.len() > self.max_stacks {
             return OVERFLOW;
         }
@@ -310,6 +311,7 @@ impl Builder {
         }
         stacks.sort_unstable();
         stacks.dedup();
+        self.normalize(&mut stacks);
         let real = stacks.len() - usize::from(accepting) - usize::from(ctx);
         let id = if real > self.max_stacks { OVERFLOW } else { self.intern_within_bounds(t, &stacks) };
         self.union = stacks;
@@ -353,6 +355,18 @@ impl Builder {
                         accepting = true;
                     } else if parent == CTX {
                         ctx = true;
+                    } else if self.nodes[parent.index()].0 == JOIN {
+                        // Pop into every member of the join (see `join`).
+                        let j = self.nodes[parent.index()].1 .0 as usize;
+                        for &m in self.joins[j].iter() {
+                            if m == BOTTOM {
+                                accepting = true;
+                            } else if m == CTX {
+                                ctx = true;
+                            } else {
+                                self.work.push(self.nodes[m.index()]);
+                            }
+                        }
                     } else {
                         let p = self.nodes[parent.index()];
                         self.work.push(p);
@@ -485,7 +499,9 @@ impl Builder {
             while x != BOTTOM
                 && x != CTX
                 && (path.is_empty()
-                    || (self.heights[x.index()] > cut && !self.flat.lazy.in_family(self.nodes[x.index()].0)))
+                    || (self.heights[x.index()] > cut
+                        && !self.is_join(x)
+                        && !self.flat.lazy.in_family(self.nodes[x.index()].0)))
             {
                 path.push(x);
                 x = self.nodes[x.index()].1;
@@ -503,6 +519,7 @@ impl Builder {
         }
         out.sort_unstable();
         out.dedup();
+        self.normalize(&mut out);
         let x = self.intern_state(t, &out);
         self.truncs.insert((s, k as u32), x);
         x

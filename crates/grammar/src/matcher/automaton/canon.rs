@@ -41,7 +41,7 @@ impl Builder {
         for &n in stacks.iter() {
             let mut x = n;
             top.clear();
-            while top.len() < NEAR && x != BOTTOM && x != CTX {
+            while top.len() < NEAR && x != BOTTOM && x != CTX && !self.is_join(x) {
                 top.push(x);
                 x = self.nodes[x.index()].1;
             }
@@ -57,6 +57,7 @@ impl Builder {
         } else {
             out.sort_unstable();
             out.dedup();
+            self.normalize(&mut out);
             (self.intern_state(t, &out), budget)
         };
         self.canon_states.insert((s, top_min), r);
@@ -88,7 +89,8 @@ impl Builder {
         let mut path = Vec::new();
         let mut x = n;
         let (mut cur, mut budget) = loop {
-            if x == BOTTOM || x == CTX {
+            // Frames below a join stay as they are (see `join`).
+            if x == BOTTOM || x == CTX || self.is_join(x) {
                 break (x, UNBOUNDED);
             }
             if let Some(&r) = self.canon_nodes.get(&x) {

@@ -62,6 +62,10 @@ impl Matcher {
         let mut out = Vec::with_capacity(need as usize);
         let b = g.aut.builder();
         while n != BOTTOM {
+            if b.is_join(n) {
+                n = comp.cheapest_member(&b, n);
+                continue;
+            }
             let (pos, parent) = b.node(n);
             comp.emit_from(&b.flat, pos, &mut out);
             n = parent;
