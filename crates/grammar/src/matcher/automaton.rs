@@ -250,6 +250,8 @@ pub(crate) struct Builder {
     /// Scratch for `join::factor`: by position, the stamp of the last call that saw it.
     stamps: Vec<u32>,
     stamp: u32,
+    /// Joins `canon::canonical_join` is inside.
+    canon_join_depth: u32,
     /// The states by their stacks (the same allocation as the state's own list).
     state_ids: FxHashMap<std::sync::Arc<[StackId]>, StateId>,
     /// Heap bytes of the published states (infos and transition tables).
@@ -307,6 +309,7 @@ impl Automaton {
             join_bytes: 0,
             stamps: Vec::new(),
             stamp: 0,
+            canon_join_depth: 0,
             state_ids: FxHashMap::default(),
             state_bytes: 0,
             trans_chunk: None,

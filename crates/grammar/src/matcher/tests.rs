@@ -602,6 +602,47 @@ fn masks_equal_brute_force_with_ambiguous_contexts() {
     masks_match_brute_force_along(&g, &v, text);
 }
 
+/// A bounded repetition inside ambiguous contexts: the readings share the string's frames,
+/// so its stacks sit over joins (see `automaton::join`), and masks inside it go through
+/// canonical states, which replace the repetition's frames in each member of a join. Every
+/// mask along the text equals brute force, also for tokens longer than the budget left.
+#[test]
+fn masks_equal_brute_force_in_bounded_repeats_under_joins() {
+    let g = grammar(|b| {
+        let x = b.rule_id("x");
+        let w1 = b.rule_id("w1");
+        let w2 = b.rule_id("w2");
+        b.define(
+            "x",
+            Expr::alt([
+                Expr::seq([Expr::lit("("), Expr::Rule(w1), Expr::lit(")")]),
+                Expr::seq([Expr::lit("("), Expr::Rule(w2), Expr::lit("]")]),
+                Expr::repeat(Expr::class([('a', 'b')], false), 0, Some(300)),
+            ]),
+        );
+        b.define("w1", Expr::Rule(x));
+        b.define("w2", Expr::Rule(x));
+        b.define("root", Expr::seq([Expr::Rule(x), Expr::lit(";")]));
+    });
+    let ab40 = "ab".repeat(20);
+    let v = Arc::new(Vocabulary::from_strings(
+        &["(", ")", "]", ";", "a", "b", "ab", "abab", "abababab", ab40.as_str(), "b)", "a]", "ab);", "((", "))", "])"],
+        &["</s>"],
+    ));
+    let cg = CompiledGrammar::new(&g, v.clone(), &Limits::default()).unwrap();
+    let mut text = b"((((".to_vec();
+    text.extend(std::iter::repeat_n(b"ab".as_slice(), 140).flatten());
+    text.extend_from_slice(b")])];");
+    assert_eq!(accepts(&g, &text, &Limits::default()), Ok(true));
+    let mut m = cg.matcher();
+    m.commit_bytes(&text[..10]).unwrap();
+    assert!(
+        m.grammar().aut.info(m.cur()).stacks.len() <= 4,
+        "the four readings of the string are one stack per position"
+    );
+    masks_match_brute_force_along(&g, &v, &text);
+}
+
 /// First-byte dispatch: a partial key that may still become a listed key (`alpha`,
 /// `alpine`) or is already any other word leads, on most letters, to the one looping
 /// "other word" state; the mask taken from that state's mask must equal brute force, also

@@ -5,6 +5,9 @@
 
 use super::*;
 
+/// Most stacks a join may stand for in a truncation (see [`Builder::truncate`]).
+const MAX_CUT_STACKS: usize = 1024;
+
 impl Builder {
     /// Builds deferred rule `r` (see `lower::deferred`); `false` when `r` is not one still
     /// to build.
@@ -475,6 +478,8 @@ impl Builder {
     /// A stack is also cut at its topmost frame inside an unordered group's family rule
     /// (which records the members seen so far): what happens inside one member is the same
     /// whichever members came before, so states that differ only there share a truncation.
+    /// A join above the cut is gone through: each of its members is cut the same way, as the
+    /// stacks it stands for would be (see `join`).
     pub(super) fn truncate(&mut self, t: &Table, s: StateId, k: usize) -> StateId {
         if let Some(&x) = self.truncs.get(&(s, k as u32)) {
             return x;
@@ -488,6 +493,8 @@ impl Builder {
         let cut = tallest.saturating_sub(k as u32);
         let mut out: Vec<StackId> = Vec::with_capacity(stacks.len());
         let mut path: Vec<StackId> = Vec::with_capacity(k);
+        // Cuts below joins, made only when a stack meets one above the cut.
+        let mut memo: Option<FxHashMap<StackId, Vec<StackId>>> = None;
         for &n in stacks.iter() {
             if n == BOTTOM || n == CTX {
                 out.push(n);
@@ -510,12 +517,19 @@ impl Builder {
                 out.push(n);
                 continue;
             }
-            let mut parent = CTX;
-            for &p in path.iter().rev() {
-                let pos = self.nodes[p.index()].0;
-                parent = self.intern_node(pos, parent);
+            let below = if self.is_join(x) && self.heights[x.index()] > cut {
+                self.cut_below(x, cut, memo.get_or_insert_with(FxHashMap::default))
+            } else {
+                vec![CTX]
+            };
+            for r in below {
+                let mut parent = r;
+                for &p in path.iter().rev() {
+                    let pos = self.nodes[p.index()].0;
+                    parent = self.intern_node(pos, parent);
+                }
+                out.push(parent);
             }
-            out.push(parent);
         }
         out.sort_unstable();
         out.dedup();
@@ -523,5 +537,43 @@ impl Builder {
         let x = self.intern_state(t, &out);
         self.truncs.insert((s, k as u32), x);
         x
+    }
+
+    /// Stack `x` (below a kept frame) cut as [`truncate`](Self::truncate) cuts: itself when
+    /// it reaches the bottom above height `cut`, else its frames down to the cut (or to its
+    /// topmost frame inside an unordered group's family rule) over [`CTX`]; a join gives its
+    /// members' cuts. Memoized in `memo` for one truncation. The frames above the cut are at
+    /// most the truncation depth, so the recursion is that deep (plus one per join).
+    fn cut_below(&mut self, x: StackId, cut: u32, memo: &mut FxHashMap<StackId, Vec<StackId>>) -> Vec<StackId> {
+        if x == BOTTOM || x == CTX {
+            return vec![x];
+        }
+        if let Some(v) = memo.get(&x) {
+            return v.clone();
+        }
+        let r = if self.is_join(x) {
+            let mut all = Vec::new();
+            let members: Vec<StackId> = self.join_members(x).to_vec();
+            for m in members {
+                all.extend(self.cut_below(m, cut, memo));
+            }
+            all.sort_unstable();
+            all.dedup();
+            if all.len() > MAX_CUT_STACKS {
+                // Joins over joins within the top frames could stand for more stacks than a
+                // state may hold: cut at the join instead (more is left to the full state).
+                vec![CTX]
+            } else {
+                all
+            }
+        } else if self.heights[x.index()] <= cut || self.flat.lazy.in_family(self.nodes[x.index()].0) {
+            vec![CTX]
+        } else {
+            let (pos, parent) = self.nodes[x.index()];
+            let below = self.cut_below(parent, cut, memo);
+            below.iter().map(|&r| if r == parent { x } else { self.intern_node(pos, r) }).collect()
+        };
+        memo.insert(x, r.clone());
+        r
     }
 }

@@ -13,6 +13,9 @@
 
 use super::{Builder, StackId, StateId, Table, BOTTOM, CTX};
 
+/// Joins within joins that [`Builder::canonical_join`] goes into (each level recurses).
+const MAX_JOIN_DEPTH: u32 = 64;
+
 /// No replaced frame: every token length is safe.
 pub(crate) const UNBOUNDED: u32 = u32::MAX;
 
@@ -89,12 +92,14 @@ impl Builder {
         let mut path = Vec::new();
         let mut x = n;
         let (mut cur, mut budget) = loop {
-            // Frames below a join stay as they are (see `join`).
-            if x == BOTTOM || x == CTX || self.is_join(x) {
+            if x == BOTTOM || x == CTX {
                 break (x, UNBOUNDED);
             }
             if let Some(&r) = self.canon_nodes.get(&x) {
                 break r;
+            }
+            if self.is_join(x) {
+                break self.canonical_join(x, min);
             }
             path.push(x);
             x = self.nodes[x.index()].1;
@@ -105,5 +110,28 @@ impl Builder {
             (cur, budget) = r;
         }
         (cur, budget)
+    }
+
+    /// Join `j` with each member made canonical (see `canonical_deep`), and the smallest
+    /// budget of theirs (memoized per node). Joins nested deeper than [`MAX_JOIN_DEPTH`]
+    /// stay as they are (replacing fewer frames is always allowed: it only lowers what the
+    /// canonical state can answer for).
+    fn canonical_join(&mut self, j: StackId, min: u32) -> (StackId, u32) {
+        if self.canon_join_depth >= MAX_JOIN_DEPTH {
+            return (j, UNBOUNDED);
+        }
+        self.canon_join_depth += 1;
+        let members: Vec<StackId> = self.join_members(j).to_vec();
+        let mut out = Vec::with_capacity(members.len());
+        let mut budget = UNBOUNDED;
+        for m in members {
+            let (c, b) = self.canonical_deep(m, min);
+            out.push(c);
+            budget = budget.min(b);
+        }
+        self.canon_join_depth -= 1;
+        let r = if budget == UNBOUNDED { (j, UNBOUNDED) } else { (self.join_of(out, 0), budget) };
+        self.canon_nodes.insert(j, r);
+        r
     }
 }

@@ -16,9 +16,10 @@
 //! past that two forms of one set are possible, which costs only a cache miss).
 //!
 //! Readers that walk parents treat a join as follows: a closure pops into every member;
-//! truncation and canonical states stop at it (as at [`CTX`]: frames below it stay as they
-//! are, which only makes those optimizations less complete, never wrong); completions take
-//! its cheapest member.
+//! truncation cuts each member as it would cut the stacks the join stands for, and
+//! canonical states replace frames in each member (both stop at a join when going through
+//! would cost too much: frames below it then stay as they are, which only makes those
+//! optimizations less complete, never wrong); completions take its cheapest member.
 //!
 //! `Limits::max_stacks` counts the merged stacks, so a language whose stacks multiply
 //! under nesting (objects nested in themselves under negated closed objects) no longer
@@ -109,7 +110,7 @@ impl Builder {
 
     /// The stack standing for all of `members` (nodes, joins or ends): the one member when
     /// they come to one after flattening and factoring, else their (interned) join.
-    fn join_of(&mut self, members: Vec<StackId>, depth: u32) -> StackId {
+    pub(super) fn join_of(&mut self, members: Vec<StackId>, depth: u32) -> StackId {
         let mut flat: Vec<StackId> = Vec::with_capacity(members.len());
         for m in members {
             if self.is_join(m) {
