@@ -20,6 +20,8 @@ pub struct Limits {
     /// Largest bounded repetition count `{m,n}` (larger must be written unbounded).
     pub max_repeat: u32,
     /// Most parser stacks (or items) alive at one step; ambiguity beyond this is an error.
+    /// Stacks that share their top position count once (they are one stack over a join of
+    /// their parents), so this bounds the distinct grammar positions alive, not the readings.
     pub max_stacks: usize,
     /// Most parser states one compiled grammar builds (they are shared by every request
     /// using it and kept, each with up to 1 KiB of transitions); past it, steps into new
