@@ -5,6 +5,7 @@ use super::*;
 use crate::{Expr, Limits, RuleId, TokenRef};
 use formwork_vocab::TokenId;
 
+mod ambiguous;
 mod corpus;
 mod oracle;
 mod roundtrip;
