@@ -30,11 +30,11 @@ impl Compiler<'_> {
                 // A negated pattern: a string that matches it is out.
                 if let (Some(Value::Array(pats)), Value::String(s)) = (p.get("x-formwork-not-pattern"), v) {
                     for pat in pats.iter().filter_map(Value::as_str) {
-                        let re = crate::ecma::ecma_to_rust(pat)
-                            .ok()
-                            .and_then(|r| regex::Regex::new(&r).ok())
+                        // One compiled regex per pattern and schema (each enum value of each
+                        // negation meets the same patterns).
+                        let matched = crate::regex::pattern_matches(self, pat, s)
                             .ok_or_else(|| unsupported("not", format!("the negation of pattern {pat:?} cannot be checked against enum values"), p.at.clone()))?;
-                        if re.is_match(s) {
+                        if matched {
                             return Ok(false);
                         }
                     }
