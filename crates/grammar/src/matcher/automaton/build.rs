@@ -556,6 +556,9 @@ impl Builder {
             let members: Vec<StackId> = self.join_members(x).to_vec();
             for m in members {
                 all.extend(self.cut_below(m, cut, memo));
+                if all.len() > MAX_CUT_STACKS {
+                    break;
+                }
             }
             all.sort_unstable();
             all.dedup();
