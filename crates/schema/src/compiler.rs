@@ -85,6 +85,19 @@ pub(crate) struct Compiler<'a> {
 }
 
 impl<'a> Compiler<'a> {
+    /// Does `pat` match the decoded key or string `s` (`None`: the pattern has no Rust
+    /// translation)? One compiled regex per pattern and schema: the same
+    /// `patternProperties` are checked against every listed name of every object that has
+    /// them, and the same negated patterns against every enum value.
+    pub(crate) fn pattern_matches(&self, pat: &str, s: &str) -> Option<bool> {
+        let mut cache = self.key_regexes.borrow_mut();
+        let re = cache.entry(pat.to_string()).or_insert_with(|| {
+            let rust = crate::ecma::ecma_to_rust(pat).ok()?;
+            regex::Regex::new(&rust).ok()
+        });
+        Some(re.as_ref()?.is_match(s))
+    }
+
     /// A compiler for `schema` (its documents resolved, the whitespace rule defined).
     pub fn new(schema: &Value, opts: std::borrow::Cow<'a, SchemaOptions>) -> Self {
         use std::borrow::Cow;

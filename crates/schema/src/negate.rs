@@ -674,7 +674,7 @@ pub(crate) fn disjoint(cx: &mut Compiler, a: &Sig, b: &Sig) -> bool {
                 // A key `x` requires, whose value `y`'s `patternProperties` give types that
                 // do not meet `x`'s for it (a pattern applies beside `properties`).
                 if x.required.contains(k)
-                    && y.pattern_props.iter().any(|(pat, ty)| !tx.intersects(*ty) && crate::regex::pattern_matches(cx, pat, k) == Some(true))
+                    && y.pattern_props.iter().any(|(pat, ty)| !tx.intersects(*ty) && cx.pattern_matches(pat, k) == Some(true))
                 {
                     return true;
                 }

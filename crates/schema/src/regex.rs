@@ -393,18 +393,6 @@ fn string_body_only_uncached(cx: &mut Compiler, src: &str, others: &[String], na
     Ok(Some(dfa::emit(cx, &d, key)))
 }
 
-/// Does `pat` match the decoded key `key` (`None`: the pattern has no Rust translation)?
-/// One compiled regex per pattern and schema: the same `patternProperties` are checked
-/// against every listed name of every object that has them.
-pub(crate) fn pattern_matches(cx: &Compiler, pat: &str, key: &str) -> Option<bool> {
-    let mut cache = cx.key_regexes.borrow_mut();
-    let re = cache.entry(pat.to_string()).or_insert_with(|| {
-        let rust = ecma_to_rust(pat).ok()?;
-        regex::Regex::new(&rust).ok()
-    });
-    Some(re.as_ref()?.is_match(key))
-}
-
 /// Most patterns [`pattern_regions`] takes (it builds a DFA per non-empty subset).
 pub(crate) const MAX_REGION_PATTERNS: usize = 4;
 
@@ -452,7 +440,7 @@ fn pattern_regions_uncached(cx: &mut Compiler, pats: &[String], names: &[String]
         // that set 0 must leave out. Every encoding of it (`\u` escapes, four hex digits each)
         // would multiply the product's states for nothing.
         let (matched, unmatched): (Vec<String>, Vec<String>) =
-            names.iter().cloned().partition(|n| pats.iter().any(|p| pattern_matches(cx, p, n) != Some(false)));
+            names.iter().cloned().partition(|n| pats.iter().any(|p| cx.pattern_matches(p, n) != Some(false)));
         let canonical = unmatched.iter().map(|n| Expr::seq(n.chars().map(|c| enc_class(&[(c, c)])).collect::<Vec<_>>()));
         exprs.push(Expr::alt(matched.iter().map(|n| names_expr(std::slice::from_ref(n))).chain(canonical).collect::<Vec<_>>()));
     }

@@ -20,7 +20,6 @@ use crate::compiler::{Compiler, CompileResult};
 use crate::conjunct::Conjunct;
 use crate::exprs::{alt_of, invalid, is_nothing, nothing, unsupported};
 use crate::layout::Seps;
-use crate::regex::pattern_matches;
 use crate::resolve::escape_ptr;
 use crate::json_types::as_count;
 use crate::layout::unordered;
@@ -271,7 +270,7 @@ fn compile_with(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps, groups: &[Ve
             }
             if let Some(pp) = o.get("patternProperties").and_then(|x| x.as_object()) {
                 for pat in pp.keys() {
-                    match pattern_matches(cx, pat, name) {
+                    match cx.pattern_matches(pat, name) {
                         Some(true) => {
                             vparts.push(p.sub(&format!("/patternProperties/{}", escape_ptr(pat))));
                             covered = true;
@@ -427,7 +426,7 @@ fn pattern_keys(cx: &mut Compiler, parts: &[Conjunct], pp: &Conjunct, names: &[S
     };
     let quoted = |body: Expr| Expr::seq([Expr::lit("\""), body, Expr::lit("\"")]);
     // Listed names some pattern matches: members, never additional keys.
-    let listed: Vec<String> = names.iter().filter(|n| pats.iter().any(|p| pattern_matches(cx, p, n) != Some(false))).cloned().collect();
+    let listed: Vec<String> = names.iter().filter(|n| pats.iter().any(|p| cx.pattern_matches(p, n) != Some(false))).cloned().collect();
     let rest = !cx.opts.strict && pp.get("additionalProperties") != Some(&Value::Bool(false));
     let mut out = Vec::new();
     if pats.len() == 1 && listed.is_empty() && !rest {
@@ -473,7 +472,7 @@ fn pattern_keys(cx: &mut Compiler, parts: &[Conjunct], pp: &Conjunct, names: &[S
     }
     let mut keys = Vec::new();
     for pat in &pats {
-        let mine: Vec<String> = listed.iter().filter(|n| pattern_matches(cx, pat, n) != Some(false)).cloned().collect();
+        let mine: Vec<String> = listed.iter().filter(|n| cx.pattern_matches(pat, n) != Some(false)).cloned().collect();
         let body = if mine.is_empty() {
             crate::regex::string_body(cx, pat, 0, None, &at, "patternProperties")?
         } else {

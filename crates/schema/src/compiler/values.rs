@@ -32,7 +32,7 @@ impl Compiler<'_> {
                     for pat in pats.iter().filter_map(Value::as_str) {
                         // One compiled regex per pattern and schema (each enum value of each
                         // negation meets the same patterns).
-                        let matched = crate::regex::pattern_matches(self, pat, s)
+                        let matched = self.pattern_matches(pat, s)
                             .ok_or_else(|| unsupported("not", format!("the negation of pattern {pat:?} cannot be checked against enum values"), p.at.clone()))?;
                         if matched {
                             return Ok(false);
