@@ -61,8 +61,6 @@ mod build;
 mod canon;
 mod join;
 
-pub(crate) use join::JOIN;
-
 /// A state of the automaton: its index in the table. [`DEAD`] and [`OVERFLOW`] are states
 /// too, so a step always gives one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

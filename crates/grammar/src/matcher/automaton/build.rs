@@ -358,8 +358,9 @@ impl Builder {
                         accepting = true;
                     } else if parent == CTX {
                         ctx = true;
-                    } else if self.nodes[parent.index()].0 == JOIN {
-                        // Pop into every member of the join (see `join`).
+                    } else if self.is_join(parent) {
+                        // Pop into every member of the join (see `join`; its members are
+                        // read through the field, beside the work list being pushed to).
                         let j = self.nodes[parent.index()].1 .0 as usize;
                         for &m in self.joins[j].iter() {
                             if m == BOTTOM {

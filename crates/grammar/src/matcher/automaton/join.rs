@@ -28,7 +28,7 @@
 use super::{Builder, StackId, BOTTOM, CTX};
 
 /// The position field of a join node.
-pub(crate) const JOIN: u32 = u32::MAX - 1;
+const JOIN: u32 = u32::MAX - 1;
 
 /// Shared frames factored out of a join before its members are kept as they are.
 const MAX_FACTOR_DEPTH: u32 = 64;
