@@ -31,6 +31,14 @@
 //!   loop's own prefix reuse ([`Model::cached_tokens`]) keeps that prefix.
 //! - **Per-slot context**: each sequence has `ModelInfo::context_length` positions of its
 //!   own, so one long conversation cannot starve the others.
+//! - **Sequences on consecutive ids**: llama.cpp with a KV stream per sequence evaluates
+//!   one run of consecutive sequence ids at a time, so a step over slots `0, 2, 5` costs three
+//!   evaluations. When requests end in the middle of the slots, the step thread moves the
+//!   sequence on the highest slot in use into the lowest free one
+//!   ([`BatchModel::seq_swap`]: the two caches change places, so the free slot's cache
+//!   stays a prefix cache, unless it is much longer than the moved sequence, then it is
+//!   dropped to bound the copy). A [`Sequence`] is a handle that follows its sequence to
+//!   whichever slot holds it.
 //! - **Failures stay with their sequence**: a batch the model refuses is evaluated again
 //!   entry by entry, so only the entry at fault gets the error, and its KV cache is rolled
 //!   back to where it was.
@@ -114,11 +122,16 @@ pub struct BatchStats {
     pub reused_tokens: u64,
     /// Requests that started from a prefix copied from another slot's cache.
     pub prefix_copies: u64,
+    /// Sequences moved to a lower slot to close a gap between the slots in use.
+    pub moves: u64,
 }
 
 /// What a session asks of the step thread.
 struct Request {
+    /// The sequence's handle (see [`State::handles`]).
     seq: SeqId,
+    /// The slot that holds it, set by the step thread for the step (sequences move).
+    slot: SeqId,
     /// The sequence keeps this many of its cached positions first (a pending truncation).
     keep: usize,
     /// The tokens before `keep` (only sent when a truncation is pending: evaluated again
@@ -128,6 +141,7 @@ struct Request {
     /// generated or forced tokens.
     prompt: bool,
     /// Start from this slot's cache: copy it, keep `keep` positions (they equal `prefix`).
+    /// Set by the step thread from the slot's record ([`Slot::copy_from`]).
     copy_from: Option<SeqId>,
     tokens: Vec<TokenId>,
     /// How many of `tokens` are evaluated so far (chunked prefill).
@@ -146,13 +160,23 @@ struct Reply {
 struct Slot {
     /// The tokens its KV cache holds, as the step thread last left it.
     cached: Vec<TokenId>,
-    in_use: bool,
+    /// The handle of the sequence using it.
+    handle: Option<SeqId>,
+    /// The slot whose cache this one's sequence starts from, until its first step (routing
+    /// planned a copy; moves keep it pointing at the slot that holds that cache).
+    copy_from: Option<usize>,
     /// When it was last released (LRU among equal prefixes).
     released: u64,
 }
 
 struct State {
     slots: Vec<Slot>,
+    /// Per handle (a [`Sequence`]'s `seq`), the slot that holds its sequence now. Handles
+    /// and slots are numbered alike; a handle starts on the slot of its number when it can.
+    handles: Vec<Option<usize>>,
+    /// Sequences are moved to close gaps ([`BatchModel::contiguous_seqs`]); off after a
+    /// swap the model refused.
+    compact: bool,
     pending: Vec<Request>,
     /// Sequences served by the last step that have not come back yet.
     awaited: Vec<SeqId>,
@@ -217,7 +241,9 @@ impl Batcher {
         let n = model.n_seq().max(1);
         let shared = Arc::new(BatcherInner {
             state: Mutex::new(State {
-                slots: (0..n).map(|_| Slot { cached: Vec::new(), in_use: false, released: 0 }).collect(),
+                slots: (0..n).map(|_| Slot { cached: Vec::new(), handle: None, copy_from: None, released: 0 }).collect(),
+                handles: vec![None; n],
+                compact: model.contiguous_seqs(),
                 pending: Vec::new(),
                 awaited: Vec::new(),
                 last_step_end: Instant::now(),
@@ -296,19 +322,20 @@ impl Batcher {
             }
             None => (st.slots[i].cached.clone(), None),
         };
-        let slot = &mut st.slots[i];
-        slot.in_use = true;
+        let handle = if st.handles[i].is_none() { i } else { st.handles.iter().position(Option::is_none).expect("a free slot has a free handle") };
+        st.handles[handle] = Some(i);
+        st.slots[i].handle = Some(SeqId(handle as u32));
+        st.slots[i].copy_from = route.copy_from;
         st.stats.in_use += 1;
         Sequence {
             shared: self.shared.clone(),
             _owner: self._owner.clone(),
-            seq: SeqId(i as u32),
+            seq: SeqId(handle as u32),
             evaluated: cached.len(),
             tokens: cached,
             // A copied prefix is a pending change of the slot's cache, like a truncation.
             truncated: copy_from.is_some(),
             prompting: true,
-            copy_from,
             logits: Vec::with_capacity(self.shared.vocab.len()),
             logits_valid: false,
             reply: Arc::new(Reply::default()),
@@ -345,8 +372,9 @@ fn route(slots: &[Slot], prompt: &[TokenId], can_copy: bool) -> Option<Route> {
         return slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| !s.in_use)
-            .max_by_key(|(_, s)| (common(s), std::cmp::Reverse(s.released)))
+            .filter(|(_, s)| s.handle.is_none())
+            // Ties go to the lowest slot, which keeps the slots in use together.
+            .max_by_key(|&(i, s)| (common(s), std::cmp::Reverse(s.released), std::cmp::Reverse(i)))
             .map(|(i, s)| Route { slot: i, reused: common(s), copy_from: None });
     }
     // The prompt's last token is always evaluated (its logits are needed): a prefix longer
@@ -354,7 +382,7 @@ fn route(slots: &[Slot], prompt: &[TokenId], can_copy: bool) -> Option<Route> {
     let useful = prompt.len().saturating_sub(1);
     let (best, best_len) = slots.iter().enumerate().map(|(i, s)| (i, common(s).min(useful))).max_by_key(|&(_, l)| l)?;
     let mut choice: Option<(usize, u64, Route)> = None; // (score, released, route)
-    for (i, s) in slots.iter().enumerate().filter(|(_, s)| !s.in_use) {
+    for (i, s) in slots.iter().enumerate().filter(|(_, s)| s.handle.is_none()) {
         let shared = common(s);
         let own = shared.min(useful);
         let destroyed = s.cached.len() - shared;
@@ -410,8 +438,6 @@ pub struct Sequence {
     truncated: bool,
     /// The next decode is a prompt (see `Request::prompt`).
     prompting: bool,
-    /// The first decode starts by copying this slot's cache (see [`Route`]).
-    copy_from: Option<SeqId>,
     logits: Vec<f32>,
     logits_valid: bool,
     reply: Arc<Reply>,
@@ -424,9 +450,10 @@ impl std::fmt::Debug for Sequence {
 }
 
 impl Sequence {
-    /// Which slot this is.
+    /// Which slot holds this sequence now (the batcher may move it to close gaps).
     pub fn id(&self) -> SeqId {
-        self.seq
+        let st = self.shared.lock();
+        st.handles[self.seq.index()].map_or(self.seq, |i| SeqId(i as u32))
     }
 }
 
@@ -478,9 +505,10 @@ impl Model for Sequence {
         let keep = self.evaluated;
         let request = Request {
             seq: self.seq,
+            slot: self.seq,
             keep,
             prefix: self.truncated.then(|| self.tokens[..keep].to_vec()),
-            copy_from: self.copy_from.take(),
+            copy_from: None,
             prompt: std::mem::take(&mut self.prompting),
             tokens: tokens.to_vec(),
             done: 0,
@@ -533,9 +561,12 @@ impl Drop for Sequence {
         st.clock += 1;
         let now = st.clock;
         st.awaited.retain(|&s| s != self.seq);
-        let slot = &mut st.slots[self.seq.index()];
-        slot.in_use = false;
-        slot.released = now;
+        if let Some(i) = st.handles[self.seq.index()].take() {
+            let slot = &mut st.slots[i];
+            slot.handle = None;
+            slot.copy_from = None;
+            slot.released = now;
+        }
         st.stats.in_use -= 1;
         drop(st);
         self.shared.freed.notify_one();

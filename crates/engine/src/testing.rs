@@ -295,6 +295,11 @@ pub struct ScriptedBatchModel {
     equal: bool,
     /// Each decode call's entries, as token counts (for tests that look at the steps).
     step_log: Option<Arc<std::sync::Mutex<Vec<Vec<usize>>>>>,
+    /// Claims [`BatchModel::contiguous_seqs`](crate::batch::BatchModel::contiguous_seqs)
+    /// and swaps sequences (their state, script position included).
+    contiguous: bool,
+    /// Each decode call's sequence ids.
+    seq_log: Option<Arc<std::sync::Mutex<Vec<Vec<u32>>>>>,
 }
 
 impl ScriptedBatchModel {
@@ -315,6 +320,8 @@ impl ScriptedBatchModel {
             copies: false,
             equal: false,
             step_log: None,
+            contiguous: false,
+            seq_log: None,
         }
     }
 
@@ -327,6 +334,19 @@ impl ScriptedBatchModel {
     /// Records each decode call's entries (their token counts) in `log`.
     pub fn with_step_log(mut self, log: Arc<std::sync::Mutex<Vec<Vec<usize>>>>) -> Self {
         self.step_log = Some(log);
+        self
+    }
+
+    /// Claims that an evaluation covers one run of consecutive sequence ids, as llama.cpp
+    /// with a KV stream per sequence does, and swaps sequences (so the batcher moves them).
+    pub fn with_contiguous_seqs(mut self) -> Self {
+        self.contiguous = true;
+        self
+    }
+
+    /// Records each decode call's sequence ids in `log`.
+    pub fn with_seq_log(mut self, log: Arc<std::sync::Mutex<Vec<Vec<u32>>>>) -> Self {
+        self.seq_log = Some(log);
         self
     }
 
@@ -411,6 +431,17 @@ impl crate::batch::BatchModel for ScriptedBatchModel {
     fn equal_micro_batches(&self) -> bool {
         self.equal
     }
+    fn contiguous_seqs(&self) -> bool {
+        self.contiguous
+    }
+    fn seq_swap(&mut self, a: crate::batch::SeqId, b: crate::batch::SeqId) -> bool {
+        if !self.contiguous || a == b {
+            return false;
+        }
+        self.seqs.swap(a.index(), b.index());
+        self.started.swap(a.index(), b.index());
+        true
+    }
     fn seq_copy(&mut self, src: crate::batch::SeqId, dst: crate::batch::SeqId) -> bool {
         if !self.copies {
             return false;
@@ -429,6 +460,9 @@ impl crate::batch::BatchModel for ScriptedBatchModel {
         }
         if let Some(log) = &self.step_log {
             log.lock().unwrap_or_else(|e| e.into_inner()).push(entries.iter().map(|e| e.tokens.len()).collect());
+        }
+        if let Some(log) = &self.seq_log {
+            log.lock().unwrap_or_else(|e| e.into_inner()).push(entries.iter().map(|e| e.seq.0).collect());
         }
         let total: usize = entries.iter().map(|e| e.tokens.len()).sum();
         if total > self.max_batch_tokens {

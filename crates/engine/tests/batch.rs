@@ -257,3 +257,56 @@ fn a_slow_session_holds_the_others_up_for_at_most_max_wait() {
     assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
     drop(idle);
 }
+
+/// With a model that evaluates only runs of consecutive sequence ids, a sequence left above
+/// a freed slot moves down into it, takes its state along (here: its own script), and
+/// every later step runs on consecutive ids.
+#[test]
+fn sequences_move_down_to_close_gaps_and_keep_their_state() {
+    let seq_log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut m = ScriptedBatchModel::new(WORDS, &["</s>"], 4).with_contiguous_seqs().with_seq_log(seq_log.clone());
+    let texts = ["Hello!", "abc", "Hi world!", "x1x1"];
+    for (i, t) in texts.iter().enumerate() {
+        let toks = batcher_tokens(&m, t);
+        m.set_seq_script(i, toks.into_iter().map(|t| vec![t]).collect());
+    }
+    let batcher = Batcher::new(Box::new(m), BatcherOptions::default());
+    let mut seqs: Vec<_> = (0..4).map(|_| Some(batcher.acquire(&[]))).collect();
+    let ids: Vec<u32> = seqs.iter().map(|s| s.as_ref().unwrap().id().0).collect();
+    assert_eq!(ids, [0, 1, 2, 3]);
+    // Slots 0 and 2 finish; 1 and 3 are still held.
+    for i in [0, 2] {
+        let mut s = seqs[i].take().unwrap();
+        assert_eq!(run(&mut s, "Hi", &greedy()).text, texts[i]);
+    }
+    seq_log.lock().unwrap().clear();
+    // Slot 3's sequence moves to slot 0 at its first step and generates its own script.
+    let threads: Vec<_> = [1usize, 3]
+        .into_iter()
+        .map(|i| {
+            let mut s = seqs[i].take().unwrap();
+            std::thread::spawn(move || {
+                let text = run(&mut s, "Hi", &greedy()).text;
+                (i, text, s.id().0)
+            })
+        })
+        .collect();
+    for t in threads {
+        let (i, text, now) = t.join().unwrap();
+        assert_eq!(text, texts[i], "sequence {i} lost its state when it moved");
+        assert!(now <= 1, "sequence {i} is on slot {now}, above a free slot");
+    }
+    let stats = batcher.stats();
+    assert!(stats.moves >= 1, "{stats:?}");
+    for step in seq_log.lock().unwrap().iter() {
+        let mut ids = step.clone();
+        ids.sort_unstable();
+        assert!(ids.windows(2).all(|w| w[1] == w[0] + 1) && ids.iter().all(|&i| i <= 1), "a step over ids with gaps: {step:?}");
+    }
+    assert_eq!(stats.in_use, 0);
+}
+
+fn batcher_tokens(m: &ScriptedBatchModel, text: &str) -> Vec<formwork_vocab::TokenId> {
+    use formwork_engine::batch::BatchModel;
+    m.tokenizer().tokenize(text, false, true).unwrap()
+}

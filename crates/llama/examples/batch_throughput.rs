@@ -28,14 +28,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = formwork_models::resolve(model)?;
     println!("model {} | threads {threads} | ctx/seq {ctx} | generate {n_gen} tokens per sequence", path.display());
     println!("{:>5} {:>12} {:>12} {:>12}", "seqs", "prefill ms", "decode ms", "gen tok/s");
+    // FORMWORK_SEQ_STRIDE=k: the sequences take every k-th sequence id (the holes a server's
+    // finished requests leave), to show what non-consecutive ids cost llama.cpp.
+    let stride: usize = std::env::var("FORMWORK_SEQ_STRIDE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1);
+    let id = |s: usize| SeqId((s * stride) as u32);
     for &n in &seqs {
-        let mut m = LlamaBatchModel::load(&path, LoadOptions { n_ctx: Some(ctx), n_threads: Some(threads), ..Default::default() }, n)?;
+        let mut m = LlamaBatchModel::load(&path, LoadOptions { n_ctx: Some(ctx), n_threads: Some(threads), ..Default::default() }, n * stride)?;
         let text = "The history of the printing press begins in the fifteenth century, when movable type changed how books were made and read.";
         let prompt = m.tokenizer().tokenize(text, true, false)?;
         let t0 = Instant::now();
         let mut next = Vec::new();
         for s in 0..n {
-            let e = [BatchEntry { seq: SeqId(s as u32), pos: 0, tokens: &prompt, logits: true }];
+            let e = [BatchEntry { seq: id(s), pos: 0, tokens: &prompt, logits: true }];
             m.decode_batch(&e)?;
             next.push(argmax(m.logits(0)));
         }
@@ -51,7 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let td = Instant::now();
             let toks: Vec<[TokenId; 1]> = next.iter().map(|&t| [t]).collect();
             let entries: Vec<BatchEntry> = (0..n)
-                .map(|s| BatchEntry { seq: SeqId(s as u32), pos: prompt.len() + step, tokens: &toks[s], logits: true })
+                .map(|s| BatchEntry { seq: id(s), pos: prompt.len() + step, tokens: &toks[s], logits: true })
                 .collect();
             m.decode_batch(&entries)?;
             decode_time += td.elapsed();
@@ -61,7 +65,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let el = t1.elapsed().as_secs_f64();
         let step = decode_time.as_secs_f64() * 1e3 / n_gen as f64;
-        println!("{n:>5} {prefill:>12.1} {step:>12.1} {:>12.1}", (n * n_gen) as f64 / el);
+        print!("{n:>5} {prefill:>12.1} {step:>12.1} {:>12.1}", (n * n_gen) as f64 / el);
+        // A stream copy (what moving a sequence to another slot costs): one step with it.
+        if stride > 1 {
+            let tc = Instant::now();
+            m.seq_copy(id(n - 1), SeqId(1));
+            let t = [next[0]];
+            m.decode_batch(&[BatchEntry { seq: id(0), pos: prompt.len() + n_gen, tokens: &t, logits: true }])?;
+            print!("   copy + 1-token step {:.1} ms", tc.elapsed().as_secs_f64() * 1e3);
+        }
+        println!();
     }
     Ok(())
 }

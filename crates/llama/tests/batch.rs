@@ -146,3 +146,58 @@ fn a_prefix_copied_from_another_slot_generates_as_an_evaluated_one() {
     let mut seq = batcher.acquire(&t1);
     assert_eq!(gen(&mut seq, &p1, None).cached_prompt_tokens, t1.len() - 1);
 }
+
+/// Argmax of logits (the raw greedy choice, no sampler settings in between).
+fn argmax(logits: &[f32]) -> formwork_vocab::TokenId {
+    formwork_vocab::TokenId((0..logits.len()).max_by(|&a, &b| logits[a].total_cmp(&logits[b])).unwrap_or(0) as u32)
+}
+
+/// `n` greedy tokens from `logits` on, each decoded before the next is chosen, and the
+/// logits after the last.
+fn continue_greedy(m: &mut dyn Model, mut logits: Vec<f32>, n: usize) -> (Vec<formwork_vocab::TokenId>, Vec<f32>) {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let t = argmax(&logits);
+        out.push(t);
+        logits = m.decode(&[t]).unwrap().to_vec();
+    }
+    (out, logits)
+}
+
+/// A sequence on a slot above a free one is moved down at its next step (its KV cache
+/// changes places with the free slot's, `seq_swap`); what it generates is exactly what it
+/// generates alone, and the free slot's cache is kept, one slot higher.
+#[test]
+fn a_sequence_moved_to_close_a_gap_generates_as_if_it_had_stayed() {
+    let (p1, p3) = (chat(QUESTIONS[0]), chat(QUESTIONS[2]));
+    let batcher = Batcher::new(Box::new(LlamaBatchModel::load(model_path(), opts(1024), 3).unwrap()), BatcherOptions::default());
+    let (t1, t3) = (batcher.prompt_tokens(&p1).unwrap(), batcher.prompt_tokens(&p3).unwrap());
+    let mut alone = LlamaModel::load(model_path(), opts(1024)).unwrap();
+    let first = alone.decode(&t3).unwrap().to_vec();
+    let (expected, _) = continue_greedy(&mut alone, first, 40);
+    drop(alone);
+
+    let mut s1 = batcher.acquire(&[]);
+    let s2 = batcher.acquire(&[]);
+    let mut s3 = batcher.acquire(&[]);
+    assert_eq!((s1.id().0, s2.id().0, s3.id().0), (0, 1, 2));
+    // The third sequence evaluates its prompt and 20 tokens on slot 2 ...
+    let first = s3.decode(&t3).unwrap().to_vec();
+    let (mut got, logits) = continue_greedy(&mut s3, first, 20);
+    assert_eq!(s3.id().0, 2);
+    // ... the first finishes (slot 0 is free and holds its conversation), the second goes ...
+    let g1 = gen(&mut s1, &p1, None);
+    drop(s1);
+    drop(s2);
+    // ... and the third goes on: its next step moves it to slot 0.
+    got.extend(continue_greedy(&mut s3, logits, 20).0);
+    assert_eq!(s3.id().0, 0, "the sequence stayed above free slots");
+    assert!(batcher.stats().moves >= 1, "{:?}", batcher.stats());
+    assert_eq!(got, expected, "a moved sequence generated something else");
+    drop(s3);
+    // The first conversation's cache survived the move: asked again, its prompt is reused.
+    let mut again = batcher.acquire(&t1);
+    let g = gen(&mut again, &p1, None);
+    assert_eq!(g.cached_prompt_tokens, t1.len() - 1);
+    assert_eq!(g.tokens, g1.tokens);
+}

@@ -33,9 +33,18 @@ pub(super) fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<BatcherInner
                 }
                 st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
             }
+            if st.compact {
+                compact(&mut st, model.as_mut());
+            }
             // Generating sequences first, then prompts in arrival order.
             let mut pending = std::mem::take(&mut st.pending);
             pending.sort_by_key(|r| r.tokens.len() - r.done > GENERATING_TOKENS);
+            for r in &mut pending {
+                r.slot = st.handles[r.seq.index()].map_or(r.seq, |i| SeqId(i as u32));
+                if r.done == 0 {
+                    r.copy_from = st.slots[r.slot.index()].copy_from.take().map(|i| SeqId(i as u32));
+                }
+            }
             pending
         };
 
@@ -55,11 +64,11 @@ pub(super) fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<BatcherInner
                     // routing): copy it, and keep the prefix. Otherwise start empty and
                     // evaluate the prefix again.
                     let holds = shared.lock().slots[src.index()].cached.get(..r.keep) == Some(&prefix[..]);
-                    if holds && model.seq_copy(src, r.seq) {
-                        shared.lock().slots[r.seq.index()].cached = prefix.clone();
+                    if holds && model.seq_copy(src, r.slot) {
+                        shared.lock().slots[r.slot.index()].cached = prefix.clone();
                     } else {
-                        model.seq_keep(r.seq, 0);
-                        shared.lock().slots[r.seq.index()].cached.clear();
+                        model.seq_keep(r.slot, 0);
+                        shared.lock().slots[r.slot.index()].cached.clear();
                         let mut all = r.prefix.take().unwrap_or_default();
                         all.extend_from_slice(&r.tokens);
                         r.tokens = all;
@@ -67,8 +76,8 @@ pub(super) fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<BatcherInner
                     }
                 }
                 if let Some(prefix) = r.prefix.take() {
-                    if !model.seq_keep(r.seq, r.keep) {
-                        model.seq_keep(r.seq, 0);
+                    if !model.seq_keep(r.slot, r.keep) {
+                        model.seq_keep(r.slot, 0);
                         // Cannot drop a suffix: evaluate the kept prefix again.
                         let mut all = prefix;
                         all.extend_from_slice(&r.tokens);
@@ -78,7 +87,7 @@ pub(super) fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<BatcherInner
                 }
                 // The slot's record of its cache, before anything new is added.
                 let mut st = shared.lock();
-                st.slots[r.seq.index()].cached.truncate(r.keep);
+                st.slots[r.slot.index()].cached.truncate(r.keep);
                 drop(st);
                 if r.keep + r.tokens.len() > shared.info.context_length {
                     overflow.push((i, r.keep));
@@ -114,7 +123,7 @@ pub(super) fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<BatcherInner
             let wants_logits = r.done + take == r.tokens.len();
             match &outcome[k] {
                 Ok(()) => {
-                    let slot = &mut st.slots[r.seq.index()];
+                    let slot = &mut st.slots[r.slot.index()];
                     slot.cached.extend_from_slice(&r.tokens[r.done..r.done + take]);
                     r.done += take;
                     st.stats.tokens += take as u64;
@@ -128,13 +137,13 @@ pub(super) fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<BatcherInner
                         other => ModelError::Decode(other.to_string().trim_start_matches("model evaluation failed: ").to_string()),
                     };
                     let kept = r.keep + r.done;
-                    let kept = if model.seq_keep(r.seq, kept) {
+                    let kept = if model.seq_keep(r.slot, kept) {
                         kept
                     } else {
-                        model.seq_keep(r.seq, 0);
+                        model.seq_keep(r.slot, 0);
                         0
                     };
-                    st.slots[r.seq.index()].cached.truncate(kept);
+                    st.slots[r.slot.index()].cached.truncate(kept);
                     r.done = usize::MAX; // finished (with an error)
                     finished.push((r.reply.clone(), Err((msg, kept))));
                 }
@@ -168,6 +177,47 @@ pub(super) fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<BatcherInner
     }
 }
 
+/// A free slot's cache longer than this many tokens beyond the moved sequence's is dropped
+/// rather than swapped (a swap copies both caches' positions), unless a request is about
+/// to copy from it.
+const SWAP_KEEPS: usize = 256;
+
+/// Moves the sequence on the highest slot in use into the lowest free slot while one is
+/// below it (see "Sequences on consecutive ids" in the module docs): the two slots' caches
+/// change places, so a free slot's cache survives the move, one slot higher.
+fn compact(st: &mut State, model: &mut dyn BatchModel) {
+    loop {
+        let Some(free) = st.slots.iter().position(|s| s.handle.is_none()) else { return };
+        let Some(used) = st.slots.iter().rposition(|s| s.handle.is_some()) else { return };
+        if free > used {
+            return;
+        }
+        let (f, u) = (SeqId(free as u32), SeqId(used as u32));
+        let copy_source = st.slots.iter().any(|s| s.copy_from == Some(free));
+        if !copy_source && st.slots[free].cached.len() > st.slots[used].cached.len() + SWAP_KEEPS {
+            model.seq_keep(f, 0);
+            st.slots[free].cached.clear();
+        }
+        if !model.seq_swap(f, u) {
+            tracing::warn!(free, used, "the model could not swap two sequences' caches; sequences stay where they are");
+            st.compact = false;
+            return;
+        }
+        st.slots.swap(free, used);
+        for s in &mut st.slots {
+            if s.copy_from == Some(free) {
+                s.copy_from = Some(used);
+            } else if s.copy_from == Some(used) {
+                s.copy_from = Some(free);
+            }
+        }
+        let handle = st.slots[free].handle.expect("the slot in use moved");
+        st.handles[handle.index()] = Some(free);
+        st.stats.moves += 1;
+        tracing::trace!(from = used, to = free, "sequence moved");
+    }
+}
+
 /// Evaluates the planned `(request, tokens)` items in one batch and copies out their logits.
 /// When the model refuses the batch, every sequence is rolled back and the items are
 /// evaluated one by one, so only the one at fault fails.
@@ -177,7 +227,7 @@ pub(super) fn evaluate(model: &mut dyn BatchModel, batch: &mut [Request], plan: 
             .iter()
             .map(|&(i, take)| {
                 let r = &batch[i];
-                BatchEntry { seq: r.seq, pos: r.keep + r.done, tokens: &r.tokens[r.done..r.done + take], logits: r.done + take == r.tokens.len() }
+                BatchEntry { seq: r.slot, pos: r.keep + r.done, tokens: &r.tokens[r.done..r.done + take], logits: r.done + take == r.tokens.len() }
             })
             .collect();
         model.decode_batch(&entries)?;
@@ -204,7 +254,7 @@ pub(super) fn evaluate(model: &mut dyn BatchModel, batch: &mut [Request], plan: 
             tracing::warn!("a batch of {} sequences failed ({e}); evaluating them one by one", plan.len());
             for &(i, _) in plan {
                 let r = &batch[i];
-                model.seq_keep(r.seq, r.keep + r.done);
+                model.seq_keep(r.slot, r.keep + r.done);
             }
             plan.iter().map(|item| run(model, batch, std::slice::from_ref(item), n_vocab)).collect()
         }
