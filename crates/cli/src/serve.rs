@@ -149,7 +149,12 @@ fn load(name: &str, args: &Args, config: &ServerConfig, cache: Arc<ConstraintCac
     let model = formwork_llama::LlamaBatchModel::load(&path, opts, parallel).with_context(|| format!("cannot load {}", path.display()))?;
     let load_time = t.elapsed();
     let threads = model.n_threads();
-    let batcher = formwork_engine::batch::Batcher::new(Box::new(model), Default::default());
+    // FORMWORK_BATCH_MOVES=0 keeps sequences where they started (to measure what moving gains).
+    let batch_options = formwork_engine::batch::BatcherOptions {
+        move_sequences: std::env::var("FORMWORK_BATCH_MOVES").map_or(true, |v| v != "0"),
+        ..Default::default()
+    };
+    let batcher = formwork_engine::batch::Batcher::new(Box::new(model), batch_options);
     let mut meta = meta(&display, &path, batcher.info());
     meta.defaults = found.defaults;
     eprintln!(

@@ -95,11 +95,15 @@ pub struct BatcherOptions {
     /// competed with the decode for the cores (`bench serve`, 16 clients: 105 → 115 tok/s
     /// with the schema, 115 → 123 without, one run each).
     pub max_wait: Duration,
+    /// Move sequences to close gaps between the slots in use, where the model evaluates one
+    /// run of consecutive ids at a time (see "Sequences on consecutive ids" above). Default
+    /// on; off only to measure what it gains (`formwork serve` reads `FORMWORK_BATCH_MOVES=0`).
+    pub move_sequences: bool,
 }
 
 impl Default for BatcherOptions {
     fn default() -> Self {
-        BatcherOptions { max_wait: Duration::from_millis(25) }
+        BatcherOptions { max_wait: Duration::from_millis(25), move_sequences: true }
     }
 }
 
@@ -243,7 +247,7 @@ impl Batcher {
             state: Mutex::new(State {
                 slots: (0..n).map(|_| Slot { cached: Vec::new(), handle: None, copy_from: None, released: 0 }).collect(),
                 handles: vec![None; n],
-                compact: model.contiguous_seqs(),
+                compact: options.move_sequences && model.contiguous_seqs(),
                 pending: Vec::new(),
                 awaited: Vec::new(),
                 last_step_end: Instant::now(),

@@ -246,7 +246,7 @@ fn with_equal_micro_batches_forced_tokens_go_one_per_step_next_to_other_sequence
 fn a_slow_session_holds_the_others_up_for_at_most_max_wait() {
     let mut m = ScriptedBatchModel::new(WORDS, &["</s>"], 2);
     m.script_text("a b c a b c a b c!");
-    let batcher = Batcher::new(Box::new(m), BatcherOptions { max_wait: Duration::from_millis(2) });
+    let batcher = Batcher::new(Box::new(m), BatcherOptions { max_wait: Duration::from_millis(2), ..Default::default() });
     // A session that took a slot, evaluated its prompt and then went quiet for a long time.
     let mut idle = batcher.acquire(&[]);
     idle.decode(&idle.tokenize("Hi", false, false).unwrap()).unwrap();
