@@ -6,6 +6,12 @@
 //! `llama_batch` with every entry's tokens (the entry's sequence id, positions from its
 //! `pos`), asks for logits only after the entries that want them, and runs one
 //! `llama_decode`. Drive it through a `formwork_engine::batch::Batcher`.
+//!
+//! llama.cpp cuts such a batch into micro-batches of one run of consecutive sequence ids
+//! each (`split_equal` with a stream per sequence), so a step over ids `0, 2, 5` is three
+//! evaluations ([`BatchModel::contiguous_seqs`]); the batcher moves sequences down with
+//! [`BatchModel::seq_swap`], which exchanges two sequences' cells through llama.cpp's
+//! per-sequence state (only the positions they hold are copied).
 
 use crate::embed::LlamaEmbedder;
 use crate::engine::{Engine, LlamaTokenizer};

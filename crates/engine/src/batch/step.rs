@@ -108,7 +108,13 @@ pub(super) fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<BatcherInner
         let outcome = evaluate(model.as_mut(), &mut batch, &plan, n_vocab);
         let n_entries = plan.len();
         let n_tokens: usize = plan.iter().map(|&(_, take)| take).sum();
-        tracing::trace!(entries = n_entries, tokens = n_tokens, ms = t0.elapsed().as_secs_f64() * 1e3, "batch step");
+        if tracing::enabled!(tracing::Level::TRACE) {
+            // Runs of consecutive slot ids: what a `contiguous_seqs` model evaluates one by one.
+            let mut ids: Vec<u32> = plan.iter().map(|&(i, _)| batch[i].slot.0).collect();
+            ids.sort_unstable();
+            let runs = ids.windows(2).filter(|w| w[1] != w[0] + 1).count() + usize::from(!ids.is_empty());
+            tracing::trace!(entries = n_entries, tokens = n_tokens, runs, ms = t0.elapsed().as_secs_f64() * 1e3, "batch step");
+        }
 
         // 4. Hand out results; unfinished prompts go back to the queue.
         let mut st = shared.lock();
