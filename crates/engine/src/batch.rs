@@ -37,7 +37,7 @@
 //!   sequence on the highest slot in use into the lowest free one
 //!   ([`BatchModel::seq_swap`]: the two caches change places, so the free slot's cache
 //!   stays a prefix cache, unless it is much longer than the moved sequence, then it is
-//!   dropped to bound the copy). A [`Sequence`] is a handle that follows its sequence to
+//!   dropped to bound the copy; a sequence of over 2,048 positions stays). A [`Sequence`] is a handle that follows its sequence to
 //!   whichever slot holds it.
 //! - **Failures stay with their sequence**: a batch the model refuses is evaluated again
 //!   entry by entry, so only the entry at fault gets the error, and its KV cache is rolled
