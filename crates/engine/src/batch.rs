@@ -132,7 +132,7 @@ pub struct BatchStats {
 
 /// What a session asks of the step thread.
 struct Request {
-    /// The sequence's handle (see [`State::handles`]).
+    /// The sequence's handle (see [`State::slot_of`]).
     seq: SeqId,
     /// The slot that holds it, set by the step thread for the step (sequences move).
     slot: SeqId,
@@ -175,9 +175,6 @@ struct Slot {
 
 struct State {
     slots: Vec<Slot>,
-    /// Per handle (a [`Sequence`]'s `seq`), the slot that holds its sequence now. Handles
-    /// and slots are numbered alike; a handle starts on the slot of its number when it can.
-    handles: Vec<Option<usize>>,
     /// Sequences are moved to close gaps ([`BatchModel::contiguous_seqs`]); off after a
     /// swap the model refused.
     compact: bool,
@@ -207,6 +204,14 @@ struct BatcherInner {
     can_copy: bool,
     /// The model's embedding capability (it runs beside the step thread, not on it).
     embedder: Option<Arc<dyn formwork_model::embed::Embed>>,
+}
+
+impl State {
+    /// The slot that holds the sequence of `handle` (a [`Sequence`]'s `seq`) now, if it is
+    /// in use: sequences move (see "Sequences on consecutive ids").
+    fn slot_of(&self, handle: SeqId) -> Option<usize> {
+        self.slots.iter().position(|s| s.handle == Some(handle))
+    }
 }
 
 impl BatcherInner {
@@ -246,7 +251,6 @@ impl Batcher {
         let shared = Arc::new(BatcherInner {
             state: Mutex::new(State {
                 slots: (0..n).map(|_| Slot { cached: Vec::new(), handle: None, copy_from: None, released: 0 }).collect(),
-                handles: vec![None; n],
                 compact: options.move_sequences && model.contiguous_seqs(),
                 pending: Vec::new(),
                 awaited: Vec::new(),
@@ -326,8 +330,10 @@ impl Batcher {
             }
             None => (st.slots[i].cached.clone(), None),
         };
-        let handle = if st.handles[i].is_none() { i } else { st.handles.iter().position(Option::is_none).expect("a free slot has a free handle") };
-        st.handles[handle] = Some(i);
+        // Handles and slots are numbered alike; a handle starts on the slot of its number when
+        // that number is free (a moved sequence may hold it).
+        let taken = |h: usize| st.slots.iter().any(|s| s.handle == Some(SeqId(h as u32)));
+        let handle = if !taken(i) { i } else { (0..st.slots.len()).find(|&h| !taken(h)).expect("a free slot leaves a handle free") };
         st.slots[i].handle = Some(SeqId(handle as u32));
         st.slots[i].copy_from = route.copy_from;
         st.stats.in_use += 1;
@@ -457,7 +463,7 @@ impl Sequence {
     /// Which slot holds this sequence now (the batcher may move it to close gaps).
     pub fn id(&self) -> SeqId {
         let st = self.shared.lock();
-        st.handles[self.seq.index()].map_or(self.seq, |i| SeqId(i as u32))
+        st.slot_of(self.seq).map_or(self.seq, |i| SeqId(i as u32))
     }
 }
 
@@ -565,7 +571,7 @@ impl Drop for Sequence {
         st.clock += 1;
         let now = st.clock;
         st.awaited.retain(|&s| s != self.seq);
-        if let Some(i) = st.handles[self.seq.index()].take() {
+        if let Some(i) = st.slot_of(self.seq) {
             let slot = &mut st.slots[i];
             slot.handle = None;
             slot.copy_from = None;

@@ -40,7 +40,7 @@ pub(super) fn step_loop(mut model: Box<dyn BatchModel>, shared: Arc<BatcherInner
             let mut pending = std::mem::take(&mut st.pending);
             pending.sort_by_key(|r| r.tokens.len() - r.done > GENERATING_TOKENS);
             for r in &mut pending {
-                r.slot = st.handles[r.seq.index()].map_or(r.seq, |i| SeqId(i as u32));
+                r.slot = st.slot_of(r.seq).map_or(r.seq, |i| SeqId(i as u32));
                 if r.done == 0 {
                     r.copy_from = st.slots[r.slot.index()].copy_from.take().map(|i| SeqId(i as u32));
                 }
@@ -221,8 +221,6 @@ fn compact(st: &mut State, model: &mut dyn BatchModel) {
                 s.copy_from = Some(free);
             }
         }
-        let handle = st.slots[free].handle.expect("the slot in use moved");
-        st.handles[handle.index()] = Some(free);
         st.stats.moves += 1;
         tracing::trace!(from = used, to = free, "sequence moved");
     }
