@@ -315,6 +315,12 @@ pub trait Backend: Send + 'static {
         None
     }
 
+    /// The batcher this backend's decodes join, if its model is batched (`/metrics` reads
+    /// its counters). Asked once when the worker starts. Default: none.
+    fn batcher(&self) -> Option<formwork_engine::batch::Batcher> {
+        None
+    }
+
     /// Runs `job`, calling `on_text` with each piece of output (reasoning or answer text) as
     /// it is decided. When `on_text` returns `Break` (the client went away, or the deadline
     /// passed) the backend stops soon and returns what it has.

@@ -443,6 +443,13 @@ impl Backend for EngineBackend {
         }
     }
 
+    fn batcher(&self) -> Option<Batcher> {
+        match &self.runner {
+            Runner::Single(_) => None,
+            Runner::Batched(b) => Some(b.clone()),
+        }
+    }
+
     fn generate(&mut self, job: &Job, on_text: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>) -> Result<Outcome, BackendError> {
         let mut prompt = engine_prompt(&job.prompt);
         if let Some(placement) = job.schema_in_prompt {

@@ -62,6 +62,8 @@ pub struct ModelWorker {
     metrics: Arc<Metrics>,
     load_duration: Duration,
     can_embed: bool,
+    /// The batcher the slots' decodes join (a batched model), for `/metrics`.
+    batcher: Option<formwork_engine::batch::Batcher>,
 }
 
 impl std::fmt::Debug for ModelWorker {
@@ -105,11 +107,12 @@ impl ModelWorker {
         let metrics = Arc::new(Metrics::default());
         let slots = backends.len().max(1);
         let can_embed = backends.first().is_some_and(|b| b.embedder().is_some());
+        let batcher = backends.first().and_then(|b| b.batcher());
         for (i, backend) in backends.into_iter().enumerate() {
             let (rx, q, m, name) = (rx.clone(), queued.clone(), metrics.clone(), meta.name.clone());
             std::thread::Builder::new().name(format!("model-{}-{i}", meta.name)).spawn(move || run(backend, rx, q, m, name))?;
         }
-        Ok(ModelWorker { meta: Arc::new(meta), tx, queued, max_queue, slots, metrics, load_duration, can_embed })
+        Ok(ModelWorker { meta: Arc::new(meta), tx, queued, max_queue, slots, metrics, load_duration, can_embed, batcher })
     }
 
     /// Facts about the model.
@@ -150,7 +153,13 @@ impl ModelWorker {
 
     /// What `/metrics` shows of this model now.
     pub fn figures(&self) -> crate::metrics::ModelFigures<'_> {
-        crate::metrics::ModelFigures { name: &self.meta.name, metrics: &self.metrics, queued: self.queue_len(), slots: self.slots() }
+        crate::metrics::ModelFigures {
+            name: &self.meta.name,
+            metrics: &self.metrics,
+            queued: self.queue_len(),
+            slots: self.slots(),
+            batch: self.batcher.as_ref().map(|b| b.stats()),
+        }
     }
 
     /// Queues `job`; the receiver yields its events. Dropping the receiver cancels the job.

@@ -74,6 +74,18 @@ async fn sixty_four_concurrent_constrained_requests_are_all_answered_and_valid()
     assert!(text.contains("formwork_slots{model=\"smollm2\"} 8"), "{text}");
     assert!(text.contains("formwork_time_to_first_token_seconds_count{model=\"smollm2\"} 64"), "{text}");
     assert!(text.contains("formwork_requests_running{model=\"smollm2\"} 0"), "{text}");
+    // The batcher's own counters, as the batcher has them.
+    let stats = batcher.stats();
+    assert!(stats.steps > 0);
+    for (name, value) in [
+        ("formwork_batch_steps_total", stats.steps),
+        ("formwork_batch_tokens_total", stats.tokens),
+        ("formwork_batch_sequences_max", stats.max_batch_sequences as u64),
+        ("formwork_sequence_moves_total", stats.moves),
+        ("formwork_prefix_copies_total", stats.prefix_copies),
+    ] {
+        assert!(text.contains(&format!("{name}{{model=\"smollm2\"}} {value}\n")), "{name} {value}: {text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
