@@ -306,6 +306,46 @@ fn sequences_move_down_to_close_gaps_and_keep_their_state() {
     assert_eq!(stats.in_use, 0);
 }
 
+/// A sequence of more than 2,048 positions is not moved (a swap copies its positions), and
+/// no shorter sequence below it moves down into a gap instead: with the slots `free, short,
+/// long`, moving the short one to slot 0 would split the slots in use into two runs.
+#[test]
+fn a_long_sequence_stays_and_nothing_moves_around_it() {
+    let seq_log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let m = ScriptedBatchModel::new(WORDS, &["</s>"], 3).with_contiguous_seqs().with_seq_log(seq_log.clone());
+    let batcher = Batcher::new(Box::new(m), BatcherOptions::default());
+    let mut seqs: Vec<_> = (0..3).map(|_| batcher.acquire(&[])).collect();
+    let ids: Vec<u32> = seqs.iter().map(|s| s.id().0).collect();
+    assert_eq!(ids, [0, 1, 2]);
+    let a = seqs[0].tokenize("a", false, false).unwrap()[0];
+    // Slot 2 holds 2,100 positions (over the 2,048 a move may copy), slot 1 a few.
+    seqs[2].decode(&vec![a; 2100]).unwrap();
+    seqs[1].decode(&[a, a, a]).unwrap();
+    // Slot 0 finishes and frees its slot.
+    let first = seqs.remove(0);
+    drop(first);
+    seq_log.lock().unwrap().clear();
+    for _ in 0..3 {
+        for s in &mut seqs {
+            s.decode(&[a]).unwrap();
+        }
+    }
+    let stats = batcher.stats();
+    assert_eq!(stats.moves, 0, "{stats:?}");
+    assert_eq!((seqs[0].id().0, seqs[1].id().0), (1, 2), "the sequences stay on consecutive slots 1 and 2");
+    assert!(seq_log.lock().unwrap().iter().all(|step| step.iter().all(|&i| i >= 1)), "{:?}", seq_log.lock().unwrap());
+    drop(seqs);
+    // Once the long sequence is gone, a short one above a gap moves down again.
+    let mut seqs: Vec<_> = (0..3).map(|_| batcher.acquire(&[])).collect();
+    seqs[2].truncate(0).unwrap();
+    seqs[2].decode(&[a]).unwrap();
+    let (low, mid) = (seqs.remove(0), seqs.remove(0));
+    drop((low, mid));
+    seqs[0].decode(&[a]).unwrap();
+    assert_eq!(seqs[0].id().0, 0, "{:?}", batcher.stats());
+    assert!(batcher.stats().moves >= 1);
+}
+
 fn batcher_tokens(m: &ScriptedBatchModel, text: &str) -> Vec<formwork_vocab::TokenId> {
     use formwork_engine::batch::BatchModel;
     m.tokenizer().tokenize(text, false, true).unwrap()

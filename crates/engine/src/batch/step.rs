@@ -192,16 +192,18 @@ const SWAP_KEEPS: usize = 256;
 /// position for SmolLM2-135M, 128 KB for an 8B Llama), which must stay a small part of a step.
 const MOVE_MAX: usize = 2048;
 
-/// Moves the sequence on the highest slot in use (of at most [`MOVE_MAX`] positions) into the lowest free slot while one is
+/// Moves the sequence on the highest slot in use into the lowest free slot while one is
 /// below it (see "Sequences on consecutive ids" in the module docs): the two slots' caches
-/// change places, so a free slot's cache survives the move, one slot higher.
+/// change places, so a free slot's cache survives the move, one slot higher. It stops at a
+/// highest sequence of over [`MOVE_MAX`] positions: moving a lower one instead would split
+/// the slots in use into more runs, not fewer.
 fn compact(st: &mut State, model: &mut dyn BatchModel) {
     loop {
         let Some(free) = st.slots.iter().position(|s| s.handle.is_none()) else { return };
-        // The highest sequence above it that is short enough to move.
-        let Some(used) = (free + 1..st.slots.len()).rev().find(|&i| st.slots[i].handle.is_some() && st.slots[i].cached.len() <= MOVE_MAX) else {
+        let Some(used) = (free + 1..st.slots.len()).rev().find(|&i| st.slots[i].handle.is_some()) else { return };
+        if st.slots[used].cached.len() > MOVE_MAX {
             return;
-        };
+        }
         let (f, u) = (SeqId(free as u32), SeqId(used as u32));
         let copy_source = st.slots.iter().any(|s| s.copy_from == Some(free));
         if !copy_source && st.slots[free].cached.len() > st.slots[used].cached.len() + SWAP_KEEPS {
