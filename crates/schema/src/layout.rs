@@ -12,7 +12,7 @@
 //!
 //! | style | outer_open / outer_close | first | comma | last | colon |
 //! |---|---|---|---|---|---|
-//! | flexible | `ws` / `ws` | — | `ws "," ws` | — | `ws ":" ws` |
+//! | flexible | `ws` / — | — | `ws "," ws` | `ws` | `ws ":" ws` |
 //! | compact | — | — | `","` | — | `":"` |
 //! | pretty, level *l* | — | `"\n"` + indent(*l*+1) | `",\n"` + indent(*l*+1) | `"\n"` + indent(*l*) | `": "` |
 //!
@@ -51,12 +51,16 @@ impl Seps {
     /// whitespace rule.
     pub fn new(style: Whitespace, ws: &Expr, level: u32) -> Seps {
         match style {
+            // The run before the closing bracket is `last`, not `outer_close`: in an empty
+            // container the two runs would stand side by side, and a run of spaces would
+            // split between them in every way (a state per split, and another per count of
+            // the second run: ~90 new states walking the whitespace tokens after a `[`).
             Whitespace::Flexible { .. } => Seps {
                 outer_open: ws.clone(),
-                outer_close: ws.clone(),
+                outer_close: Expr::empty(),
                 first: Expr::empty(),
                 comma: Expr::seq([ws.clone(), Expr::lit(","), ws.clone()]),
-                last: Expr::empty(),
+                last: ws.clone(),
                 colon: Expr::seq([ws.clone(), Expr::lit(":"), ws.clone()]),
             },
             Whitespace::Pretty { indent } if level < PRETTY_MAX_LEVEL => {

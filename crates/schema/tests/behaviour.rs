@@ -1321,3 +1321,45 @@ fn nested_objects_under_three_negated_closed_objects_are_accepted_at_the_default
         assert_eq!(accepts(&g, bad.as_bytes(), &roomy), Ok(false), "{bad}");
     }
 }
+
+/// Flexible whitespace: one bounded run in an empty container (not two side by side, which
+/// doubled the bound and let a run of spaces split between them in every way), a run on
+/// each side of a member, and the mask after an opening bracket builds a state per
+/// whitespace token length at most once, not once per way of splitting it.
+#[test]
+fn flexible_whitespace_in_empty_containers_is_one_bounded_run() {
+    let opts = SchemaOptions { whitespace: Whitespace::Flexible { max_run: Some(8) }, ..Default::default() };
+    let ok = |schema: &serde_json::Value, s: &str| {
+        let g = compile(schema, &opts).unwrap();
+        accepts(&g, s.as_bytes(), &opts.limits).unwrap()
+    };
+    let arr = json!({"type": "array", "items": {"type": "integer"}});
+    let obj = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+    let sp = |n: usize| " ".repeat(n);
+    assert!(ok(&arr, &format!("[{}]", sp(8))));
+    assert!(!ok(&arr, &format!("[{}]", sp(9))), "two runs of 8 side by side");
+    assert!(ok(&arr, &format!("[{}1{}]", sp(8), sp(8))));
+    assert!(ok(&arr, &format!("[{}1{},{}2{}]", sp(8), sp(8), sp(8), sp(8))));
+    assert!(!ok(&arr, &format!("[{}1{}]", sp(8), sp(9))));
+    assert!(ok(&obj, &format!("{{{}}}", sp(8))));
+    assert!(!ok(&obj, &format!("{{{}}}", sp(9))));
+    assert!(ok(&obj, &format!("{{{}\"a\"{}:{}1{}}}", sp(8), sp(8), sp(8), sp(8))));
+
+    // Tokens of 1 to 60 spaces, digits and brackets: after `[`, walking the space tokens
+    // meets one state per length (before: one per length and split, about 2 per length).
+    let mut toks: Vec<Vec<u8>> = (1..=60).map(|n| vec![b' '; n]).collect();
+    toks.extend([b"[".to_vec(), b"]".to_vec(), b"1".to_vec(), b",".to_vec()]);
+    let vocab = std::sync::Arc::new(formwork_vocab::Vocabulary::from_strings(&toks, &["</s>"]));
+    let g = compile(&arr, &SchemaOptions::default()).unwrap();
+    let cg = formwork_grammar::matcher::CompiledGrammar::new(&g, vocab.clone(), &SchemaOptions::default().limits).unwrap();
+    let mut m = cg.matcher();
+    m.commit_bytes(b"[").unwrap();
+    let before = m.stats().states;
+    let mut mask = formwork_vocab::TokenMask::new(vocab.len());
+    m.compute_mask(&mut mask);
+    let built = m.stats().states - before;
+    assert!(built <= 20, "{built} states built for the mask after `[`");
+    for n in 1..=60 {
+        assert!(mask.contains(formwork_vocab::TokenId(n - 1)), "{n} spaces after `[`");
+    }
+}
