@@ -179,7 +179,8 @@ pub(crate) fn unordered_in(seps: &Seps, open: &str, close: &str, members: Vec<(E
     let none_present_ok = presence.iter().all(|c| c.iter().any(|t| t.present.is_empty()));
     let may_be_empty = minp == 0 && !any_required && none_present_ok;
     let group = |min: u64| Unordered { members, extra, sep: seps.comma.clone(), min: clamp(min), max: maxp.map(clamp), presence };
-    if matches!(seps.first, Expr::Seq(ref v) if v.is_empty()) {
+    let empty = |e: &Expr| matches!(e, Expr::Seq(v) if v.is_empty());
+    if empty(&seps.first) && empty(&seps.last) {
         // No separator that only a non-empty group has: the group as it is.
         return seps.wrap(open, Expr::Unordered(Box::new(group(minp))), false, close);
     }

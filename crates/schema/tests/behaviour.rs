@@ -1344,6 +1344,13 @@ fn flexible_whitespace_in_empty_containers_is_one_bounded_run() {
     assert!(ok(&obj, &format!("{{{}}}", sp(8))));
     assert!(!ok(&obj, &format!("{{{}}}", sp(9))));
     assert!(ok(&obj, &format!("{{{}\"a\"{}:{}1{}}}", sp(8), sp(8), sp(8), sp(8))));
+    // The same with keys in any order (an unordered group, which may be empty).
+    let any = SchemaOptions { key_order: KeyOrder::Any, ..opts.clone() };
+    let ok_any = |s: &str| accepts(&compile(&obj, &any).unwrap(), s.as_bytes(), &any.limits).unwrap();
+    assert!(ok_any(&format!("{{{}}}", sp(8))));
+    assert!(!ok_any(&format!("{{{}}}", sp(9))), "two runs of 8 side by side (any key order)");
+    assert!(ok_any(&format!("{{{}\"a\"{}:{}1{}}}", sp(8), sp(8), sp(8), sp(8))));
+    assert!(!ok_any(&format!("{{{}\"a\":1{}}}", sp(8), sp(9))));
 
     // Tokens of 1 to 60 spaces, digits and brackets: after `[`, walking the space tokens
     // meets one state per length (before: one per length and split, about 2 per length).
