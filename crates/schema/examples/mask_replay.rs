@@ -8,7 +8,10 @@
 //! [--repeat R] [--real] FILE...` prints the N slowest masks per file (µs cold, nodes walked,
 //! states built, µs of the warm plain walk); `--repeat` recompiles and replays each file R
 //! times (for a profiler; the token index, and the class indexes it builds on threads of
-//! their own, stay from one repeat to the next); `--real` walks the model's own tokenization
+//! their own, stay from one repeat to the next); `--perf-ctl FIFO TEST:STEP` has perf record
+//! only that one mask of every repeat (`mkfifo FIFO; perf record --control fifo:FIFO -D -1
+//! --call-graph fp -- mask_replay ... --perf-ctl FIFO 0:49 FILE`, a frame-pointer build);
+//! `--real` walks the model's own tokenization
 //! (the shared tokenizers only), as `formwork bench masks` does, instead of greedy
 //! longest-match tokens. The summary counts the masks that walked 50,000 and 100,000 trie
 //! nodes or more (deterministic, unlike the times).
@@ -21,6 +24,14 @@ use formwork_vocab::{TokenId, TokenMask};
 use std::time::Instant;
 
 
+/// Writes `cmd` to perf's control fifo (`perf record --control fifo:FIFO -D -1`).
+fn perf_ctl(perf: &mut Option<(std::fs::File, (usize, usize))>, cmd: &str) {
+    use std::io::Write;
+    if let Some((f, _)) = perf {
+        writeln!(f, "{cmd}").and_then(|_| f.flush()).expect("--perf-ctl: writing to the fifo");
+    }
+}
+
 fn main() {
     formwork_alloc::keep_freed_memory();
     let mut args = std::env::args().skip(1);
@@ -29,12 +40,19 @@ fn main() {
     let index = TokenIndex::for_vocab(&vocab);
     let limits = Limits::default();
     let (mut top, mut repeat, mut files, mut lazy, mut real) = (5usize, 1usize, Vec::new(), false, false);
+    // `--perf-ctl`: perf's control fifo, and the mask (test, step) to record alone.
+    let mut perf: Option<(std::fs::File, (usize, usize))> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--top" => top = args.next().and_then(|s| s.parse().ok()).expect("--top N"),
             "--repeat" => repeat = args.next().and_then(|s| s.parse().ok()).expect("--repeat R"),
             "--lazy" => lazy = true,
             "--real" => real = true,
+            "--perf-ctl" => {
+                let fifo = args.next().expect("--perf-ctl FIFO TEST:STEP");
+                let at = args.next().and_then(|s| s.split_once(':').and_then(|(d, k)| Some((d.parse().ok()?, k.parse().ok()?)))).expect("--perf-ctl FIFO TEST:STEP");
+                perf = Some((std::fs::OpenOptions::new().write(true).open(&fifo).expect("--perf-ctl: the fifo perf reads"), at));
+            }
             _ => files.push(a),
         }
     }
@@ -100,9 +118,16 @@ fn main() {
                 let mut m = c.matcher();
                 for step in 0..=toks.len() {
                     let (w0, s0) = (m.stats().trie_nodes_walked, m.stats().states);
+                    let profiled = perf.as_ref().is_some_and(|(_, at)| *at == (d, step));
+                    if profiled {
+                        perf_ctl(&mut perf, "enable");
+                    }
                     let t0 = Instant::now();
                     m.compute_mask(&mut mask);
                     let us = t0.elapsed().as_secs_f64() * 1e6;
+                    if profiled {
+                        perf_ctl(&mut perf, "disable");
+                    }
                     if r == 0 {
                         rows.push((us, m.stats().trie_nodes_walked - w0, m.stats().states - s0, d, step));
                     } else if let Some(row) = rows.get_mut(k) {

@@ -278,6 +278,10 @@ pub(crate) struct Builder {
     out: Vec<StackId>,
     union: Vec<StackId>,
     seeds: Vec<(u32, StackId)>,
+    // Scratch for `step_all`: what takes a byte, each byte's signature, each signature's state.
+    all_takers: Vec<(ByteSet, u32, StackId)>,
+    all_sig: Vec<u64>,
+    all_done: FxHashMap<u64, (u16, StateId)>,
 }
 
 /// The closure of one seed (see `Builder::closure`): the stacks it reaches, and whether it
@@ -323,6 +327,9 @@ impl Automaton {
             out: Vec::new(),
             union: Vec::new(),
             seeds: Vec::new(),
+            all_takers: Vec::new(),
+            all_sig: Vec::new(),
+            all_done: FxHashMap::default(),
         };
         let t = Table {
             states: Slots::default(),

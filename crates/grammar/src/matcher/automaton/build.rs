@@ -98,12 +98,12 @@ impl Builder {
             for &(a, b) in rest {
                 let Symbol::Bytes(k) = self.flat.elems[p as usize] else { return None };
                 let set = &self.flat.sets[k as usize];
-                let held = (a..=b).filter(|&x| set.contains(x)).count();
+                let held = set.count_range(a, b);
                 if held == 0 {
                     alive = false;
                     break;
                 }
-                if held != (b - a) as usize + 1 {
+                if held != u32::from(b - a) + 1 {
                     return None;
                 }
                 p += 1;
@@ -127,7 +127,8 @@ impl Builder {
         }
         // What can take a byte: each stack on a byte set, and each alternative of each
         // stack on a dispatch rule; (its bytes, the position and stack after the byte).
-        let mut takers: Vec<(ByteSet, u32, StackId)> = Vec::new();
+        let mut takers = std::mem::take(&mut self.all_takers);
+        takers.clear();
         for &n in t.state(s).info.stacks.iter() {
             if n == BOTTOM || n == CTX {
                 continue;
@@ -145,7 +146,9 @@ impl Builder {
         }
         let words = takers.len().div_ceil(64).max(1);
         // Per byte: the takers (by index) that take it.
-        let mut sig = vec![0u64; 256 * words];
+        let mut sig = std::mem::take(&mut self.all_sig);
+        sig.clear();
+        sig.resize(256 * words, 0);
         for (i, (set, _, _)) in takers.iter().enumerate() {
             for (w, &bits) in set.0.iter().enumerate() {
                 let mut bits = bits;
@@ -156,16 +159,23 @@ impl Builder {
                 }
             }
         }
-        let mut done: FxHashMap<&[u64], StateId> = FxHashMap::default();
+        // The state of each signature met so far, and the first byte that has it.
+        let mut done = std::mem::take(&mut self.all_done);
+        done.clear();
         let mut next = [DEAD; 256];
         for b in 0..256 {
             let key = &sig[b * words..(b + 1) * words];
             if key.iter().all(|&w| w == 0) {
                 continue;
             }
-            if let Some(&x) = done.get(key) {
-                next[b] = x;
-                continue;
+            // One word (up to 64 takers): the signature is its own key; else its hash, with the
+            // signature compared (a collision only costs a closure, which is memoized anyway).
+            let h = if words == 1 { key[0] } else { std::hash::BuildHasher::hash_one(&rustc_hash::FxBuildHasher, key) };
+            if let Some(&(c, x)) = done.get(&h) {
+                if &sig[c as usize * words..(c as usize + 1) * words] == key {
+                    next[b] = x;
+                    continue;
+                }
             }
             self.seeds.clear();
             for (w, &bits) in key.iter().enumerate() {
@@ -178,9 +188,12 @@ impl Builder {
                 }
             }
             let x = self.memo_closure(t);
-            done.insert(key, x);
+            done.entry(h).or_insert((b as u16, x));
             next[b] = x;
         }
+        self.all_takers = takers;
+        self.all_sig = sig;
+        self.all_done = done;
         for (slot, x) in t.state(s).trans.iter().zip(next) {
             if slot.load(Ordering::Acquire) == UNKNOWN {
                 slot.store(x.0, Ordering::Release);

@@ -48,6 +48,13 @@ impl ByteSet {
             self.0[i] |= o.0[i];
         }
     }
+    /// Number of bytes of `lo..=hi` in the set (0 when `lo > hi`), a word at a time.
+    #[inline]
+    pub fn count_range(&self, lo: u8, hi: u8) -> u32 {
+        let mut r = ByteSet::default();
+        r.insert_range(lo, hi);
+        (0..4).map(|w| (self.0[w] & r.0[w]).count_ones()).sum()
+    }
     /// Number of bytes in the set.
     pub fn len(&self) -> u32 {
         self.0.iter().map(|w| w.count_ones()).sum()
@@ -269,6 +276,18 @@ mod byte_set_tests {
                 b.insert(x);
             }
             assert_eq!(a, b, "{lo}..={hi}");
+        }
+    }
+
+    #[test]
+    fn count_range_counts_the_bytes_of_the_range_in_the_set() {
+        let mut set = ByteSet::default();
+        for b in [0u8, 5, 63, 64, 65, 127, 128, 0x80, 0xA0, 0xBF, 0xC0, 255] {
+            set.insert(b);
+        }
+        for (lo, hi) in [(0u8, 255u8), (0, 0), (1, 4), (5, 64), (63, 64), (0x80, 0xBF), (0x90, 0xBF), (0xC0, 0xFF), (200, 100)] {
+            let brute = if lo > hi { 0 } else { (lo..=hi).filter(|&x| set.contains(x)).count() as u32 };
+            assert_eq!(set.count_range(lo, hi), brute, "{lo}..={hi}");
         }
     }
 }
