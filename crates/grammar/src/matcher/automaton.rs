@@ -140,6 +140,9 @@ pub(crate) struct State {
     trans: TransSlot,
     /// The state popped into [`CTX`] (what follows depends on context).
     ctx: bool,
+    /// Every byte transition is built (set by `Builder::step_all`, so that asking again is
+    /// one load instead of a scan of the 256 entries).
+    complete: AtomicBool,
     info: StateInfo,
 }
 
@@ -203,7 +206,15 @@ impl Table {
 
     /// Does `s` know every byte transition?
     fn complete(&self, s: StateId) -> bool {
-        self.state(s).trans.iter().all(|x| x.load(Ordering::Acquire) != UNKNOWN)
+        let st = self.state(s);
+        if st.complete.load(Ordering::Acquire) {
+            return true;
+        }
+        let all = st.trans.iter().all(|x| x.load(Ordering::Acquire) != UNKNOWN);
+        if all {
+            st.complete.store(true, Ordering::Release);
+        }
+        all
     }
 }
 

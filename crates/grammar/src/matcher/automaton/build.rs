@@ -199,6 +199,8 @@ impl Builder {
                 slot.store(x.0, Ordering::Release);
             }
         }
+        // After the transitions (release): a reader that sees the flag sees them all.
+        t.state(s).complete.store(true, Ordering::Release);
     }
 
     /// The state after token `tok` taken whole from `s` (see [`Automaton::step_token`]).
@@ -462,7 +464,7 @@ impl Builder {
         self.state_ids.insert(stacks.clone(), id);
         let info = StateInfo { stacks, accepting, first, tokens: tokens.into_boxed_slice(), not_tokens: not_tokens.into_boxed_slice() };
         let trans = self.new_transitions();
-        t.states.set(id.0, State { trans, ctx, info });
+        t.states.set(id.0, State { trans, ctx, complete: AtomicBool::new(false), info });
         // Published: the slot is set before the count says so.
         t.n_states.store(id.0 + 1, Ordering::Release);
         id
