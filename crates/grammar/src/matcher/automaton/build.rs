@@ -149,13 +149,30 @@ impl Builder {
         let mut sig = std::mem::take(&mut self.all_sig);
         sig.clear();
         sig.resize(256 * words, 0);
-        for (i, (set, _, _)) in takers.iter().enumerate() {
-            for (w, &bits) in set.0.iter().enumerate() {
-                let mut bits = bits;
-                while bits != 0 {
-                    let b = w * 64 + bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    sig[b * words + i / 64] |= 1 << (i % 64);
+        // By block of 64 takers and word of 64 bytes: bit by bit when the block holds few of
+        // those bytes, else as one transposition of the 64 × 64 bit matrix (about 400
+        // operations: a string body's takers hold hundreds of bytes each).
+        for (blk, chunk) in takers.chunks(64).enumerate() {
+            for w in 0..4 {
+                let held: u32 = chunk.iter().map(|(set, _, _)| set.0[w].count_ones()).sum();
+                if held > 128 {
+                    let mut m = [0u64; 64];
+                    for (i, (set, _, _)) in chunk.iter().enumerate() {
+                        m[i] = set.0[w];
+                    }
+                    transpose64(&mut m);
+                    for (j, &col) in m.iter().enumerate() {
+                        sig[(w * 64 + j) * words + blk] |= col;
+                    }
+                    continue;
+                }
+                for (i, (set, _, _)) in chunk.iter().enumerate() {
+                    let mut bits = set.0[w];
+                    while bits != 0 {
+                        let b = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        sig[b * words + blk] |= 1 << i;
+                    }
                 }
             }
         }
@@ -166,6 +183,11 @@ impl Builder {
         for b in 0..256 {
             let key = &sig[b * words..(b + 1) * words];
             if key.iter().all(|&w| w == 0) {
+                continue;
+            }
+            // Bytes taken by the same stacks come in runs (a range of a class).
+            if b > 0 && key == &sig[(b - 1) * words..b * words] {
+                next[b] = next[b - 1];
                 continue;
             }
             // One word (up to 64 takers): the signature is its own key; else its hash, with the
@@ -594,5 +616,57 @@ impl Builder {
         };
         memo.insert(x, r.clone());
         r
+    }
+}
+
+/// Transposes the 64 × 64 bit matrix whose row `i` is `m[i]` (bit `j` is column `j`): after
+/// it, bit `i` of `m[j]` is what bit `j` of `m[i]` was. Swaps ever smaller blocks (32, 16,
+/// ..., 1 bits wide) across the diagonal, six passes of 32 word operations.
+fn transpose64(m: &mut [u64; 64]) {
+    let mut j = 32usize;
+    let mut mask: u64 = 0x0000_0000_FFFF_FFFF;
+    while j != 0 {
+        let mut k = 0usize;
+        while k < 64 {
+            let t = ((m[k] >> j) ^ m[k + j]) & mask;
+            m[k] ^= t << j;
+            m[k + j] ^= t;
+            k = (k + j + 1) & !j;
+        }
+        j >>= 1;
+        mask ^= mask << j;
+    }
+}
+
+#[cfg(test)]
+mod transpose_tests {
+    /// Bit `j` of row `i` moves to bit `i` of row `j`, for every bit, on rows with patterns
+    /// of every shape (pseudo-random, single bits, full rows, ranges).
+    #[test]
+    fn transpose64_moves_each_bit_across_the_diagonal() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut cases: Vec<[u64; 64]> = Vec::new();
+        for _ in 0..8 {
+            let mut m = [0u64; 64];
+            for r in m.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *r = x;
+            }
+            cases.push(m);
+        }
+        cases.push(std::array::from_fn(|i| 1u64 << i));
+        cases.push(std::array::from_fn(|i| if i % 3 == 0 { u64::MAX } else { 0 }));
+        cases.push(std::array::from_fn(|i| (u64::MAX >> (63 - i)) & !1));
+        for m in cases {
+            let mut t = m;
+            super::transpose64(&mut t);
+            for i in 0..64 {
+                for j in 0..64 {
+                    assert_eq!((t[j] >> i) & 1, (m[i] >> j) & 1, "row {i}, bit {j}");
+                }
+            }
+        }
     }
 }
