@@ -140,8 +140,9 @@ pub(crate) struct State {
     trans: TransSlot,
     /// The state popped into [`CTX`] (what follows depends on context).
     ctx: bool,
-    /// Every byte transition is built (set by `Builder::step_all`, so that asking again is
-    /// one load instead of a scan of the 256 entries).
+    /// Every byte transition is built: set by `Builder::step_all`, or by [`Table::complete`]
+    /// when its scan finds them all, so that asking again is one load instead of a scan of
+    /// the 256 entries.
     complete: AtomicBool,
     info: StateInfo,
 }
