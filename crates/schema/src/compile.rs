@@ -496,7 +496,7 @@ impl Compiler<'_> {
                 if !disjoint[live[a]][live[b]] {
                     self.refuse(
                         "oneOf",
-                        format!("branches {} and {} may both match the same instance (formwork enforces oneOf only when branches are provably disjoint (by type, by constant values, by a key one requires and the other forbids, or by the types of a required property), or when the branches that overlap can be negated){why}", live[a], live[b]),
+                        format!("branches {} and {} may both match the same instance (formwork enforces oneOf only when branches are provably disjoint (by type, by constant values, by a key one requires and the other forbids, by closed objects that allow no key in common, or by the types of a required property), or when the branches that overlap can be negated){why}", live[a], live[b]),
                         p.kw_ptr("oneOf"),
                     )?;
                 }

@@ -588,9 +588,11 @@ pub(crate) struct Sig {
     pub required: Vec<String>,
     /// Keys an object instance must not have: `properties: {k: false}`.
     pub forbidden: Vec<String>,
-    /// Per member with `additionalProperties: false` (and no `patternProperties`): the only
-    /// keys it allows.
-    pub closed: Vec<Vec<String>>,
+    /// Per member with `additionalProperties: false`: the only keys it allows.
+    pub closed: Vec<Closed>,
+    /// The fewest keys an object instance has (`minProperties`, and at least one when it
+    /// requires a key).
+    pub min_keys: u64,
     /// `(property, its types, its schema)` for every property a member describes.
     pub props: Vec<(String, JsonTypes, Conjunct)>,
     /// `(pattern, its types)` for every `patternProperties` entry of a member: a key that
@@ -604,10 +606,34 @@ pub(crate) struct Sig {
     pub empty: bool,
 }
 
+/// The keys a closed object (`additionalProperties: false`) allows: its `properties` and the
+/// keys its `patternProperties` match.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Closed {
+    pub names: Vec<String>,
+    pub patterns: Vec<String>,
+}
+
+impl Closed {
+    /// Is key `k` surely not allowed? (A pattern formwork cannot run may allow it.)
+    fn excludes(&self, cx: &Compiler, k: &str) -> bool {
+        !self.names.iter().any(|a| a == k) && self.patterns.iter().all(|p| cx.pattern_matches(p, k) == Some(false))
+    }
+
+    /// Is no key allowed by both `self` and `other`? Names are checked against the other's
+    /// names and patterns; two sets of patterns by the intersection of their languages
+    /// (`regex::patterns_disjoint`).
+    fn disjoint(&self, cx: &mut Compiler, other: &Closed) -> bool {
+        self.names.iter().all(|k| other.excludes(cx, k))
+            && other.names.iter().all(|k| self.excludes(cx, k))
+            && (self.patterns.is_empty() || other.patterns.is_empty() || crate::regex::patterns_disjoint(cx, &self.patterns, &other.patterns))
+    }
+}
+
 impl Sig {
     /// Can an object instance of this signature not have key `k`?
-    fn excludes_key(&self, k: &str) -> bool {
-        self.forbidden.iter().any(|f| f == k) || self.closed.iter().any(|allowed| !allowed.iter().any(|a| a == k))
+    fn excludes_key(&self, cx: &Compiler, k: &str) -> bool {
+        self.forbidden.iter().any(|f| f == k) || self.closed.iter().any(|c| c.excludes(cx, k))
     }
 }
 
@@ -619,8 +645,11 @@ impl Sig {
 ///   for it accepts (checked exactly, through `jsonschema`);
 /// - one side is (or holds in an `allOf`, through `$ref`s) an `anyOf`/`oneOf` each of
 ///   whose branches is disjoint from the other side;
-/// - objects only: one requires a key the other forbids (a closed object without it, or
-///   the key's schema `false`), or a key one requires has types that do not meet in the two
+/// - objects only: one requires a key the other forbids (a closed object that neither
+///   lists it nor matches it with a `patternProperties` pattern, `not: {required: [k]}`,
+///   or the key's schema `false`); both are closed with no key allowed by both (names
+///   checked by the patterns, patterns by the intersection of their languages) and one
+///   has a key (`required` or `minProperties`); or a key one requires has types that do not meet in the two
 ///   (the other's types for it from `properties`, or from a `patternProperties` entry whose
 ///   pattern matches the key).
 pub(crate) fn disjoint(cx: &mut Compiler, a: &Sig, b: &Sig) -> bool {
@@ -662,7 +691,12 @@ pub(crate) fn disjoint(cx: &mut Compiler, a: &Sig, b: &Sig) -> bool {
             }
         }
         if only_objects {
-            if x.required.iter().any(|k| y.excludes_key(k)) {
+            if x.required.iter().any(|k| y.excludes_key(cx, k)) {
+                return true;
+            }
+            // Both closed, with no key allowed by both, and one side has a key: an instance
+            // of it has a key the other does not allow.
+            if x.min_keys > 0 && x.closed.iter().any(|a| y.closed.iter().any(|b| a.disjoint(cx, b))) {
                 return true;
             }
             for (k, tx, _) in &x.props {
@@ -735,6 +769,7 @@ fn signature_at(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct, nest: 
         required: Vec::new(),
         forbidden: Vec::new(),
         closed: Vec::new(),
+        min_keys: 0,
         props: Vec::new(),
         pattern_props: Vec::new(),
         alts: Vec::new(),
@@ -792,8 +827,22 @@ fn signature_at(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct, nest: 
                         }
                     }
                 }
-                if o.get("additionalProperties") == Some(&Value::Bool(false)) && !o.contains_key("patternProperties") {
-                    sig.closed.push(props.map(|p| p.keys().cloned().collect()).unwrap_or_default());
+                if o.get("additionalProperties") == Some(&Value::Bool(false)) {
+                    sig.closed.push(Closed {
+                        names: props.map(|p| p.keys().cloned().collect()).unwrap_or_default(),
+                        patterns: o.get("patternProperties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default(),
+                    });
+                }
+                if let Some(n) = o.get("minProperties").and_then(Value::as_u64) {
+                    sig.min_keys = sig.min_keys.max(n);
+                }
+                // `not: {required: [k]}`: key `k` is absent.
+                if let Some(n) = o.get("not").and_then(Value::as_object) {
+                    if let Some([Value::String(k)]) = n.get("required").and_then(Value::as_array).map(Vec::as_slice) {
+                        if n.keys().all(|kw| kw == "required" || IGNORED.contains(&kw.as_str())) {
+                            sig.forbidden.push(k.clone());
+                        }
+                    }
                 }
                 sig.required.extend(required);
                 if d < 4 {
@@ -823,6 +872,9 @@ fn signature_at(cx: &mut Compiler, parts: &[Conjunct], branch: &Conjunct, nest: 
         if let Some(r) = p.get("required").and_then(Value::as_array) {
             sig.required.extend(r.iter().filter_map(|x| x.as_str().map(String::from)));
         }
+    }
+    if !sig.required.is_empty() {
+        sig.min_keys = sig.min_keys.max(1);
     }
     for (k, _, required) in &mut sig.consts {
         if k.as_ref().is_some_and(|k| sig.required.contains(k)) {

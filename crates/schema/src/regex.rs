@@ -523,6 +523,22 @@ fn plain_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, at: &str
     }
 }
 
+/// Does no string match both a pattern of `a` and one of `b`? Exact where it says `true`:
+/// the intersection of the patterns' languages (their string bodies, which accept every
+/// encoding of what they match), within the key automata's work bound. `false` when a
+/// pattern has no translation here or the product is too big (not proven).
+pub(crate) fn patterns_disjoint(cx: &mut Compiler, a: &[String], b: &[String]) -> bool {
+    let mut side = |pats: &[String]| -> Option<Expr> {
+        let mut alts = Vec::with_capacity(pats.len());
+        for p in pats {
+            alts.push(try_plain_body(cx, p, 0, None, "pattern", "").ok()?.0);
+        }
+        Some(Expr::alt(alts))
+    };
+    let (Some(x), Some(y)) = (side(a), side(b)) else { return false };
+    dfa::determinize_all(&[&x, &y], |m| m & 3 == 3, dfa::KEY_SUBSET_WORK).is_some_and(|d| d.len() == 0)
+}
+
 /// [`plain_body`] of a pattern (refusals ignored), for tests of the automata.
 #[cfg(test)]
 pub(crate) fn plain_body_for_tests(cx: &mut Compiler, src: &str) -> (Expr, bool) {

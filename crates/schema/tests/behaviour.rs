@@ -470,6 +470,20 @@ fn one_of_branches_proven_disjoint_by_keys_and_property_types_agree_with_the_val
         json!({"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}}, "oneOf": [
             {"properties": {"a": {"enum": ["x"]}, "b": {"type": "string", "format": "uri"}}},
             {"properties": {"a": {"const": "http://a.b/"}, "c": {"type": "string", "format": "uri"}}}]}),
+        // A key one branch requires that the other's closed object matches with none of its
+        // `patternProperties` (Tabris's color selectors).
+        json!({"oneOf": [
+            {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false, "uniqueItems": true},
+            {"type": "object", "patternProperties": {"^[bc]$": {}}, "additionalProperties": false}]}),
+        // A key one branch requires and the other says is absent (`not: {required: [k]}`).
+        json!({"oneOf": [
+            {"type": "object", "required": ["a"], "uniqueItems": true},
+            {"type": "object", "not": {"required": ["a"], "description": "no a"}}]}),
+        // Two closed objects whose `patternProperties` allow no key in common, one with at
+        // least one key.
+        json!({"oneOf": [
+            {"type": "object", "patternProperties": {"^a": {}}, "additionalProperties": false, "minProperties": 1, "uniqueItems": true},
+            {"type": "object", "patternProperties": {"^[bc]": {"type": "string"}}, "properties": {"d": {}}, "additionalProperties": false}]}),
     ];
     // Each has a branch whose negation formwork cannot express (`uniqueItems`, `items`,
     // `maxLength` of a string, `format`... ), so it compiles only through the disjointness
@@ -485,6 +499,40 @@ fn one_of_branches_proven_disjoint_by_keys_and_property_types_agree_with_the_val
             assert_eq!(accepts(&g, s.as_bytes(), &opts.limits).unwrap(), want, "{schema} on {s}: the validator says {want}");
         }
         assert!(valid > 0, "{schema}: the test should see valid instances");
+    }
+}
+
+/// Closed objects whose keys may overlap are not proven disjoint by their key languages:
+/// each `oneOf` below has an instance that matches both branches, which the grammar must
+/// reject (the exact form), as the validator does.
+#[test]
+fn one_of_closed_objects_with_overlapping_keys_are_not_taken_as_disjoint() {
+    let values = [json!("x"), json!(1)];
+    let schemas = [
+        // `b` matches both patterns.
+        json!({"oneOf": [
+            {"type": "object", "patternProperties": {"^[ab]$": {}}, "additionalProperties": false, "minProperties": 1},
+            {"type": "object", "patternProperties": {"^[bc]$": {}}, "additionalProperties": false, "minProperties": 1}]}),
+        // A listed name of one that the other's pattern matches; and an empty object.
+        json!({"oneOf": [
+            {"type": "object", "properties": {"b": {}}, "additionalProperties": false},
+            {"type": "object", "patternProperties": {"^[bc]$": {}}, "additionalProperties": false, "minProperties": 1}]}),
+        json!({"oneOf": [
+            {"type": "object", "patternProperties": {"^a$": {}}, "additionalProperties": false},
+            {"type": "object", "patternProperties": {"^[bc]$": {}}, "additionalProperties": false}]}),
+    ];
+    let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
+    for schema in schemas {
+        let g = compile(&schema, &opts).unwrap_or_else(|e| panic!("{schema} should compile (the exact form): {e}"));
+        let (mut valid, mut both) = (0, 0);
+        for s in small_objects(&["a", "b", "c"], &values) {
+            let want = validate(&schema, &s).is_ok();
+            valid += usize::from(want);
+            let branches = schema["oneOf"].as_array().unwrap();
+            both += usize::from(branches.iter().all(|b| validate(b, &s).is_ok()));
+            assert_eq!(accepts(&g, s.as_bytes(), &opts.limits).unwrap(), want, "{schema} on {s}: the validator says {want}");
+        }
+        assert!(valid > 0 && both > 0, "{schema}: the test should see valid instances ({valid}) and ones matching both branches ({both})");
     }
 }
 
