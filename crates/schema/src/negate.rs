@@ -653,13 +653,22 @@ impl Sig {
 ///   (the other's types for it from `properties`, or from a `patternProperties` entry whose
 ///   pattern matches the key).
 pub(crate) fn disjoint(cx: &mut Compiler, a: &Sig, b: &Sig) -> bool {
+    disjoint_at(cx, a, b, 0)
+}
+
+/// Most levels of properties [`disjoint`] descends into (the value of a key both sides
+/// describe, one requiring it).
+const DISJOINT_PROPERTY_DEPTH: usize = 2;
+
+/// [`disjoint`] of the values of properties `depth` levels down.
+fn disjoint_at(cx: &mut Compiler, a: &Sig, b: &Sig, depth: usize) -> bool {
     if !a.types.intersects(b.types) {
         return true;
     }
     // One side's instances all take a branch of one of its combinators: disjoint when
     // every such branch is disjoint from the other side.
     for (x, y) in [(a, b), (b, a)] {
-        if x.alts.iter().any(|group| group.iter().all(|s| s.empty || disjoint(cx, s, y))) {
+        if x.alts.iter().any(|group| group.iter().all(|s| s.empty || disjoint_at(cx, s, y, depth))) {
             return true;
         }
     }
@@ -711,6 +720,32 @@ pub(crate) fn disjoint(cx: &mut Compiler, a: &Sig, b: &Sig) -> bool {
                     && y.pattern_props.iter().any(|(pat, ty)| !tx.intersects(*ty) && cx.pattern_matches(pat, k) == Some(true))
                 {
                     return true;
+                }
+            }
+        }
+    }
+    // A key one side requires, whose value no schema of the one side for it and schema of
+    // the other for it both accept (the same rules one level of the instance down: two
+    // `annotation` objects told apart by their own `type` constants). Each side's value
+    // meets every one of its schemas for the key (each read within the others, which give
+    // it their types and required keys), so one disjoint pair is a proof.
+    if depth < DISJOINT_PROPERTY_DEPTH && !(a.types & b.types).intersects(!JsonTypes::OBJ) {
+        let mut keys: Vec<&String> = a.required.iter().chain(&b.required).collect();
+        keys.sort();
+        keys.dedup();
+        for k in keys {
+            let of = |s: &Sig| -> Vec<Conjunct> { s.props.iter().filter(|(kk, _, _)| kk == k).map(|(_, _, at)| at.clone()).collect() };
+            let (xs, ys) = (of(a), of(b));
+            if xs.is_empty() || ys.is_empty() {
+                continue;
+            }
+            let sigs = |cx: &mut Compiler, all: &[Conjunct]| -> Vec<Sig> { all.iter().filter_map(|at| signature_at(cx, all, at, 0).ok()).collect() };
+            let (sx, sy) = (sigs(cx, &xs), sigs(cx, &ys));
+            for x in &sx {
+                for y in &sy {
+                    if !x.empty && !y.empty && disjoint_at(cx, x, y, depth + 1) {
+                        return true;
+                    }
                 }
             }
         }

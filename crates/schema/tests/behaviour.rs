@@ -440,7 +440,7 @@ fn small_objects(keys: &[&str], values: &[serde_json::Value]) -> Vec<String> {
 
 #[test]
 fn one_of_branches_proven_disjoint_by_keys_and_property_types_agree_with_the_validator() {
-    let values = [json!("x"), json!(1), json!(true), json!(["deleted"]), json!(["size"]), json!(null), json!("http://a.b/")];
+    let values = [json!("x"), json!(1), json!(true), json!(["deleted"]), json!(["size"]), json!(null), json!("http://a.b/"), json!({"t": "x"}), json!({"t": "y"}), json!({})];
     let schemas = [
         // A key one branch requires and the other's closed object forbids.
         json!({"oneOf": [
@@ -484,6 +484,12 @@ fn one_of_branches_proven_disjoint_by_keys_and_property_types_agree_with_the_val
         json!({"oneOf": [
             {"type": "object", "patternProperties": {"^a": {}}, "additionalProperties": false, "minProperties": 1, "uniqueItems": true},
             {"type": "object", "patternProperties": {"^[bc]": {"type": "string"}}, "properties": {"d": {}}, "additionalProperties": false}]}),
+        // A key both describe and one requires, whose values are told apart one level
+        // down: by the constants of a key they both require, through a `oneOf` and an
+        // `allOf` (MARPL's relational atoms and their annotations).
+        json!({"oneOf": [
+            {"type": "object", "required": ["a"], "uniqueItems": true, "allOf": [{"properties": {"a": {"type": "object"}}}, {"properties": {"a": {"required": ["t"], "properties": {"t": {"const": "x"}}}}}]},
+            {"type": "object", "properties": {"a": {"oneOf": [{"required": ["t"], "properties": {"t": {"const": "y"}}}, {"type": "object", "required": ["t"], "properties": {"t": {"const": "z"}}}]}}}]}),
     ];
     // Each has a branch whose negation formwork cannot express (`uniqueItems`, `items`,
     // `maxLength` of a string, `format`... ), so it compiles only through the disjointness
@@ -507,7 +513,7 @@ fn one_of_branches_proven_disjoint_by_keys_and_property_types_agree_with_the_val
 /// reject (the exact form), as the validator does.
 #[test]
 fn one_of_closed_objects_with_overlapping_keys_are_not_taken_as_disjoint() {
-    let values = [json!("x"), json!(1)];
+    let values = [json!("x"), json!(1), json!({}), json!({"t": "x"})];
     let schemas = [
         // `b` matches both patterns.
         json!({"oneOf": [
@@ -520,6 +526,11 @@ fn one_of_closed_objects_with_overlapping_keys_are_not_taken_as_disjoint() {
         json!({"oneOf": [
             {"type": "object", "patternProperties": {"^a$": {}}, "additionalProperties": false},
             {"type": "object", "patternProperties": {"^[bc]$": {}}, "additionalProperties": false}]}),
+        // Values told apart one level down only where the inner key is present: `{"a": {}}`
+        // matches both.
+        json!({"oneOf": [
+            {"type": "object", "required": ["a"], "properties": {"a": {"type": "object", "properties": {"t": {"const": "x"}}}}},
+            {"type": "object", "properties": {"a": {"type": "object", "properties": {"t": {"const": "y"}}}}}]}),
     ];
     let opts = SchemaOptions { key_order: KeyOrder::Any, ..Default::default() };
     for schema in schemas {
