@@ -531,7 +531,7 @@ pub(crate) fn patterns_disjoint(cx: &mut Compiler, a: &[String], b: &[String]) -
     let mut side = |pats: &[String]| -> Option<Expr> {
         let mut alts = Vec::with_capacity(pats.len());
         for p in pats {
-            alts.push(try_plain_body(cx, p, 0, None, "pattern", "").ok()?.0);
+            alts.push(strict_body(cx, p)?);
         }
         Some(Expr::alt(alts))
     };
@@ -570,10 +570,16 @@ fn try_plain_body(cx: &mut Compiler, src: &str, min: u64, max: Option<u64>, kw: 
 /// (`compiler::defer`), which must know up front.
 pub(crate) fn supported_alone(cx: &mut Compiler, src: &str) -> bool {
     let matches_something = parse(src).is_ok_and(|h| h.properties().minimum_len().is_some());
+    matches_something && strict_body(cx, src).is_some()
+}
+
+/// The string body of pattern `src` alone (no length bounds) as strict mode lowers it, with
+/// no refusal and no lenient warning recorded: `None` where strict mode would refuse it.
+fn strict_body(cx: &mut Compiler, src: &str) -> Option<Expr> {
     let lenient = std::mem::replace(&mut cx.opts.to_mut().lenient, false);
-    let ok = matches_something && try_plain_body(cx, src, 0, None, "pattern", "").is_ok();
+    let body = try_plain_body(cx, src, 0, None, "pattern", "").ok().map(|(e, _)| e);
     cx.opts.to_mut().lenient = lenient;
-    ok
+    body
 }
 
 /// Whether pattern `src` alone, without length bounds, has a grammar (so that its
