@@ -34,6 +34,7 @@ fn main() {
         // The first round's total (compile and first mask), as `bench masks` times each
         // file once: cold caches and fresh memory included.
         let mut first = 0.0;
+        let mut first_phases = (0.0, 0.0, 0.0);
         for round in 0..5 {
             let t0 = Instant::now();
             let compiled = if lazy {
@@ -78,6 +79,7 @@ fn main() {
             let t3 = Instant::now();
             if round == 0 {
                 first = ((t1 - t0) + (t3 - t1b)).as_secs_f64() * 1e3;
+                first_phases = ((t1 - t0).as_secs_f64() * 1e3, (t2 - t1b).as_secs_f64() * 1e3, (t3 - t2).as_secs_f64() * 1e3);
             }
             a = a.min((t1 - t0).as_secs_f64() * 1e3);
             b = b.min((t2 - t1b).as_secs_f64() * 1e3);
@@ -87,6 +89,6 @@ fn main() {
             continue;
         }
         let tag = if presence { "  (presence clauses)" } else { "" };
-        println!("{:>8.2} ms schema  {:>8.2} ms grammar  {:>8.2} ms first mask  {first:>8.2} ms first round  {rules:>6} rules  {file}{tag}", a, b, c);
+        println!("{:>8.2} ms schema  {:>8.2} ms grammar  {:>8.2} ms first mask  {first:>8.2} ms first round ({:.2} + {:.2} + {:.2})  {rules:>6} rules  {file}{tag}", a, b, c, first_phases.0, first_phases.1, first_phases.2);
     }
 }

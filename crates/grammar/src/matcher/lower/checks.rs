@@ -131,7 +131,7 @@ pub(crate) fn nullable_and_productive(flat: &ByteGrammar) -> (Vec<bool>, Vec<boo
     let uses = Uses::new(flat);
     let n = flat.alts.len();
     let nullable = uses.fixpoint(n, nullable_opaque(flat), |a| a.terminal);
-    let productive = uses.fixpoint(n, flat.lazy.pending.keys().chain(flat.opaque.keys()).copied(), |a| a.dead);
+    let productive = uses.fixpoint(n, flat.lazy.pending_rules().chain(flat.opaque.keys().copied()), |a| a.dead);
     (nullable, productive)
 }
 

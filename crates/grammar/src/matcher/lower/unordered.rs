@@ -18,6 +18,15 @@
 //! An input visits at most `k + 1` sets per object, so the work is linear in the input,
 //! not exponential in `k`.
 //!
+//! Expanding `member(seen, n)` names an `after` rule for every unseen member, of which the
+//! input takes one: `k` rules per member, `k²` over a whole object. So a rule is only
+//! given an id when it is named (a slot in the dense [`Lazy::pending`], no hashing), and
+//! rules are told apart by their keys only when they are expanded ([`Lazy::ids`]): a rule
+//! whose key an earlier expansion already built takes that rule's alternatives, so two
+//! orders of the same members still reach the same stacks. Before, every rule named was
+//! hashed into both tables at once, and a 201-member object's tables of 40,000 keys made
+//! single masks pay their rehashing (a seventh of a 2 ms mask).
+//!
 //! ## Presence clauses
 //! A group may also carry conditions on which listed members are present
 //! ([`Unordered::presence`](crate::Unordered::presence)): clauses, each satisfied by any one
@@ -147,9 +156,10 @@ pub(crate) struct Key {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Lazy {
     pub families: Vec<Family>,
-    /// Rules created but not yet expanded.
-    pub pending: FxHashMap<u32, Key>,
-    /// Every family rule created, by key.
+    /// By rule id: the key of a family rule named but not yet expanded (dense: rule ids
+    /// past its end, and `None`s, are not pending).
+    pending: Vec<Option<Key>>,
+    /// Every family rule expanded, by key.
     ids: FxHashMap<Key, u32>,
     /// Bitset over `ByteGrammar::elems`: the positions inside family rules. A stack frame at such a
     /// position depends on the members seen; the automaton cuts truncated stacks there.
@@ -163,7 +173,8 @@ impl Lazy {
     /// Heap bytes used.
     pub fn memory_usage(&self) -> usize {
         let key = |k: &Key| k.seen.len() * 8 + 40;
-        self.pending.values().map(key).sum::<usize>()
+        self.pending.iter().flatten().map(key).sum::<usize>()
+            + self.pending.capacity() * std::mem::size_of::<Option<Key>>()
             + self.ids.keys().map(key).sum::<usize>()
             + self.families.iter().map(|f| f.members.len() * 4 + f.required.len() * 8 + 48).sum::<usize>()
             + self.positions.len() * 8
@@ -182,7 +193,11 @@ impl Lazy {
             f.start = rule(f.start);
             self.families.push(f);
         }
-        self.pending.extend(other.pending.into_iter().map(|(r, k)| (rule(r), key(k))));
+        for (r, k) in other.pending.into_iter().enumerate() {
+            if let Some(k) = k {
+                self.set_pending(rule(r as u32), key(k));
+            }
+        }
         self.ids.extend(other.ids.into_iter().map(|(k, r)| (key(k), rule(r))));
         self.reachable.extend(other.reachable.into_iter().map(|((f, s, n), v)| ((f + fo, s, n), v)));
         for (w, &bits) in other.positions.iter().enumerate() {
@@ -196,6 +211,23 @@ impl Lazy {
                 }
             }
         }
+    }
+
+    /// The rules named but not yet expanded.
+    pub fn pending_rules(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pending.iter().enumerate().filter(|(_, k)| k.is_some()).map(|(r, _)| r as u32)
+    }
+
+    fn set_pending(&mut self, r: u32, key: Key) {
+        let r = r as usize;
+        if self.pending.len() <= r {
+            self.pending.resize(r + 1, None);
+        }
+        self.pending[r] = Some(key);
+    }
+
+    fn take_pending(&mut self, r: u32) -> Option<Key> {
+        self.pending.get_mut(r as usize).and_then(Option::take)
     }
 
     /// Is grammar position `pos` inside a family rule?
@@ -223,22 +255,17 @@ impl ByteGrammar {
         let seen = vec![0u64; fam.required.len()].into_boxed_slice();
         self.lazy.families.push(fam);
         let key = Key { family, member: false, count: 0, seen };
-        self.lazy.ids.insert(key.clone(), start);
-        self.lazy.pending.insert(start, key);
+        self.lazy.set_pending(start, key);
         self.expand(start);
     }
 
-    /// The rule for `key`, created pending if new.
+    /// A new pending rule for `key` (told apart from others of the same key when expanded).
     fn family_rule(&mut self, key: Key) -> u32 {
-        if let Some(&r) = self.lazy.ids.get(&key) {
-            return r;
-        }
         let r = self.alts.len() as u32;
         self.alts.push(Vec::new());
         let base = self.lazy.families[key.family as usize].start;
         self.names.push_helper(base, if key.member { "member" } else { "after" });
-        self.lazy.ids.insert(key.clone(), r);
-        self.lazy.pending.insert(r, key);
+        self.lazy.set_pending(r, key);
         r
     }
 
@@ -271,7 +298,15 @@ impl ByteGrammar {
 
     /// Builds the alternatives of pending rule `r` (nothing when `r` is not pending).
     pub(crate) fn expand(&mut self, r: u32) {
-        let Some(key) = self.lazy.pending.remove(&r) else { return };
+        let Some(key) = self.lazy.take_pending(r) else { return };
+        // A rule of a key already built (the same members, reached in another order, or
+        // named again by another expansion) takes that rule's alternatives: the same
+        // stacks, so the same states.
+        if let Some(&twin) = self.lazy.ids.get(&key) {
+            self.alts[r as usize] = self.alts[twin as usize].clone();
+            return;
+        }
+        self.lazy.ids.insert(key.clone(), r);
         let fam = self.lazy.families[key.family as usize].clone();
         let n = key.count;
         let next = (n + 1).min(fam.cap());
