@@ -258,17 +258,38 @@ fn compile_with(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps, groups: &[Ve
     let required_set: HashSet<&str> = required.iter().map(|r| r.as_str()).collect();
     // Value of each listed name.
     let mut members: Vec<(String, Expr, bool)> = Vec::new();
+    // Each part's keywords that the names below read, looked up once per part rather than
+    // once per name and part (a large object's names times its parts).
+    struct Read<'a> {
+        props: Option<&'a serde_json::Map<String, Value>>,
+        patterns: Option<&'a serde_json::Map<String, Value>>,
+        additional: bool,
+        has_properties: bool,
+        names: bool,
+    }
+    let reads: Vec<Option<Read>> = parts
+        .iter()
+        .map(|p| {
+            p.obj().map(|o| Read {
+                props: o.get("properties").and_then(|x| x.as_object()),
+                patterns: o.get("patternProperties").and_then(|x| x.as_object()),
+                additional: o.contains_key("additionalProperties"),
+                has_properties: o.contains_key("properties"),
+                names: o.contains_key("propertyNames"),
+            })
+        })
+        .collect();
     for name in &names {
         let mut vparts = Vec::new();
         let mut forbidden = false;
-        for p in parts {
-            let Some(o) = p.obj() else { continue };
+        for (p, read) in parts.iter().zip(&reads) {
+            let Some(o) = read else { continue };
             let mut covered = false;
-            if o.get("properties").and_then(|x| x.as_object()).is_some_and(|m| m.contains_key(name)) {
+            if o.props.is_some_and(|m| m.contains_key(name)) {
                 vparts.push(p.sub(&format!("/properties/{}", escape_ptr(name))));
                 covered = true;
             }
-            if let Some(pp) = o.get("patternProperties").and_then(|x| x.as_object()) {
+            if let Some(pp) = o.patterns {
                 for pat in pp.keys() {
                     match cx.pattern_matches(pat, name) {
                         Some(true) => {
@@ -281,14 +302,13 @@ fn compile_with(cx: &mut Compiler, parts: &[Conjunct], seps: &Seps, groups: &[Ve
                 }
             }
             if !covered {
-                if let Some(ap) = o.get("additionalProperties") {
-                    let _ = ap;
+                if o.additional {
                     vparts.push(p.sub("/additionalProperties"));
-                } else if strict && o.contains_key("properties") {
+                } else if strict && o.has_properties {
                     forbidden = true;
                 }
             }
-            if o.contains_key("propertyNames") {
+            if o.names {
                 let pn = p.sub("/propertyNames");
                 if !pn.real {
                     return Err(unsupported("propertyNames", "inside a derived schema", p.kw_ptr("propertyNames")));
