@@ -19,13 +19,13 @@
 //! not exponential in `k`.
 //!
 //! Expanding `member(seen, n)` names an `after` rule for every unseen member, of which the
-//! input takes one: `k` rules per member, `k²` over a whole object. So a rule is only
-//! given an id when it is named (a slot in the dense [`Lazy::pending`], no hashing), and
-//! rules are told apart by their keys only when they are expanded ([`Lazy::ids`]): a rule
+//! input takes one: `k` rules per member, `k²` over a whole object. So a rule named is
+//! only given an id and listed as pending, and rules are told apart by their keys only
+//! when they are expanded ([`Lazy::ids`]): a rule
 //! whose key an earlier expansion already built takes that rule's alternatives, so two
 //! orders of the same members still reach the same stacks. Before, every rule named was
-//! hashed into both tables at once, and a 201-member object's tables of 40,000 keys made
-//! single masks pay their rehashing (a seventh of a 2 ms mask).
+//! hashed into both tables at once (its key cloned for the second), and both grew by `k`
+//! per member: a 201-member object's reached 40,000 keys each.
 //!
 //! ## Presence clauses
 //! A group may also carry conditions on which listed members are present
@@ -156,9 +156,8 @@ pub(crate) struct Key {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Lazy {
     pub families: Vec<Family>,
-    /// By rule id: the key of a family rule named but not yet expanded (dense: rule ids
-    /// past its end, and `None`s, are not pending).
-    pending: Vec<Option<Key>>,
+    /// Rules named but not yet expanded.
+    pending: FxHashMap<u32, Key>,
     /// Every family rule expanded, by key.
     ids: FxHashMap<Key, u32>,
     /// Bitset over `ByteGrammar::elems`: the positions inside family rules. A stack frame at such a
@@ -173,8 +172,7 @@ impl Lazy {
     /// Heap bytes used.
     pub fn memory_usage(&self) -> usize {
         let key = |k: &Key| k.seen.len() * 8 + 40;
-        self.pending.iter().flatten().map(key).sum::<usize>()
-            + self.pending.capacity() * std::mem::size_of::<Option<Key>>()
+        self.pending.values().map(key).sum::<usize>()
             + self.ids.keys().map(key).sum::<usize>()
             + self.families.iter().map(|f| f.members.len() * 4 + f.required.len() * 8 + 48).sum::<usize>()
             + self.positions.len() * 8
@@ -193,11 +191,7 @@ impl Lazy {
             f.start = rule(f.start);
             self.families.push(f);
         }
-        for (r, k) in other.pending.into_iter().enumerate() {
-            if let Some(k) = k {
-                self.set_pending(rule(r as u32), key(k));
-            }
-        }
+        self.pending.extend(other.pending.into_iter().map(|(r, k)| (rule(r), key(k))));
         self.ids.extend(other.ids.into_iter().map(|(k, r)| (key(k), rule(r))));
         self.reachable.extend(other.reachable.into_iter().map(|((f, s, n), v)| ((f + fo, s, n), v)));
         for (w, &bits) in other.positions.iter().enumerate() {
@@ -215,19 +209,15 @@ impl Lazy {
 
     /// The rules named but not yet expanded.
     pub fn pending_rules(&self) -> impl Iterator<Item = u32> + '_ {
-        self.pending.iter().enumerate().filter(|(_, k)| k.is_some()).map(|(r, _)| r as u32)
+        self.pending.keys().copied()
     }
 
     fn set_pending(&mut self, r: u32, key: Key) {
-        let r = r as usize;
-        if self.pending.len() <= r {
-            self.pending.resize(r + 1, None);
-        }
-        self.pending[r] = Some(key);
+        self.pending.insert(r, key);
     }
 
     fn take_pending(&mut self, r: u32) -> Option<Key> {
-        self.pending.get_mut(r as usize).and_then(Option::take)
+        self.pending.remove(&r)
     }
 
     /// Is grammar position `pos` inside a family rule?
