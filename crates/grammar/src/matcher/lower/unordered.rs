@@ -21,11 +21,11 @@
 //! Expanding `member(seen, n)` names an `after` rule for every unseen member, of which the
 //! input takes one: `k` rules per member, `k²` over a whole object. So a rule named is
 //! only given an id and listed as pending, and rules are told apart by their keys only
-//! when they are expanded ([`Lazy::ids`]): a rule
-//! whose key an earlier expansion already built takes that rule's alternatives, so two
-//! orders of the same members still reach the same stacks. Before, every rule named was
-//! hashed into both tables at once (its key cloned for the second), and both grew by `k`
-//! per member: a 201-member object's reached 40,000 keys each.
+//! when they are expanded (`Lazy::ids`): a rule whose key an earlier expansion already
+//! built takes that rule's alternatives, so two orders of the same members still reach
+//! the same stacks. Before, every rule named was hashed into both tables at once (its key
+//! cloned for the second), and both grew by `k` per member: a 201-member object's reached
+//! 40,000 keys each.
 //!
 //! ## Presence clauses
 //! A group may also carry conditions on which listed members are present
