@@ -212,14 +212,6 @@ impl Lazy {
         self.pending.keys().copied()
     }
 
-    fn set_pending(&mut self, r: u32, key: Key) {
-        self.pending.insert(r, key);
-    }
-
-    fn take_pending(&mut self, r: u32) -> Option<Key> {
-        self.pending.remove(&r)
-    }
-
     /// Is grammar position `pos` inside a family rule?
     #[inline]
     pub fn in_family(&self, pos: u32) -> bool {
@@ -245,7 +237,7 @@ impl ByteGrammar {
         let seen = vec![0u64; fam.required.len()].into_boxed_slice();
         self.lazy.families.push(fam);
         let key = Key { family, member: false, count: 0, seen };
-        self.lazy.set_pending(start, key);
+        self.lazy.pending.insert(start, key);
         self.expand(start);
     }
 
@@ -255,7 +247,7 @@ impl ByteGrammar {
         self.alts.push(Vec::new());
         let base = self.lazy.families[key.family as usize].start;
         self.names.push_helper(base, if key.member { "member" } else { "after" });
-        self.lazy.set_pending(r, key);
+        self.lazy.pending.insert(r, key);
         r
     }
 
@@ -288,7 +280,7 @@ impl ByteGrammar {
 
     /// Builds the alternatives of pending rule `r` (nothing when `r` is not pending).
     pub(crate) fn expand(&mut self, r: u32) {
-        let Some(key) = self.lazy.take_pending(r) else { return };
+        let Some(key) = self.lazy.pending.remove(&r) else { return };
         // A rule of a key already built (the same members, reached in another order, or
         // named again by another expansion) takes that rule's alternatives: the same
         // stacks, so the same states.
