@@ -180,38 +180,68 @@ impl Builder {
         let mut done = std::mem::take(&mut self.all_done);
         done.clear();
         let mut next = [DEAD; 256];
-        for b in 0..256 {
-            let key = &sig[b * words..(b + 1) * words];
-            if key.iter().all(|&w| w == 0) {
-                continue;
+        if words == 1 {
+            // Up to 64 takers (nearly every state): a byte's signature is one word, its own
+            // key, compared with the last byte's as a value (the general loop pays for
+            // slices and their bounds on each of the 256 bytes: at stop 52, two thirds of
+            // this function's instructions).
+            let (mut last, mut last_x) = (0u64, DEAD);
+            for (b, &key) in sig.iter().enumerate() {
+                if key != last {
+                    last = key;
+                    last_x = if key == 0 {
+                        DEAD
+                    } else if let Some(&(_, x)) = done.get(&key) {
+                        x
+                    } else {
+                        self.seeds.clear();
+                        let mut bits = key;
+                        while bits != 0 {
+                            let (_, next, parent) = takers[bits.trailing_zeros() as usize];
+                            bits &= bits - 1;
+                            self.seeds.push((next, parent));
+                        }
+                        let x = self.memo_closure(t);
+                        done.insert(key, (b as u16, x));
+                        x
+                    };
+                }
+                next[b] = last_x;
             }
-            // Bytes taken by the same stacks come in runs (a range of a class).
-            if b > 0 && key == &sig[(b - 1) * words..b * words] {
-                next[b] = next[b - 1];
-                continue;
-            }
-            // One word (up to 64 takers): the signature is its own key; else its hash, with the
-            // signature compared (a collision only costs a closure, which is memoized anyway).
-            let h = if words == 1 { key[0] } else { std::hash::BuildHasher::hash_one(&rustc_hash::FxBuildHasher, key) };
-            if let Some(&(c, x)) = done.get(&h) {
-                if &sig[c as usize * words..(c as usize + 1) * words] == key {
-                    next[b] = x;
+        } else {
+            for b in 0..256 {
+                let key = &sig[b * words..(b + 1) * words];
+                if key.iter().all(|&w| w == 0) {
                     continue;
                 }
-            }
-            self.seeds.clear();
-            for (w, &bits) in key.iter().enumerate() {
-                let mut bits = bits;
-                while bits != 0 {
-                    let i = w * 64 + bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    let (_, next, parent) = takers[i];
-                    self.seeds.push((next, parent));
+                // Bytes taken by the same stacks come in runs (a range of a class).
+                if b > 0 && key == &sig[(b - 1) * words..b * words] {
+                    next[b] = next[b - 1];
+                    continue;
                 }
+                // The signature's hash, with the signature compared (a collision only costs a
+                // closure, which is memoized anyway).
+                let h = std::hash::BuildHasher::hash_one(&rustc_hash::FxBuildHasher, key);
+                if let Some(&(c, x)) = done.get(&h) {
+                    if &sig[c as usize * words..(c as usize + 1) * words] == key {
+                        next[b] = x;
+                        continue;
+                    }
+                }
+                self.seeds.clear();
+                for (w, &bits) in key.iter().enumerate() {
+                    let mut bits = bits;
+                    while bits != 0 {
+                        let i = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        let (_, next, parent) = takers[i];
+                        self.seeds.push((next, parent));
+                    }
+                }
+                let x = self.memo_closure(t);
+                done.entry(h).or_insert((b as u16, x));
+                next[b] = x;
             }
-            let x = self.memo_closure(t);
-            done.entry(h).or_insert((b as u16, x));
-            next[b] = x;
         }
         self.all_takers = takers;
         self.all_sig = sig;
