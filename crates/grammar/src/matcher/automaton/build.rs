@@ -183,7 +183,7 @@ impl Builder {
         if words == 1 {
             // Up to 64 takers (nearly every state): a byte's signature is one word, its own
             // key, compared with the last byte's as a value (the general loop pays for
-            // slices and their bounds on each of the 256 bytes: at stop 52, two thirds of
+            // slices and their bounds on each of the 256 bytes: at stop 53, two thirds of
             // this function's instructions).
             let (mut last, mut last_x) = (0u64, DEAD);
             for (b, &key) in sig.iter().enumerate() {
