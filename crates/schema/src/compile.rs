@@ -81,8 +81,9 @@ fn compile_root(cx: &mut Compiler<'_>) -> Result<(), SchemaError> {
 /// The length of `v` serialized as compact JSON (as `serde_json::to_vec` writes it), counted
 /// without building the text, and only up to just past `limit` (a larger schema is refused
 /// anyway). Counted over the tree rather than through `serde_json`'s serializer, which
-/// escapes a string in three writes and a loop over its bytes: that was 12 % of the schema
-/// compile of half A's 30 largest files at stop 54, for a check every compile makes.
+/// escapes a string in three writes and a loop over its bytes: counting over the tree took
+/// the schema compile's instructions down 6.9 % on half A's 30 largest files and 4.7 % on
+/// half B's at stop 54, for a check every compile makes.
 fn serialized_size(v: &Value, limit: usize) -> usize {
     let mut n = 0;
     json_len(v, limit, &mut n);
