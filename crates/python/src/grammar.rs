@@ -31,7 +31,8 @@ enum Source {
 }
 
 struct LazySchema {
-    value: serde_json::Value,
+    /// Shared with the lazy grammars compiled from it (not copied into each).
+    value: std::sync::Arc<serde_json::Value>,
     opts: SchemaOptions,
     /// The cache key: everything the grammar depends on.
     key: String,
@@ -123,7 +124,8 @@ impl Grammar {
         root_whitespace: bool,
     ) -> PyResult<Self> {
         let text = schema_text(schema)?;
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| error(format!("the schema is not valid JSON: {e}")))?;
+        let value: std::sync::Arc<serde_json::Value> =
+            std::sync::Arc::new(serde_json::from_str(&text).map_err(|e| error(format!("the schema is not valid JSON: {e}")))?);
         let key_order = match key_order {
             "listed" => KeyOrder::Listed,
             "any" => KeyOrder::Any,
@@ -140,7 +142,7 @@ impl Grammar {
             ..SchemaOptions::default()
         };
         // Refusals and warnings come now; most of the compiling, when matchers reach it.
-        let compiled = py.detach(|| formwork_schema::compile_lazy(&value, &opts));
+        let compiled = py.detach(|| formwork_schema::compile_lazy_shared(value.clone(), &opts));
         let (lazy, warnings) = compiled.map_err(|e| schema_error(py, &e))?;
         let key = format!("schema|{opts:?}|{value}");
         let schema = LazySchema { value, opts, key, first: std::sync::Mutex::new(Some(lazy)), whole: std::sync::OnceLock::new() };
@@ -268,7 +270,7 @@ impl GrammarCompiler {
                 let first = s.first.lock().unwrap_or_else(|e| e.into_inner()).take();
                 let lazy = match first {
                     Some(l) => l,
-                    None => formwork_schema::compile_lazy(&s.value, &s.opts).map_err(error)?.0,
+                    None => formwork_schema::compile_lazy_shared(s.value.clone(), &s.opts).map_err(error)?.0,
                 };
                 formwork_grammar::CompiledGrammar::lazy(lazy, index, &limits).map_err(error)
             }),

@@ -2,10 +2,12 @@
 //! the grammar compiled for the vocabulary, the first mask (best of 5 each), and the first
 //! of the five rounds whole (what `bench masks` times once per file).
 //!
-//! `cargo run --release -p formwork-schema --example ttfm_phases -- [--lazy] [--listed] TOKENIZER.json FILE...`
+//! `cargo run --release -p formwork-schema --example ttfm_phases -- [--lazy] [--listed] [--shared] TOKENIZER.json FILE...`
 //! (a MaskBench file's `schema` member, or a plain schema). `--lazy` compiles the schema
 //! with deferred locations (`compile_lazy`), as `bench masks`, the mask-engine protocol and
-//! the Python package do; `--listed`: objects in listed key order (else any order).
+//! the Python package do; `--listed`: objects in listed key order (else any order);
+//! `--shared` (with `--lazy`): the schema handed over as an `Arc` (`compile_lazy_shared`,
+//! as the server and the Python package do), not copied by the compile.
 
 #[global_allocator]
 static GLOBAL: formwork_alloc::MiMalloc = formwork_alloc::MiMalloc;
@@ -19,13 +21,15 @@ fn main() {
     let mut args = std::env::args().skip(1).peekable();
     let lazy = args.next_if(|a| a == "--lazy").is_some();
     let key_order = if args.next_if(|a| a == "--listed").is_some() { formwork_schema::KeyOrder::Listed } else { formwork_schema::KeyOrder::Any };
-    let tok = args.next().expect("usage: ttfm_phases [--lazy] [--listed] TOKENIZER.json FILE...");
+    let shared = args.next_if(|a| a == "--shared").is_some();
+    let tok = args.next().expect("usage: ttfm_phases [--lazy] [--listed] [--shared] TOKENIZER.json FILE...");
     let vocab = std::sync::Arc::new(Vocabulary::from_tokenizer_json_file(&tok, None).expect("tokenizer"));
     let index = TokenIndex::for_vocab(&vocab);
     let limits = Limits::default();
     for file in args {
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         let schema = v.get("schema").cloned().unwrap_or(v);
+        let arc = std::sync::Arc::new(schema.clone());
         let opts = formwork_schema::SchemaOptions { key_order, ..Default::default() };
         let (mut a, mut b, mut c) = (f64::MAX, f64::MAX, f64::MAX);
         let mut rules = 0;
@@ -38,7 +42,7 @@ fn main() {
         for round in 0..5 {
             let t0 = Instant::now();
             let compiled = if lazy {
-                formwork_schema::compile_lazy(&schema, &opts).map(|(g, _)| {
+                if shared { formwork_schema::compile_lazy_shared(arc.clone(), &opts) } else { formwork_schema::compile_lazy(&schema, &opts) }.map(|(g, _)| {
                     rules = g.grammar.rules().len();
                     (None, Some(g))
                 })

@@ -28,7 +28,7 @@ mod object;
 /// practice.)
 const MAX_ONEOF_PARTS: usize = 64;
 
-pub use lazy::compile_lazy;
+pub use lazy::{compile_lazy, compile_lazy_shared};
 
 /// Compiles `schema` to a grammar rooted at `root`.
 pub fn compile(schema: &Value, opts: &SchemaOptions) -> Result<Grammar, SchemaError> {

@@ -105,13 +105,18 @@ impl<'a> Compiler<'a> {
 
     /// A compiler for `schema` (its documents resolved, the whitespace rule defined).
     pub fn new(schema: &Value, opts: std::borrow::Cow<'a, SchemaOptions>) -> Self {
+        Self::new_shared(std::sync::Arc::new(schema.clone()), opts)
+    }
+
+    /// [`new`](Self::new) on a schema the caller shares (not copied).
+    pub fn new_shared(schema: std::sync::Arc<Value>, opts: std::borrow::Cow<'a, SchemaOptions>) -> Self {
         use std::borrow::Cow;
-        let draft = effective_draft(schema, &opts);
+        let draft = effective_draft(&schema, &opts);
         let remotes = match &opts {
             Cow::Borrowed(o) => Cow::Borrowed(&o.remotes),
             Cow::Owned(o) => Cow::Owned(o.remotes.clone()),
         };
-        let res = Resolver::new(schema, draft, remotes);
+        let res = Resolver::new_shared(schema, draft, remotes);
         let ws = match opts.whitespace {
             Whitespace::Compact | Whitespace::Pretty { .. } => Expr::empty(),
             Whitespace::Flexible { max_run } => Expr::repeat(Expr::class([(' ', ' '), ('\t', '\t'), ('\n', '\n'), ('\r', '\r')], false), 0, max_run),

@@ -70,7 +70,7 @@ use formwork_grammar::Limits;
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use compile::{compile, compile_lazy, compile_with_warnings};
+pub use compile::{compile, compile_lazy, compile_lazy_shared, compile_with_warnings};
 pub use layout::{to_layout_string, PRETTY_MAX_LEVEL};
 
 /// Whitespace allowed between JSON tokens.

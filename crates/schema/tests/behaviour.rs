@@ -397,6 +397,56 @@ fn a_metaschema_without_the_validation_vocabulary_turns_validation_keywords_off(
     assert!(!accepts(&g, br#"{"bad":1}"#, &opts.limits).unwrap());
 }
 
+/// `compile_lazy_shared` keeps the caller's document instead of a copy: its grammar gives
+/// `compile_lazy`'s verdicts (deferred rules built from the shared document), and the
+/// caller's value is left as it was, even where a metaschema without the validation
+/// vocabulary has validation keywords stripped (from a copy made then, not the shared one).
+#[test]
+fn a_shared_schema_compiles_as_a_copied_one_and_is_left_as_it_was() {
+    use formwork_grammar::{CompiledGrammar, TokenIndex};
+    use std::sync::Arc;
+    let meta = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "http://localhost:1234/meta-no-validation.json",
+        "$vocabulary": {"https://json-schema.org/draft/2020-12/vocab/applicator": true, "https://json-schema.org/draft/2020-12/vocab/core": true},
+    });
+    let mut stripped = SchemaOptions::default();
+    stripped.remotes.insert("http://localhost:1234/meta-no-validation.json".into(), meta);
+    // Deep enough that the lazy compile defers `$defs` (built when first reached).
+    let item = json!({"type": "object", "properties": {"id": {"type": "integer", "minimum": 3}, "tags": {"type": "array", "items": {"type": "string", "maxLength": 2}}}, "required": ["id"]});
+    let plain = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/item"}, "b": {"type": "array", "items": {"$ref": "#/$defs/item"}}}, "$defs": {"item": item}});
+    let mut unvalidated = plain.clone();
+    unvalidated["$schema"] = json!("http://localhost:1234/meta-no-validation.json");
+    let bytes: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let index = TokenIndex::for_vocab(&Arc::new(formwork_vocab::Vocabulary::from_strings(&bytes, &[])));
+    let texts = [r#"{"a":{"id":5}}"#, r#"{"a":{"id":1}}"#, r#"{"a":{"id":"x"}}"#, r#"{"b":[{"id":4,"tags":["ab"]},{"id":9}]}"#, r#"{"b":[{"id":4,"tags":["abc"]}]}"#, r#"{"a":{}}"#];
+    for (schema, opts) in [(&plain, SchemaOptions::default()), (&unvalidated, stripped)] {
+        let shared = Arc::new(schema.clone());
+        let (copied, _) = formwork_schema::compile_lazy(schema, &opts).unwrap();
+        let (kept, _) = formwork_schema::compile_lazy_shared(shared.clone(), &opts).unwrap();
+        // (A document with a metaschema of its own is compiled whole, nothing deferred.)
+        if schema.get("$schema").is_none() {
+            assert!(!kept.deferred.is_empty(), "nothing deferred: the test would not build a rule from the shared document");
+        }
+        let copied = CompiledGrammar::lazy(copied, index.clone(), &opts.limits).unwrap();
+        let kept = CompiledGrammar::lazy(kept, index.clone(), &opts.limits).unwrap();
+        for t in texts {
+            let verdict = |g: &Arc<CompiledGrammar>| {
+                let mut m = g.matcher();
+                m.commit_bytes(t.as_bytes()).is_ok() && m.is_accepting()
+            };
+            assert_eq!(verdict(&kept), verdict(&copied), "{t}");
+        }
+        // Validation off: the id below 3 and the long tag are accepted; on, refused.
+        let mut m = kept.matcher();
+        let lax = m.commit_bytes(br#"{"a":{"id":1}}"#).is_ok() && m.is_accepting();
+        assert_eq!(lax, schema.get("$schema").is_some(), "validation keywords applied as the metaschema says");
+        drop((kept, copied));
+        assert_eq!(*shared, *schema, "the shared document was changed");
+        assert_eq!(Arc::strong_count(&shared), 1, "the grammar still holds the document after it is dropped");
+    }
+}
+
 /// More patterns than the exact region construction takes: a key that one pattern alone
 /// matches takes that pattern's schema (before, every such key had to satisfy every
 /// pattern's schema, so a valid document was refused — found on MaskBench once unknown

@@ -207,17 +207,16 @@ impl EngineBackend {
             .get_or_try_insert(key, || {
                 // The request's format, with the schema options generation uses (one place:
                 // `Format::schema_options`).
+                if let (Some(schema), true) = (&schema, calls <= 1) {
+                    // One document: compiled lazily (definitions when first reached), from
+                    // the request's own copy of the schema.
+                    return Format::compile_schema(schema.clone(), strict, None, &vocab, &limits, whitespace)
+                        .map_err(|e| BackendError::BadRequest { message: e.to_string(), param: None });
+                }
                 let format = match schema {
                     None => Format::Json,
                     Some(schema) => Format::JsonSchema { schema: Value::clone(&schema), strict, first_key: None },
                 };
-                if calls <= 1 && matches!(format, Format::JsonSchema { .. }) {
-                    // One document: compiled lazily (definitions when first reached).
-                    return format
-                        .compile(&vocab, &limits, whitespace)
-                        .map_err(|e| BackendError::BadRequest { message: e.to_string(), param: None })
-                        .map(|c| c.expect("a JSON format has a grammar"));
-                }
                 let grammar = format
                     .grammar(&limits, whitespace)
                     .map_err(|e| BackendError::BadRequest { message: e.to_string(), param: None })?
