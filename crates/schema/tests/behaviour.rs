@@ -378,8 +378,9 @@ fn unknown_formats_are_annotations_by_default() {
     assert_eq!(w[0].keyword, "format");
 }
 
-#[test]
-fn a_metaschema_without_the_validation_vocabulary_turns_validation_keywords_off() {
+/// Options whose remotes hold `http://localhost:1234/meta-no-validation.json`, a metaschema
+/// without the validation vocabulary.
+fn without_validation() -> SchemaOptions {
     let meta = json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "http://localhost:1234/meta-no-validation.json",
@@ -387,6 +388,12 @@ fn a_metaschema_without_the_validation_vocabulary_turns_validation_keywords_off(
     });
     let mut opts = SchemaOptions::default();
     opts.remotes.insert("http://localhost:1234/meta-no-validation.json".into(), meta);
+    opts
+}
+
+#[test]
+fn a_metaschema_without_the_validation_vocabulary_turns_validation_keywords_off() {
+    let opts = without_validation();
     let s = json!({"$schema": "http://localhost:1234/meta-no-validation.json", "properties": {"bad": false, "n": {"minimum": 10, "type": "integer"}}});
     let g = compile(&s, &opts).unwrap();
     for yes in [r#"{"n":20}"#, r#"{"n":1}"#, r#"{"n":"x"}"#] {
@@ -405,13 +412,7 @@ fn a_metaschema_without_the_validation_vocabulary_turns_validation_keywords_off(
 fn a_shared_schema_compiles_as_a_copied_one_and_is_left_as_it_was() {
     use formwork_grammar::{CompiledGrammar, TokenIndex};
     use std::sync::Arc;
-    let meta = json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "http://localhost:1234/meta-no-validation.json",
-        "$vocabulary": {"https://json-schema.org/draft/2020-12/vocab/applicator": true, "https://json-schema.org/draft/2020-12/vocab/core": true},
-    });
-    let mut stripped = SchemaOptions::default();
-    stripped.remotes.insert("http://localhost:1234/meta-no-validation.json".into(), meta);
+    let stripped = without_validation();
     // Deep enough that the lazy compile defers `$defs` (built when first reached).
     let item = json!({"type": "object", "properties": {"id": {"type": "integer", "minimum": 3}, "tags": {"type": "array", "items": {"type": "string", "maxLength": 2}}}, "required": ["id"]});
     let plain = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/item"}, "b": {"type": "array", "items": {"$ref": "#/$defs/item"}}}, "$defs": {"item": item}});
