@@ -34,7 +34,9 @@
 //!   (warnings it can predict are said up front), that match something and start with `{`
 //!   or `[`; their rules are compiled when a matcher first reaches them, by the compiler kept
 //!   inside the compiled grammar (`compile::lazy`, and the grammar crate's
-//!   [`LazyGrammar`](formwork_grammar::LazyGrammar)).
+//!   [`LazyGrammar`](formwork_grammar::LazyGrammar)). The compiled grammar keeps the
+//!   schema for them: [`compile_lazy_shared`] takes it as an `Arc` the caller shares (the
+//!   server, the Python package), where `compile_lazy` copies a borrowed one.
 //! - `layout`: the separators between tokens in each [`Whitespace`] style (flexible,
 //!   compact, pretty with indentation by nesting level).
 //!
