@@ -251,6 +251,10 @@ pub struct Request {
     whitespace: Whitespace,
     /// The format's grammar, built by [`Request::prepare`] (vocabulary-independent).
     grammar: Option<Grammar>,
+    /// A schema's lazy grammar, made by [`Request::prepare`] and taken by the first
+    /// [`Request::compile`] (so a prepared schema compiles once, not twice; a later compile
+    /// makes its own).
+    lazy: std::sync::Mutex<Option<formwork_grammar::LazyGrammar>>,
 }
 
 impl Request {
@@ -268,6 +272,7 @@ impl Request {
             limits: Limits::default(),
             whitespace: Whitespace::default(),
             grammar: None,
+            lazy: std::sync::Mutex::new(None),
         }
     }
 
@@ -362,7 +367,8 @@ impl Request {
     /// lazily for the vocabulary (see [`Format::compile`]).
     pub fn prepare(mut self) -> Result<Self, FormatError> {
         if let Format::JsonSchema { schema, strict, first_key } = &self.format {
-            formwork_schema::compile_lazy(schema, &Format::schema_options(*strict, first_key.as_deref(), self.whitespace, &self.limits))?;
+            let (lazy, _) = formwork_schema::compile_lazy(schema, &Format::schema_options(*strict, first_key.as_deref(), self.whitespace, &self.limits))?;
+            *self.lazy.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lazy);
             return Ok(self);
         }
         self.grammar = self.format.grammar(&self.limits, self.whitespace)?;
@@ -371,6 +377,11 @@ impl Request {
 
     /// Compiles the format for `vocab` (`None` for free text).
     pub fn compile(&self, vocab: &Arc<Vocabulary>) -> Result<Option<Arc<CompiledGrammar>>, FormatError> {
+        let prepared = self.lazy.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(lazy) = prepared {
+            let index = formwork_grammar::TokenIndex::for_vocab(vocab);
+            return Ok(Some(CompiledGrammar::lazy(lazy, index, &self.limits)?));
+        }
         match &self.grammar {
             Some(g) => Ok(Some(CompiledGrammar::new(g, vocab.clone(), &self.limits)?)),
             None => self.format.compile(vocab, &self.limits, self.whitespace),

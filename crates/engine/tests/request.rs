@@ -5,7 +5,7 @@ use formwork_engine::reasoning::{Reasoning, ReasoningFormat};
 use formwork_engine::request::{Event, Format, FormatError, Request, RequestError, Whitespace};
 use formwork_engine::retry::{Validation, Validator};
 use formwork_engine::testing::{ScriptedAnswers, ScriptedModel};
-use formwork_engine::{ChatMessage, Prompt, SamplerOptions, SchemaPlacement};
+use formwork_engine::{ChatMessage, Model as _, Prompt, SamplerOptions, SchemaPlacement};
 use formwork_grammar::Limits;
 use serde_json::json;
 use std::ops::ControlFlow;
@@ -117,6 +117,33 @@ fn the_format_constrains_the_answer_without_validation() {
     assert_eq!(a.text, "{\"age\": 7}");
     assert_eq!(joined(&events, "A1:"), a.text);
     assert!(a.generation.constraint.is_some(), "the grammar was applied");
+}
+
+#[test]
+fn a_prepared_schema_compiles_from_what_prepare_made_and_again_after() {
+    let prepared = Request::new(chat("How old?"))
+        .format(Format::JsonSchema { schema: age_schema(), strict: false, first_key: None })
+        .sampler(SamplerOptions::greedy())
+        .num_predict(50)
+        .prepare()
+        .unwrap();
+    let mut m = outputs(&["{\"age\": 7}"], false);
+    let vocab = m.vocab().clone();
+    // The first compile takes the lazy grammar prepare made; the second compiles anew.
+    for _ in 0..2 {
+        let g = prepared.compile(&vocab).unwrap().expect("a schema has a grammar");
+        let mut m = g.matcher();
+        m.commit_bytes(b"{\"age\": 7}").unwrap();
+        assert!(m.is_accepting());
+        assert!(g.matcher().commit_bytes(b"{\"age\": \"7\"}").is_err(), "a string age is refused");
+    }
+    let (a, _) = run(&mut m, prepared).unwrap();
+    assert_eq!(a.text, "{\"age\": 7}");
+    let refused = Request::new(chat("x"))
+        .format(Format::JsonSchema { schema: json!({"type": "strnig"}), strict: false, first_key: None })
+        .prepare()
+        .unwrap_err();
+    assert!(matches!(refused, FormatError::Schema(_)), "prepare still refuses up front: {refused:?}");
 }
 
 #[test]
