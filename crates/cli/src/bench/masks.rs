@@ -100,6 +100,7 @@ pub(super) fn masks(a: MasksArgs) -> anyhow::Result<()> {
     if want("formwork") {
         let mut fw = Formwork::new(vocab.clone(), a.key_order.into());
         fw.lazy = !a.eager;
+        fw.index.set_class_builds(a.class_builds.into());
         engines.push(Box::new(fw));
     }
     #[cfg(feature = "llguidance-peer")]

@@ -142,6 +142,32 @@ pub struct MasksArgs {
     /// server and the Python package do): for comparing the two.
     #[arg(long)]
     pub eager: bool,
+    /// When formwork builds a class index's suffix trie and counts: `background` (the
+    /// default, on a thread of their own), `now` (in the mask that first needs them) or
+    /// `never` (masks walk pruned): for measuring what the background builds cost.
+    #[arg(long, value_enum, default_value_t = ClassBuildsArg::Background)]
+    pub class_builds: ClassBuildsArg,
+}
+
+/// `--class-builds` (see [`formwork_grammar::matcher::ClassBuilds`]).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassBuildsArg {
+    /// On a thread of their own (the default).
+    Background,
+    /// In the mask that first needs them.
+    Now,
+    /// Never: masks walk pruned.
+    Never,
+}
+
+impl From<ClassBuildsArg> for formwork_grammar::matcher::ClassBuilds {
+    fn from(a: ClassBuildsArg) -> Self {
+        match a {
+            ClassBuildsArg::Background => Self::Background,
+            ClassBuildsArg::Now => Self::Now,
+            ClassBuildsArg::Never => Self::Never,
+        }
+    }
 }
 
 /// `--half`: one of the two halves of a data folder, split by sha256 of the file name.

@@ -51,6 +51,7 @@
 //! of its closure.
 
 use super::lower::{ByteSet, Symbol, ByteGrammar, Deferred};
+use super::sharded::ShardedMap;
 use super::slots::{SlotIndex, Slots};
 use formwork_vocab::TokenId;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -250,11 +251,11 @@ pub(crate) struct Builder {
     nodes: Vec<(u32, StackId)>,
     /// Indexed by node id: frames from the bottom (BOTTOM and CTX are 0).
     heights: Vec<u32>,
-    node_ids: FxHashMap<(u32, StackId), StackId>,
+    node_ids: ShardedMap<(u32, StackId), StackId>,
     /// The members of each join node (see `join`), indexed by the node's parent field.
     joins: Vec<Box<[StackId]>>,
     /// The join nodes by their members.
-    join_ids: FxHashMap<Box<[StackId]>, StackId>,
+    join_ids: ShardedMap<Box<[StackId]>, StackId>,
     /// Heap bytes of the joins.
     join_bytes: usize,
     /// Scratch for `join::factor`: by position, the stamp of the last call that saw it.
@@ -263,25 +264,25 @@ pub(crate) struct Builder {
     /// Joins `canon::canonical_join` is inside.
     canon_join_depth: u32,
     /// The states by their stacks (the same allocation as the state's own list).
-    state_ids: FxHashMap<std::sync::Arc<[StackId]>, StateId>,
+    state_ids: ShardedMap<std::sync::Arc<[StackId]>, StateId>,
     /// Heap bytes of the published states (infos and transition tables).
     state_bytes: usize,
     /// The chunk of transition tables new states take theirs from, and how many it has
     /// handed out.
     trans_chunk: Option<(TransChunk, u32)>,
     /// Memo of [`canonical`](Self::canonical) per node: (canonical node, budget).
-    canon_nodes: FxHashMap<StackId, (StackId, u32)>,
+    canon_nodes: ShardedMap<StackId, (StackId, u32)>,
     /// Memo of [`canonical`](Self::canonical) per (state, top budget): (canonical state, budget).
-    canon_states: FxHashMap<(StateId, u32), (StateId, u32)>,
+    canon_states: ShardedMap<(StateId, u32), (StateId, u32)>,
     /// Memo of truncations (see [`truncate`](Self::truncate)) per (state, depth).
-    truncs: FxHashMap<(StateId, u32), StateId>,
+    truncs: ShardedMap<(StateId, u32), StateId>,
     /// Memo of [`closure`](Self::closure) by seed set: the bytes of a state that the same
     /// stacks accept (all the characters of a string body, say) lead to one state, which is
     /// computed once. Indexed by the seeds, sorted.
-    closures: FxHashMap<Box<[(u32, StackId)]>, StateId>,
+    closures: ShardedMap<Box<[(u32, StackId)]>, StateId>,
     /// Memo of each seed's own closure (see [`closure`](Self::closure)); `None` when it
     /// overflows. Its heap bytes in `seed_bytes`.
-    seed_closures: FxHashMap<(u32, StackId), Option<SeedClosure>>,
+    seed_closures: ShardedMap<(u32, StackId), Option<SeedClosure>>,
     seed_bytes: usize,
     // Scratch for closures.
     visited: FxHashSet<(u32, StackId)>,
@@ -317,21 +318,21 @@ impl Automaton {
             max_states: max_states.max(2),
             nodes: vec![(u32::MAX, StackId(u32::MAX)), (u32::MAX, StackId(u32::MAX))],
             heights: vec![0, 0],
-            node_ids: FxHashMap::default(),
+            node_ids: ShardedMap::default(),
             joins: Vec::new(),
-            join_ids: FxHashMap::default(),
+            join_ids: ShardedMap::default(),
             join_bytes: 0,
             stamps: Vec::new(),
             stamp: 0,
             canon_join_depth: 0,
-            state_ids: FxHashMap::default(),
+            state_ids: ShardedMap::default(),
             state_bytes: 0,
             trans_chunk: None,
-            canon_nodes: FxHashMap::default(),
-            canon_states: FxHashMap::default(),
-            truncs: FxHashMap::default(),
-            closures: FxHashMap::default(),
-            seed_closures: FxHashMap::default(),
+            canon_nodes: ShardedMap::default(),
+            canon_states: ShardedMap::default(),
+            truncs: ShardedMap::default(),
+            closures: ShardedMap::default(),
+            seed_closures: ShardedMap::default(),
             seed_bytes: 0,
             visited: FxHashSet::default(),
             visited_small: Vec::new(),
@@ -452,10 +453,15 @@ impl Automaton {
             + self.table.states.memory_usage()
             + b.state_bytes
             + b.nodes.capacity() * 12
-            + b.node_ids.capacity() * 12
-            + b.state_ids.capacity() * 24
-            + (b.canon_nodes.capacity() + b.canon_states.capacity() + b.truncs.capacity()) * 16
-            + b.closures.keys().map(|k| k.len() * 8 + 24).sum::<usize>()
+            + b.node_ids.table_bytes()
+            + b.state_ids.table_bytes()
+            + b.canon_nodes.table_bytes()
+            + b.canon_states.table_bytes()
+            + b.truncs.table_bytes()
+            + b.closures.table_bytes()
+            + b.closures.keys().map(|k| k.len() * 8).sum::<usize>()
+            + b.join_ids.table_bytes()
+            + b.seed_closures.table_bytes()
             + b.seed_bytes
             + b.join_bytes * 2
     }

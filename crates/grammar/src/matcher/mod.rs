@@ -90,6 +90,7 @@ mod index;
 mod lower;
 mod mask;
 mod matching;
+mod sharded;
 mod slots;
 
 pub use cache::GrammarCache;

@@ -303,7 +303,7 @@ impl Builder {
 
     pub(super) fn intern_node(&mut self, pos: u32, parent: StackId) -> StackId {
         let next = StackId(self.nodes.len() as u32);
-        let id = *self.node_ids.entry((pos, parent)).or_insert(next);
+        let id = *self.node_ids.get_or_insert_with((pos, parent), || next);
         if id == next {
             self.nodes.push((pos, parent));
             self.heights.push(self.heights[parent.index()] + 1);
@@ -365,7 +365,7 @@ impl Builder {
                 self.seed_bytes += c.as_ref().map_or(0, |c| c.stacks.len() * 4) + 40;
                 self.seed_closures.insert(seed, c);
             }
-            let Some(c) = &self.seed_closures[&seed] else {
+            let Some(c) = self.seed_closures.get(&seed).expect("inserted just above") else {
                 self.union = stacks;
                 return OVERFLOW;
             };
