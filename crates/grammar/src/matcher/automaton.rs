@@ -463,7 +463,6 @@ impl Automaton {
             + b.closures.table_bytes()
             + b.closures.keys().map(|k| k.len() * 8).sum::<usize>()
             + b.join_ids.table_bytes()
-            + b.seed_closures.table_bytes()
             + b.seed_bytes
             + b.join_bytes * 2
     }
